@@ -1,0 +1,56 @@
+import path from 'node:path';
+
+/** Service configuration, read once from the environment (design.md, "Contracts: Operator"). */
+export interface Config {
+  domain: string;
+  httpsPort: number;
+  /** 0 turns the port-80 redirect off. */
+  httpPort: number;
+  dataDir: string;
+  redisUrl: string;
+  /** `sqlite://…` (default, in the data folder) or `postgres://…`. */
+  storeUrl: string;
+  /** Passed to dockerode; empty means the local socket. */
+  dockerHost: string | undefined;
+  tlsCertFile: string | undefined;
+  tlsKeyFile: string | undefined;
+  filesMaxUpload: number;
+  /** Image the sandbox containers run (built by scripts/setup.sh). */
+  sandboxImage: string;
+  /** `default` (cap-add ALL, unconfined) or `sysbox-runc` where installed. */
+  sandboxRuntime: string;
+  /** Prefix for Redis keys and BullMQ queues, so several services (or test runs) can share one Redis. */
+  redisPrefix: string;
+  /** Wakes per owner per hour that app traffic may trigger (spec 3: "within the owner's wake limits"). */
+  wakesPerHour: number;
+}
+
+const MB = 1024 * 1024;
+
+function int(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
+  return n;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const dataDir = path.resolve(env.SVC_DATA_DIR || './data');
+  return {
+    domain: env.SVC_DOMAIN || 'localhost',
+    httpsPort: int('SVC_HTTPS_PORT', 443),
+    httpPort: int('SVC_HTTP_PORT', 80),
+    dataDir,
+    redisUrl: env.REDIS_URL || 'redis://127.0.0.1:6379',
+    storeUrl: env.SVC_STORE_URL || `sqlite://${path.join(dataDir, 'svc.sqlite')}`,
+    dockerHost: env.DOCKER_HOST || undefined,
+    tlsCertFile: env.SVC_TLS_CERT || undefined,
+    tlsKeyFile: env.SVC_TLS_KEY || undefined,
+    filesMaxUpload: int('FILES_MAX_UPLOAD', 100 * MB),
+    sandboxImage: env.SVC_SANDBOX_IMAGE || 'svc-sandbox:latest',
+    sandboxRuntime: env.SVC_SANDBOX_RUNTIME || 'default',
+    redisPrefix: env.SVC_REDIS_PREFIX || 'svc',
+    wakesPerHour: int('SVC_WAKES_PER_HOUR', 60),
+  };
+}

@@ -1,0 +1,342 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Config } from '../core/config.ts';
+import { errors } from '../core/errors.ts';
+import type { Logger } from '../core/logger.ts';
+import type { LifecycleQueue } from '../queue/index.ts';
+import type { SandboxRecord, UserRecord } from '../store/records.ts';
+import type { Store } from '../store/index.ts';
+import { normaliseDeepSleepAfter, normaliseIdleTimeout, parseDuration } from './durations.ts';
+import { issueEngineCerts } from './engine-certs.ts';
+import { KeyedLock, SingleFlight } from './keyed-lock.ts';
+import { NAME_PREFIX, sandboxName } from './names.ts';
+import type { DockerRuntime, RuntimeState } from './runtime/docker-runtime.ts';
+import { innerEngine, waitForInnerEngine } from './runtime/inner-engine.ts';
+import type { IdleSessions } from './sessions.ts';
+import { deepSleepAt, engineHost, fullView, summarise, type SandboxSummary, type SandboxView } from './view.ts';
+
+export const DEFAULT_IDLE_TIMEOUT = '30m';
+/** Like Daytona's auto-archive: a week asleep, then only the volumes stay. */
+export const DEFAULT_DEEP_SLEEP_AFTER = '7d';
+const ENGINE_READY_TIMEOUT_MS = 60_000;
+const MAX_RENEWAL_INTERVAL_MS = 60_000;
+
+export interface CreateSandboxInput {
+  name?: string;
+  template?: 'default' | 'manager';
+  idle_timeout?: string;
+  deep_sleep_after?: string;
+}
+
+export interface SettingsPatch {
+  idle_timeout?: string;
+  deep_sleep_after?: string;
+}
+
+export interface LifecycleDeps {
+  config: Config;
+  store: Store;
+  runtime: DockerRuntime;
+  sessions: IdleSessions;
+  queue: LifecycleQueue;
+  logger: Logger;
+}
+
+/**
+ * The sandbox state machine of spec section 3. Every transition goes through here; the API,
+ * the edge and the queue workers only call it. State is read from the host engine each time
+ * (never cached), so a container that died or vanished behind our back is reported as it is.
+ */
+export class Lifecycle {
+  private readonly lock = new KeyedLock();
+  private readonly wakes = new SingleFlight<RuntimeState>();
+  /** Last renewal per sandbox and its idle timeout, for activity throttling. */
+  private readonly renewals = new Map<string, { at: number; idleMs: number }>();
+  private readonly log: Logger;
+
+  constructor(private readonly deps: LifecycleDeps) {
+    this.log = deps.logger.child({ part: 'lifecycle' });
+  }
+
+  private get ctx() {
+    return { domain: this.deps.config.domain, httpsPort: this.deps.config.httpsPort };
+  }
+
+  /** The record of a live (not archived) sandbox, or SVC_SANDBOX_NOT_FOUND. */
+  async record(name: string): Promise<SandboxRecord> {
+    const record = await this.deps.store.sandboxes.get(name);
+    if (!record) throw new errors.SandboxNotFound(name);
+    if (record.archived_at) throw new errors.SandboxArchived(name);
+    return record;
+  }
+
+  async create(owner: UserRecord, input: CreateSandboxInput): Promise<SandboxView> {
+    const name = input.name ? sandboxName(input.name) : NAME_PREFIX + randomBytes(5).toString('hex');
+    if (input.template === 'manager') throw new errors.Unprocessable('the manager template is not available on this service yet; use "default"');
+    const record: SandboxRecord = {
+      name,
+      owner_id: owner.id,
+      template: 'default',
+      idle_timeout: normaliseIdleTimeout(input.idle_timeout ?? DEFAULT_IDLE_TIMEOUT),
+      deep_sleep_after: normaliseDeepSleepAfter(input.deep_sleep_after ?? DEFAULT_DEEP_SLEEP_AFTER),
+      created_at: new Date().toISOString(),
+      certs: await issueEngineCerts(name, engineHost(name, this.deps.config.domain)),
+    };
+    await this.deps.store.sandboxes.insert(record);
+    this.log.info({ sandbox: name, owner: owner.name }, 'creating sandbox');
+    try {
+      await this.lock.run(name, () => this.bringUp(record));
+    } catch (err) {
+      this.log.error({ sandbox: name, err }, 'sandbox creation failed; rolling back');
+      await this.deps.runtime.takeDown(name).catch(() => undefined);
+      await this.deps.runtime.removeVolumes(name).catch(() => undefined);
+      await this.deps.sessions.close(name);
+      await this.deps.store.sandboxes.put({ ...record, archived_at: new Date().toISOString() });
+      throw new errors.SandboxFailed(name, (err as Error).message);
+    }
+    return this.view(record);
+  }
+
+  async view(recordOrName: SandboxRecord | string): Promise<SandboxView> {
+    const record = typeof recordOrName === 'string' ? await this.record(recordOrName) : recordOrName;
+    const [state, session, owner] = await Promise.all([
+      this.deps.runtime.inspect(record.name),
+      this.deps.sessions.get(record.name),
+      this.deps.store.users.get(record.owner_id),
+    ]);
+    return fullView(record, owner?.name ?? record.owner_id, state, session, this.ctx);
+  }
+
+  async list(records: SandboxRecord[]): Promise<SandboxSummary[]> {
+    return Promise.all(
+      records
+        .filter((r) => !r.archived_at)
+        .map(async (r) => summarise(r, await this.deps.runtime.inspect(r.name), await this.deps.sessions.get(r.name), this.ctx)),
+    );
+  }
+
+  async status(name: string): Promise<RuntimeState> {
+    return this.deps.runtime.inspect(name);
+  }
+
+  /**
+   * Wakes a sandbox from asleep or deep sleep and resolves once its engine answers.
+   * Concurrent callers share one wake: a hundred requests start the container once.
+   */
+  start(name: string): Promise<RuntimeState> {
+    return this.wakes.do(name, async () => {
+      const record = await this.record(name);
+      return this.lock.run(name, () => this.bringUp(record));
+    });
+  }
+
+  private async bringUp(record: SandboxRecord): Promise<RuntimeState> {
+    const { runtime } = this.deps;
+    const began = Date.now();
+    let state = await runtime.inspect(record.name);
+    if (state.status === 'deep_sleep') {
+      await runtime.create({ name: record.name, env: await this.containerEnv(record) });
+    }
+    if (state.status !== 'running') {
+      await runtime.start(record.name);
+      state = await runtime.inspect(record.name);
+    }
+    if (state.status !== 'running' || !state.address) {
+      throw new Error(`the sandbox container is not running after start (exit code ${state.exitCode ?? 'unknown'})`);
+    }
+    if (record.certs) {
+      await waitForInnerEngine(innerEngine(record.name, state.address, record.certs), ENGINE_READY_TIMEOUT_MS);
+    }
+    await this.openSession(record);
+    this.log.info({ sandbox: record.name, ms: Date.now() - began }, 'sandbox running');
+    return state;
+  }
+
+  private async containerEnv(record: SandboxRecord): Promise<Record<string, string>> {
+    const owner = await this.deps.store.users.get(record.owner_id);
+    const env: Record<string, string> = {
+      SVC_SANDBOX: record.name,
+      SVC_SSH_AUTHORIZED_KEYS: (owner?.ssh_keys ?? []).map((k) => k.key).join('\n'),
+    };
+    if (record.certs) {
+      env.SVC_TLS_CA = record.certs.ca_cert;
+      env.SVC_TLS_CERT = record.certs.server_cert;
+      env.SVC_TLS_KEY = record.certs.server_key;
+    }
+    return env;
+  }
+
+  /** Opens or extends the idle session to now + idle_timeout, and makes sure a timer fires by then. */
+  private async openSession(record: SandboxRecord): Promise<number> {
+    const idleMs = parseDuration(record.idle_timeout) ?? parseDuration('87600h')!;
+    const now = Date.now();
+    const expiresAt = now + idleMs;
+    const existing = await this.deps.sessions.get(record.name);
+    let timerAt = existing?.timerAt ?? 0;
+    if (timerAt <= now || expiresAt < timerAt) {
+      timerAt = expiresAt;
+      await this.deps.queue.scheduleIdleCheck(record.name, timerAt);
+    }
+    await this.deps.sessions.set(record.name, { expiresAt, timerAt });
+    this.renewals.set(record.name, { at: now, idleMs });
+    return expiresAt;
+  }
+
+  /**
+   * Activity from the edge or engine traffic (spec 3, rule 2). Cheap and synchronous: it renews
+   * the session at most once per min(60 s, idle_timeout / 4), so steady traffic keeps even a
+   * short-timeout sandbox awake. Activity never wakes a sandbox.
+   */
+  recordActivity(name: string): void {
+    const now = Date.now();
+    const last = this.renewals.get(name);
+    const interval = last ? Math.min(MAX_RENEWAL_INTERVAL_MS, last.idleMs / 4) : 0;
+    if (last && now - last.at < interval) return;
+    this.renewals.set(name, { at: now, idleMs: last?.idleMs ?? MAX_RENEWAL_INTERVAL_MS * 4 });
+    void this.renew(name).catch((err) => this.log.warn({ sandbox: name, err }, 'session renewal failed'));
+  }
+
+  private async renew(name: string): Promise<void> {
+    if (!(await this.deps.sessions.get(name))) return;
+    const record = await this.deps.store.sandboxes.get(name);
+    if (!record || record.archived_at) return;
+    await this.openSession(record);
+  }
+
+  /** POST keep-awake: restarts the idle countdown of a running sandbox; never wakes one. */
+  async keepAwake(name: string): Promise<SandboxView> {
+    const record = await this.record(name);
+    const state = await this.deps.runtime.inspect(name);
+    if (state.status !== 'running') throw new errors.SandboxNotRunning(name, describe(state.status), name);
+    await this.openSession(record);
+    return this.view(record);
+  }
+
+  /** Puts a running sandbox to sleep: the whole container stops, the deep-sleep timer starts. */
+  async sleep(name: string, reason: string): Promise<void> {
+    await this.lock.run(name, async () => {
+      const record = await this.deps.store.sandboxes.get(name);
+      if (!record || record.archived_at) return;
+      this.log.info({ sandbox: name, reason }, 'sandbox going to sleep');
+      await this.deps.runtime.stop(name);
+      await this.deps.sessions.close(name);
+      this.renewals.delete(name);
+      await this.scheduleDeepSleep(record, await this.deps.runtime.inspect(name));
+    });
+  }
+
+  private async scheduleDeepSleep(record: SandboxRecord, state: RuntimeState): Promise<void> {
+    const at = deepSleepAt(record, state);
+    if (at !== null) await this.deps.queue.scheduleDeepSleep(record.name, at);
+  }
+
+  /** Idle-check timer fired: sleep if the session really ran out, else re-arm for the new expiry. */
+  async onIdleCheck(name: string, at: number): Promise<void> {
+    const session = await this.deps.sessions.get(name);
+    if (!session || session.timerAt !== at) return; // closed, or superseded by an earlier timer
+    if (session.expiresAt > Date.now() + 250) {
+      await this.deps.sessions.set(name, { ...session, timerAt: session.expiresAt });
+      await this.deps.queue.scheduleIdleCheck(name, session.expiresAt);
+      return;
+    }
+    await this.sleep(name, 'idle timeout');
+  }
+
+  /** Deep-sleep timer fired: take the container and network down if it is still asleep and due. */
+  async onDeepSleep(name: string, at: number): Promise<void> {
+    await this.lock.run(name, async () => {
+      const record = await this.deps.store.sandboxes.get(name);
+      if (!record || record.archived_at) return;
+      const state = await this.deps.runtime.inspect(name);
+      const due = deepSleepAt(record, state);
+      if (due === null) return; // running again, already down, or deep sleep turned off
+      if (due > Date.now() + 250) {
+        if (due !== at) await this.deps.queue.scheduleDeepSleep(name, due);
+        return;
+      }
+      this.log.info({ sandbox: name }, 'sandbox going into deep sleep');
+      await this.deps.runtime.takeDown(name);
+    });
+  }
+
+  /**
+   * Compares what runs with sessions and timers (spec 3, rules 3 and 4): a sandbox started
+   * outside the service gets an idle session; one stopped outside loses its session and gets
+   * its deep-sleep timer. Idempotent; runs every RECONCILE_EVERY_MS.
+   */
+  async reconcile(): Promise<void> {
+    for (const { name, running } of await this.deps.runtime.list()) {
+      const record = await this.deps.store.sandboxes.get(name);
+      if (!record || record.archived_at) continue;
+      const session = await this.deps.sessions.get(name);
+      if (running && !session) {
+        this.log.info({ sandbox: name }, 'sandbox running without an idle session (started outside the service); opening one');
+        await this.openSession(record);
+      } else if (!running) {
+        if (session) await this.deps.sessions.close(name);
+        await this.scheduleDeepSleep(record, await this.deps.runtime.inspect(name));
+      }
+    }
+  }
+
+  /** PATCH: validates everything before changing anything; applies both values at once. */
+  async updateSettings(name: string, patch: SettingsPatch): Promise<SandboxView> {
+    const idle = patch.idle_timeout === undefined ? undefined : normaliseIdleTimeout(patch.idle_timeout);
+    const deep = patch.deep_sleep_after === undefined ? undefined : normaliseDeepSleepAfter(patch.deep_sleep_after);
+    return this.lock.run(name, async () => {
+      const current = await this.record(name);
+      const record = { ...current, ...(idle && { idle_timeout: idle }), ...(deep && { deep_sleep_after: deep }) };
+      await this.deps.store.sandboxes.put(record);
+      const state = await this.deps.runtime.inspect(name);
+      if (idle && state.status === 'running') await this.openSession(record);
+      if (deep) await this.scheduleDeepSleep(record, state);
+      return this.view(record);
+    });
+  }
+
+  /** Issues engine certificates for a `needs-certs` sandbox and recreates its container to use them. */
+  async enableEngineAccess(name: string): Promise<SandboxView> {
+    const record = await this.lock.run(name, async () => {
+      const current = await this.record(name);
+      if (current.certs) throw new errors.Conflict(`engine access of "${name}" is already enabled`);
+      const updated = { ...current, certs: await issueEngineCerts(name, engineHost(name, this.deps.config.domain)) };
+      const state = await this.deps.runtime.inspect(name);
+      await this.deps.store.sandboxes.put(updated);
+      await this.deps.runtime.takeDown(name);
+      if (state.status === 'exited') await this.deps.runtime.create({ name, env: await this.containerEnv(updated) });
+      this.log.info({ sandbox: name }, 'engine access enabled');
+      return { updated, wasRunning: state.status === 'running' };
+    });
+    if (record.wasRunning) await this.start(name);
+    return this.view(record.updated);
+  }
+
+  /**
+   * DELETE: the sandbox stops, its configuration and persistent folders go to an archive under
+   * the data folder, and everything on the engine is removed. The name stays reserved.
+   */
+  async archive(name: string): Promise<{ name: string; archive: string }> {
+    return this.lock.run(name, async () => {
+      const record = await this.record(name);
+      const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+      const relative = path.join('archive', `${name}-${stamp}`);
+      const dir = path.join(this.deps.config.dataDir, relative);
+      this.log.info({ sandbox: name, archive: relative }, 'archiving sandbox');
+      await this.deps.runtime.stop(name);
+      await this.deps.sessions.close(name);
+      this.renewals.delete(name);
+      await this.deps.runtime.archiveVolumes(name, dir);
+      const { certs: _secrets, ...configuration } = record;
+      await fs.promises.writeFile(path.join(dir, 'sandbox.json'), JSON.stringify(configuration, null, 2) + '\n', { mode: 0o600 });
+      await this.deps.runtime.takeDown(name);
+      await this.deps.runtime.removeVolumes(name);
+      await this.deps.store.sandboxes.put({ ...record, archived_at: new Date().toISOString(), archive_path: relative });
+      return { name, archive: relative };
+    });
+  }
+}
+
+function describe(status: string): string {
+  return status === 'exited' ? 'asleep' : status === 'deep_sleep' ? 'in deep sleep' : status;
+}

@@ -1,0 +1,185 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
+import type Docker from 'dockerode';
+import type { Logger } from '../../core/logger.ts';
+import { resourceNames } from '../names.ts';
+import { sandboxContainerOptions } from './host-config.ts';
+
+export type SandboxStatus = 'running' | 'exited' | 'deep_sleep';
+
+/** What the host engine says about one sandbox right now: the truth, never the record's wish. */
+export interface RuntimeState {
+  status: SandboxStatus;
+  /** Address of the sandbox container on its own network, while running. */
+  address?: string;
+  startedAt?: string;
+  finishedAt?: string;
+  exitCode?: number;
+}
+
+export interface ContainerSpec {
+  name: string;
+  env: Record<string, string>;
+}
+
+/** Labels on everything the runtime creates, so a reconcile pass or a clean-up finds it. */
+export const LABEL_SANDBOX = 'svc.sandbox';
+export const LABEL_INSTANCE = 'svc.instance';
+
+/** Folders of a sandbox that persist, in the order they are archived. */
+const ARCHIVED_PATHS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker/volumes'] as const;
+
+function statusCode(err: unknown): number | undefined {
+  return (err as { statusCode?: number }).statusCode;
+}
+
+/**
+ * The only code that creates, starts, stops or removes sandbox containers on the host engine.
+ * Every call is idempotent: "already started", "already stopped", "already gone" are success.
+ */
+export class DockerRuntime {
+  constructor(
+    private readonly docker: Docker,
+    private readonly opts: { image: string; runtime: string; instance: string; logger: Logger },
+  ) {}
+
+  async inspect(name: string): Promise<RuntimeState> {
+    try {
+      const info = await this.docker.getContainer(resourceNames(name).container).inspect();
+      const running = info.State.Running && !info.State.Restarting;
+      const net = info.NetworkSettings.Networks[resourceNames(name).network];
+      return {
+        status: running ? 'running' : 'exited',
+        address: running ? net?.IPAddress || undefined : undefined,
+        startedAt: info.State.StartedAt,
+        finishedAt: info.State.FinishedAt,
+        exitCode: info.State.ExitCode,
+      };
+    } catch (err) {
+      if (statusCode(err) === 404) return { status: 'deep_sleep' };
+      throw err;
+    }
+  }
+
+  /** Creates volumes (kept), network and container of a sandbox; does not start it. */
+  async create(spec: ContainerSpec): Promise<void> {
+    const names = resourceNames(spec.name);
+    const labels = { [LABEL_SANDBOX]: spec.name, [LABEL_INSTANCE]: this.opts.instance };
+    await Promise.all(
+      Object.values(names.volumes).map((volume) => this.docker.createVolume({ Name: volume, Labels: labels })),
+    );
+    try {
+      await this.docker.createNetwork({ Name: names.network, Driver: 'bridge', Labels: labels, CheckDuplicate: true });
+    } catch (err) {
+      if (statusCode(err) !== 409) throw err;
+    }
+    try {
+      await this.docker.createContainer(
+        sandboxContainerOptions({
+          name: names.container,
+          image: this.opts.image,
+          network: names.network,
+          volumes: names.volumes,
+          env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+          labels,
+          runtime: this.opts.runtime,
+        }),
+      );
+    } catch (err) {
+      if (statusCode(err) !== 409) throw err;
+    }
+    this.opts.logger.debug({ sandbox: spec.name }, 'sandbox container created');
+  }
+
+  async start(name: string): Promise<void> {
+    try {
+      await this.docker.getContainer(resourceNames(name).container).start();
+    } catch (err) {
+      if (statusCode(err) !== 304) throw err;
+    }
+  }
+
+  async stop(name: string): Promise<void> {
+    try {
+      await this.docker.getContainer(resourceNames(name).container).stop();
+    } catch (err) {
+      if (statusCode(err) !== 304 && statusCode(err) !== 404) throw err;
+    }
+  }
+
+  /** Deep sleep: container and network go, volumes stay. */
+  async takeDown(name: string): Promise<void> {
+    const names = resourceNames(name);
+    try {
+      await this.docker.getContainer(names.container).remove({ force: true });
+    } catch (err) {
+      if (statusCode(err) !== 404) throw err;
+    }
+    try {
+      await this.docker.getNetwork(names.network).remove();
+    } catch (err) {
+      if (statusCode(err) !== 404) throw err;
+    }
+  }
+
+  /**
+   * Writes the persistent folders of a sandbox as gzipped tars into `dir`, read through a
+   * container that is created with the sandbox's volumes but never started.
+   */
+  async archiveVolumes(name: string, dir: string): Promise<void> {
+    const names = resourceNames(name);
+    const reader = await this.docker.createContainer({
+      name: `${name}-archiver-${Date.now()}`,
+      Image: this.opts.image,
+      Entrypoint: ['/bin/true'],
+      Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance },
+      HostConfig: {
+        NetworkMode: 'none',
+        Binds: [
+          `${names.volumes.root}:/root`,
+          `${names.volumes.home}:/home`,
+          `${names.volumes.srv}:/srv`,
+          `${names.volumes.opt}:/opt`,
+          `${names.volumes.docker}:/var/lib/docker`,
+        ],
+      },
+    });
+    try {
+      await fs.promises.mkdir(dir, { recursive: true });
+      for (const folder of ARCHIVED_PATHS) {
+        const file = path.join(dir, `${folder.slice(1).replaceAll('/', '-')}.tar.gz`);
+        try {
+          const tar = await reader.getArchive({ path: folder });
+          await pipeline(tar, createGzip(), fs.createWriteStream(file, { mode: 0o600 }));
+        } catch (err) {
+          if (statusCode(err) !== 404) throw err;
+        }
+      }
+    } finally {
+      await reader.remove({ force: true });
+    }
+  }
+
+  async removeVolumes(name: string): Promise<void> {
+    for (const volume of Object.values(resourceNames(name).volumes)) {
+      try {
+        await this.docker.getVolume(volume).remove();
+      } catch (err) {
+        if (statusCode(err) !== 404) throw err;
+      }
+    }
+  }
+
+  /** Sandbox containers of this instance that the host engine knows, with their state. */
+  async list(): Promise<Array<{ name: string; running: boolean }>> {
+    const containers = await this.docker.listContainers({
+      all: true,
+      filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] },
+    });
+    return containers
+      .filter((c) => !c.Names.some((n) => n.includes('-archiver-')))
+      .map((c) => ({ name: c.Labels[LABEL_SANDBOX]!, running: c.State === 'running' }));
+  }
+}

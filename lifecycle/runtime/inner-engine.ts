@@ -1,0 +1,40 @@
+import tls from 'node:tls';
+import Docker from 'dockerode';
+import type { EngineCerts } from '../../store/records.ts';
+
+export const INNER_ENGINE_PORT = 2376;
+
+/**
+ * A dockerode client for a sandbox's own dockerd, over the same mutual TLS users get.
+ * The server certificate names the sandbox, not its (changing) container address, so the
+ * identity check is made against the sandbox name.
+ */
+export function innerEngine(sandbox: string, address: string, certs: EngineCerts): Docker {
+  return new Docker({
+    protocol: 'https',
+    host: address,
+    port: INNER_ENGINE_PORT,
+    ca: certs.ca_cert,
+    cert: certs.client_cert,
+    key: certs.client_key,
+    timeout: 10_000,
+    checkServerIdentity: (_host: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(sandbox, cert),
+  } as Docker.DockerOptions);
+}
+
+/** Resolves once the inner engine answers `_ping`; rejects after `timeoutMs`. */
+export async function waitForInnerEngine(engine: Docker, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let delay = 20;
+  for (;;) {
+    try {
+      await engine.ping();
+      return;
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason;
+      if (Date.now() > deadline) throw new Error(`inner engine did not answer within ${timeoutMs} ms: ${(err as Error).message}`);
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 250);
+    }
+  }
+}

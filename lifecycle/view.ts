@@ -1,0 +1,97 @@
+import type { SandboxRecord } from '../store/records.ts';
+import { parseDuration } from './durations.ts';
+import type { RuntimeState, SandboxStatus } from './runtime/docker-runtime.ts';
+import type { IdleSession } from './sessions.ts';
+
+export interface EngineAccess {
+  host: string;
+  port: number;
+  /** Ready to paste: `tcp://<host>:<port>`. */
+  docker_host: string;
+  state: 'ready' | 'needs-certs';
+}
+
+/** A row of GET /sandboxes. */
+export interface SandboxSummary {
+  name: string;
+  status: SandboxStatus;
+  template: string;
+  created_at: string;
+  idle_timeout: string;
+  deep_sleep_after: string;
+  stops_at: string | null;
+  deep_sleep_at: string | null;
+  engine_access: EngineAccess;
+  hint?: string;
+  tunnel_urls: string[];
+}
+
+/** The sandbox record of spec 2.1. */
+export interface SandboxView extends SandboxSummary {
+  owner: string;
+  ca_cert?: string;
+  client_cert?: string;
+  client_key?: string;
+  apps: Array<{ url: string; answers: boolean }>;
+  extras: Record<string, string>;
+}
+
+export const NOT_RUNNING_HINT =
+  'The sandbox is not running: a connection to its engine does not wake it. Start it first (POST /api/sandboxes/:name/start), or open one of its app addresses.';
+
+export interface ViewContext {
+  domain: string;
+  httpsPort: number;
+}
+
+export function engineHost(name: string, domain: string): string {
+  return `${name}-engine.${domain}`;
+}
+
+/** When an asleep sandbox will be taken down: its stop time plus deep_sleep_after, unless never. */
+export function deepSleepAt(record: SandboxRecord, state: RuntimeState): number | null {
+  if (state.status !== 'exited' || !state.finishedAt) return null;
+  const after = parseDuration(record.deep_sleep_after);
+  return after === null ? null : Date.parse(state.finishedAt) + after;
+}
+
+export function summarise(record: SandboxRecord, state: RuntimeState, session: IdleSession | null, ctx: ViewContext): SandboxSummary {
+  const host = engineHost(record.name, ctx.domain);
+  const deepAt = deepSleepAt(record, state);
+  return {
+    name: record.name,
+    status: state.status,
+    template: record.template,
+    created_at: record.created_at,
+    idle_timeout: record.idle_timeout,
+    deep_sleep_after: record.deep_sleep_after,
+    stops_at: state.status === 'running' && session ? new Date(session.expiresAt).toISOString() : null,
+    deep_sleep_at: deepAt === null ? null : new Date(deepAt).toISOString(),
+    engine_access: {
+      host,
+      port: ctx.httpsPort,
+      docker_host: `tcp://${host}:${ctx.httpsPort}`,
+      state: record.certs ? 'ready' : 'needs-certs',
+    },
+    ...(state.status === 'running' ? {} : { hint: NOT_RUNNING_HINT }),
+    tunnel_urls: [],
+  };
+}
+
+export function fullView(
+  record: SandboxRecord,
+  ownerName: string,
+  state: RuntimeState,
+  session: IdleSession | null,
+  ctx: ViewContext,
+): SandboxView {
+  return {
+    ...summarise(record, state, session, ctx),
+    owner: ownerName,
+    ...(record.certs
+      ? { ca_cert: record.certs.ca_cert, client_cert: record.certs.client_cert, client_key: record.certs.client_key }
+      : {}),
+    apps: [],
+    extras: {},
+  };
+}

@@ -1,0 +1,2 @@
+export { createRedis } from './connection.ts';
+export { LifecycleQueue, LIFECYCLE_QUEUE, RECONCILE_EVERY_MS, type LifecycleJob } from './lifecycle-queue.ts';

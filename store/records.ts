@@ -1,0 +1,55 @@
+/** Records kept in the store. Field names in snake_case are the ones the API shows unchanged. */
+
+export interface UserRecord {
+  id: string;
+  name: string;
+  /** scrypt hash `scrypt$<salt b64>$<hash b64>`; never the password. */
+  password_hash: string;
+  admin: boolean;
+  created_at: string;
+  ssh_keys: SshKeyRecord[];
+}
+
+export interface SshKeyRecord {
+  id: string;
+  /** One authorized_keys line (public key). */
+  key: string;
+  fingerprint: string;
+  created_at: string;
+}
+
+export interface TokenRecord {
+  id: string;
+  user_id: string;
+  /** sha256 of the token value, hex. The value itself is shown once and never stored. */
+  hash: string;
+  /** Set for a token limited to one sandbox. */
+  sandbox?: string;
+  name?: string;
+  created_at: string;
+  revoked_at?: string;
+}
+
+/** Engine certificates of one sandbox (PEM). The CA key is not kept: new certificates mean a new CA. */
+export interface EngineCerts {
+  ca_cert: string;
+  client_cert: string;
+  client_key: string;
+  server_cert: string;
+  server_key: string;
+}
+
+export interface SandboxRecord {
+  name: string;
+  owner_id: string;
+  template: 'default' | 'manager';
+  /** Duration string as given (`30m`, `off` stored as `87600h`). */
+  idle_timeout: string;
+  deep_sleep_after: string;
+  created_at: string;
+  /** Absent for a sandbox created before engine access existed: engine_access.state is `needs-certs`. */
+  certs?: EngineCerts;
+  archived_at?: string;
+  /** Where the archive of an archived sandbox lies, relative to the data folder. */
+  archive_path?: string;
+}

@@ -1,0 +1,80 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { addSshKey, createToken, listSshKeys, listTokens, publicToken, publicUser, removeSshKey, revokeToken } from '../../accounts/index.ts';
+import type { Store } from '../../store/index.ts';
+import { forbidLimited } from '../access.ts';
+import { errorResponses } from '../schemas/common.ts';
+
+const Token = Type.Object({
+  id: Type.String(),
+  user_id: Type.String(),
+  sandbox: Type.Optional(Type.String()),
+  name: Type.Optional(Type.String()),
+  created_at: Type.String(),
+  revoked_at: Type.Optional(Type.String()),
+});
+
+const SshKey = Type.Object({ id: Type.String(), key: Type.String(), fingerprint: Type.String(), created_at: Type.String() });
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
+
+/** The caller's own account: identity, access tokens, SSH keys. */
+export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
+  const tags = ['account'];
+
+  app.get('/me', {
+    schema: {
+      tags, summary: 'The caller; for a limited token, includes `sandbox`',
+      response: { 200: Type.Object({ id: Type.String(), name: Type.String(), admin: Type.Boolean(), created_at: Type.String(), sandbox: Type.Optional(Type.String()) }), ...errorResponses(401) },
+    },
+  }, async ({ principal }) => ({ ...publicUser(principal.user), ...(principal.sandbox ? { sandbox: principal.sandbox } : {}) }));
+
+  app.get('/me/tokens', {
+    schema: { tags, summary: 'Access tokens of the caller (never their values)', response: { 200: Type.Array(Token), ...errorResponses(401, 403) } },
+  }, async ({ principal }) => {
+    forbidLimited(principal, 'manage access tokens');
+    return (await listTokens(store, principal.user.id)).map(publicToken);
+  });
+
+  app.post('/me/tokens', {
+    schema: {
+      tags, summary: 'New access token; the value is shown once, in this answer',
+      body: Type.Object({ name: Type.Optional(Type.String({ maxLength: 100 })), sandbox: Type.Optional(Type.String({ maxLength: 64 })) }, { additionalProperties: false }),
+      response: { 201: Type.Object({ token: Type.String(), record: Token }), ...errorResponses(400, 401, 403, 404) },
+    },
+  }, async ({ principal, body }, reply) => {
+    forbidLimited(principal, 'create access tokens');
+    const created = await createToken(store, { userId: principal.user.id, ...body });
+    reply.status(201);
+    return { token: created.value, record: publicToken(created.token) };
+  });
+
+  app.delete('/me/tokens/:id', {
+    schema: { tags, summary: 'Revoke an access token', params: IdParams, response: { 200: Token, ...errorResponses(401, 403, 404) } },
+  }, async ({ principal, params }) => {
+    forbidLimited(principal, 'revoke access tokens');
+    return publicToken(await revokeToken(store, params.id, { userId: principal.user.id }));
+  });
+
+  app.get('/me/ssh-keys', {
+    schema: { tags, summary: "SSH public keys accepted for root in the caller's sandboxes", response: { 200: Type.Array(SshKey), ...errorResponses(401) } },
+  }, async ({ principal }) => listSshKeys(store, principal.user.id));
+
+  app.post('/me/ssh-keys', {
+    schema: {
+      tags, summary: 'Register an SSH public key (one authorized_keys line)',
+      body: Type.Object({ key: Type.String({ minLength: 1, maxLength: 16384 }) }, { additionalProperties: false }),
+      response: { 201: SshKey, ...errorResponses(400, 401, 403, 409) },
+    },
+  }, async ({ principal, body }, reply) => {
+    forbidLimited(principal, 'change SSH keys');
+    reply.status(201);
+    return addSshKey(store, principal.user.id, body.key);
+  });
+
+  app.delete('/me/ssh-keys/:id', {
+    schema: { tags, summary: 'Remove an SSH public key', params: IdParams, response: { 200: SshKey, ...errorResponses(401, 403, 404) } },
+  }, async ({ principal, params }) => {
+    forbidLimited(principal, 'change SSH keys');
+    return removeSshKey(store, principal.user.id, params.id);
+  });
+};

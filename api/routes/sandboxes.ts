@@ -1,0 +1,85 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { Lifecycle } from '../../lifecycle/index.ts';
+import type { Store } from '../../store/index.ts';
+import { authorizeSandbox, forbidLimited } from '../access.ts';
+import { errorResponses, SandboxParams } from '../schemas/common.ts';
+import { ArchiveResult, CreateSandboxBody, PatchSandboxBody, Sandbox, SandboxSummary } from '../schemas/sandbox.ts';
+
+export interface SandboxRoutesOptions {
+  store: Store;
+  lifecycle: Lifecycle;
+}
+
+/** Spec 4.1: the sandbox resource and its lifecycle verbs. Thin: authorise, then call lifecycle/. */
+export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = async (app, { store, lifecycle }) => {
+  app.addSchema(Sandbox);
+  app.addSchema(SandboxSummary);
+  const tags = ['sandboxes'];
+  const params = SandboxParams;
+
+  app.get('/sandboxes', {
+    schema: { tags, summary: "The caller's sandboxes (with a limited token, only that one)", response: { 200: Type.Array(Type.Ref('SandboxSummary')), ...errorResponses(401) } },
+  }, async (request) => {
+    const { principal } = request;
+    const records = principal.sandbox
+      ? [await store.sandboxes.get(principal.sandbox)].filter((r) => r !== undefined)
+      : await store.sandboxes.listByOwner(principal.user.id);
+    return lifecycle.list(records);
+  });
+
+  app.post('/sandboxes', {
+    schema: { tags, summary: 'Create a sandbox', body: CreateSandboxBody, response: { 201: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 409, 422, 502) } },
+  }, async (request, reply) => {
+    forbidLimited(request.principal, 'create sandboxes');
+    reply.status(201);
+    return lifecycle.create(request.principal.user, request.body);
+  });
+
+  app.get('/sandboxes/:name', {
+    schema: { tags, summary: 'The sandbox record', params, response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409) } },
+  }, async (request) => lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use')));
+
+  app.post('/sandboxes/:name/start', {
+    schema: {
+      tags, params,
+      summary: 'Wake the sandbox',
+      description: 'Answers once the sandbox runs and its engine answers: a few seconds from asleep, longer from deep sleep.',
+      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 502) },
+    },
+  }, async (request) => {
+    const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
+    await lifecycle.start(record.name);
+    return lifecycle.view(record);
+  });
+
+  app.post('/sandboxes/:name/keep-awake', {
+    schema: { tags, params, summary: 'Restart the idle countdown (never wakes a sleeping sandbox)', response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409) } },
+  }, async (request) => lifecycle.keepAwake((await authorizeSandbox(store, request.principal, request.params.name, 'use')).name));
+
+  app.patch('/sandboxes/:name', {
+    schema: { tags, params, summary: 'Change idle_timeout and/or deep_sleep_after (owner or admin)', body: PatchSandboxBody, response: { 200: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 404, 409) } },
+  }, async (request) => {
+    const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
+    return lifecycle.updateSettings(record.name, request.body);
+  });
+
+  app.delete('/sandboxes/:name', {
+    schema: { tags, params, summary: 'Archive the sandbox (configuration and data kept in the archive)', response: { 200: ArchiveResult, ...errorResponses(401, 403, 404, 409) } },
+  }, async (request) => {
+    const record = await authorizeSandbox(store, request.principal, request.params.name, 'delete');
+    const result = await lifecycle.archive(record.name);
+    return { ...result, archived: true as const };
+  });
+
+  app.post('/sandboxes/:name/engine-access', {
+    schema: {
+      tags, params,
+      summary: 'Enable engine access for a needs-certs sandbox (issues certificates, restarts the sandbox)',
+      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 403, 404, 409) },
+    },
+  }, async (request) => {
+    const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
+    return lifecycle.enableEngineAccess(record.name);
+  });
+};

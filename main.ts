@@ -1,0 +1,16 @@
+import { loadConfig } from './core/config.ts';
+import { logger } from './core/logger.ts';
+import { startService } from './service.ts';
+
+const config = loadConfig();
+const service = await startService(config, logger);
+const apiPort = Number(process.env.SVC_API_PORT ?? 8080);
+await service.api.listen({ host: '127.0.0.1', port: apiPort });
+logger.info({ domain: config.domain, api: `http://127.0.0.1:${apiPort}/api` }, 'service started');
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    logger.info({ signal }, 'shutting down');
+    service.close().then(() => process.exit(0), (err) => { logger.error({ err }, 'shutdown failed'); process.exit(1); });
+  });
+}

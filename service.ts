@@ -1,0 +1,65 @@
+import Docker from 'dockerode';
+import type { FastifyInstance } from 'fastify';
+import type { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { buildApi } from './api/app.ts';
+import type { Config } from './core/config.ts';
+import type { Logger } from './core/logger.ts';
+import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
+import { createRedis, LifecycleQueue } from './queue/index.ts';
+import { openStore, type Store } from './store/index.ts';
+
+export interface Service {
+  config: Config;
+  store: Store;
+  lifecycle: Lifecycle;
+  api: FastifyInstance;
+  docker: Docker;
+  close(): Promise<void>;
+}
+
+/**
+ * The composition root: builds every part from the configuration and wires them together.
+ * `npm start` and the integration tests both start the service through here.
+ */
+export async function startService(config: Config, logger: Logger): Promise<Service> {
+  const docker = new Docker(); // DOCKER_HOST or the local socket, as the docker CLI does
+  try {
+    await docker.ping();
+  } catch (err) {
+    throw new Error(`no container engine answers (${(err as Error).message}); run "npm run setup" or set DOCKER_HOST`);
+  }
+  const store = await openStore(config.storeUrl);
+  const redis: Redis = createRedis(config.redisUrl);
+  const workerRedis: Redis = createRedis(config.redisUrl);
+  const queue = new LifecycleQueue(redis, config.redisPrefix);
+  const lifecycle = new Lifecycle({
+    config,
+    store,
+    runtime: new DockerRuntime(docker, { image: config.sandboxImage, runtime: config.sandboxRuntime, instance: config.redisPrefix, logger }),
+    sessions: new IdleSessions(redis, config.redisPrefix),
+    queue,
+    logger,
+  });
+  const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
+  await queue.startReconciling();
+  await lifecycle.reconcile();
+  const api = await buildApi({ store, lifecycle, logger });
+  await api.ready();
+
+  return {
+    config,
+    store,
+    lifecycle,
+    api,
+    docker,
+    async close() {
+      await api.close();
+      await worker.close();
+      await queue.close();
+      redis.disconnect();
+      workerRedis.disconnect();
+      await store.close();
+    },
+  };
+}

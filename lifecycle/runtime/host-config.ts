@@ -1,0 +1,76 @@
+// Create options for a sandbox container on the host engine: one container per sandbox, running its own
+// dockerd and sshd (sandbox-image/). Only the container's shape lives here; lifecycle/ decides when.
+import type Docker from 'dockerode';
+
+export interface SandboxContainerSpec {
+  name: string;
+  image: string;
+  /** host network the sandbox is attached to (its own, so sandboxes cannot reach each other) */
+  network: string;
+  /** host volume names (or absolute host paths) backing the sandbox's persistent folders */
+  volumes: { root: string; home: string; srv: string; opt: string; docker: string };
+  env: string[];
+  labels: Record<string, string>;
+  /** 'default': runc with the flags below; 'sysbox-runc': Sysbox, which isolates nested dockerd itself */
+  runtime: string;
+}
+
+// CgroupnsMode exists since API 1.41 (Docker 20.10) but @types/dockerode does not list it yet.
+type HostConfig = Docker.HostConfig & { CgroupnsMode?: 'private' | 'host' };
+
+export function sandboxContainerOptions(spec: SandboxContainerSpec): Docker.ContainerCreateOptions {
+  const { volumes } = spec;
+  const hostConfig: HostConfig = {
+    NetworkMode: spec.network,
+    // /var/lib/docker must not be on the container's overlayfs: dockerd's overlay2 cannot stack on it.
+    Binds: [
+      `${volumes.root}:/root`,
+      `${volumes.home}:/home`,
+      `${volumes.srv}:/srv`,
+      `${volumes.opt}:/opt`,
+      `${volumes.docker}:/var/lib/docker`,
+    ],
+    // After a host engine restart the engine brings back sandboxes that were running and leaves those
+    // that lifecycle/ stopped (asleep) alone: a stop through the API counts as "manually stopped".
+    RestartPolicy: { Name: 'unless-stopped' },
+    // Private: the entrypoint's fresh cgroup mounts then show the sandbox's own cgroup as the root,
+    // so the inner dockerd nests its containers below it instead of seeing the host's tree.
+    CgroupnsMode: 'private',
+    // The inner dockerd logs to stdout; a sandbox may run for months.
+    LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '2' } },
+  };
+
+  if (spec.runtime === 'sysbox-runc') {
+    // Sysbox gives the container a user namespace, writable cgroups and a safe /proc and /sys itself:
+    // none of the unconfined flags below are needed, which is the point of using it.
+    hostConfig.Runtime = 'sysbox-runc';
+  } else {
+    Object.assign(hostConfig, {
+      // --privileged fails on our hosts: CAP_SYS_RESOURCE is missing from the bounding set, and
+      // privileged asks for every capability. Everything else that dockerd needs is granted here.
+      CapAdd: ['ALL'],
+      CapDrop: ['SYS_RESOURCE'],
+      // dockerd makes mounts, namespaces and iptables rules, all of which the default profiles block.
+      SecurityOpt: ['seccomp=unconfined', 'apparmor=unconfined'],
+      // `--security-opt systempaths=unconfined` is a CLI flag that the CLI turns into these two empty
+      // lists; the API wants them directly. The inner dockerd writes /proc/sys (ip_forward, bridge).
+      MaskedPaths: [],
+      ReadonlyPaths: [],
+      // Inner containers get device nodes created by runc (mknod) and need access to them.
+      DeviceCgroupRules: ['a *:* rwm'],
+    } satisfies HostConfig);
+  }
+
+  return {
+    name: spec.name,
+    Image: spec.image,
+    Hostname: spec.name,
+    Env: spec.env,
+    Labels: spec.labels,
+    // tini forwards SIGTERM to the inner dockerd, which gives its containers up to 10 s (their default)
+    // and itself 15 s (--shutdown-timeout); past 20 s the host engine kills the sandbox.
+    StopSignal: 'SIGTERM',
+    StopTimeout: 20,
+    HostConfig: hostConfig,
+  };
+}

@@ -1,0 +1,130 @@
+#!/bin/sh
+# Entrypoint of a sandbox container: prepare what dockerd and sshd need, start sshd, then become dockerd.
+#
+# PID 1 is tini (see Dockerfile). Because this script ends with `exec dockerd`, the SIGTERM of
+# `docker stop` goes straight to dockerd, which stops the inner containers and records them as stopped
+# by a shutdown, not by a user: on the next start it restarts exactly those with restart policy
+# `always` / `unless-stopped` that were running. The container exits when dockerd exits.
+#
+# Environment:
+#   SVC_TLS_CA, SVC_TLS_CERT, SVC_TLS_KEY  PEM text (CA, server cert, server key). All three: dockerd also
+#                                          listens with --tlsverify on tcp 2376. None: unix socket only.
+#   SVC_SSH_AUTHORIZED_KEYS                newline separated keys for root; when set (even empty) it
+#                                          replaces /root/.ssh/authorized_keys.
+#   SVC_ENTRYPOINT_TRACE=1                 print a timestamp per step (startup time matters: wake).
+# Arguments are passed on to dockerd.
+set -eu
+
+log() { printf '[svc-entrypoint] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+trace() { [ "${SVC_ENTRYPOINT_TRACE:-}" != 1 ] || log "$(cut -d' ' -f1 /proc/uptime) $*"; }
+
+trace start
+
+# --- cgroups -------------------------------------------------------------------------------------------
+# Docker gives an unprivileged container a read-only cgroup view, and dockerd needs to create cgroups for
+# its containers. With a private cgroup namespace a fresh mount shows our own cgroup as the root, so we
+# mount writable hierarchies over the read-only ones. Mounts die with the container: do it every start.
+setup_cgroup_v1() {
+    # Writable already (sysbox, --privileged): leave it.
+    [ -w /sys/fs/cgroup/memory/cgroup.procs ] && return 0
+    mount -t tmpfs -o nosuid,nodev,noexec,mode=755 cgroup /sys/fs/cgroup
+    # One line per hierarchy the kernel has ("3:cpuset:/", "2:cpu,cpuacct:/", "1:name=systemd:/",
+    # "0::/"). Controllers must be mounted in the same combinations the host uses, or mount fails (EBUSY).
+    while IFS=: read -r _id ctrls _path; do
+        case $ctrls in
+            '')
+                # hybrid host: the cgroup2 tree is mounted at unified/, as the host does
+                mkdir -p /sys/fs/cgroup/unified
+                mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 /sys/fs/cgroup/unified \
+                    || rmdir /sys/fs/cgroup/unified
+                continue ;;
+            name=*) dir=${ctrls#name=}; opts=none,$ctrls ;;
+            *) dir=$ctrls; opts=$ctrls ;;
+        esac
+        mkdir -p "/sys/fs/cgroup/$dir"
+        mount -t cgroup -o "nosuid,nodev,noexec,$opts" cgroup "/sys/fs/cgroup/$dir"
+        # co-mounted controllers ("cpu,cpuacct") get a link per name, as systemd lays them out
+        case $dir in
+            *,*) for c in $(echo "$dir" | tr , ' '); do ln -sfn "$dir" "/sys/fs/cgroup/$c"; done ;;
+        esac
+    done < /proc/self/cgroup
+}
+
+setup_cgroup_v2() {
+    # Not exercised on our cgroup v1 hosts; this is what the docker:dind image does on v2.
+    [ -w /sys/fs/cgroup/cgroup.subtree_control ] \
+        || mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
+    # A cgroup with processes cannot hand controllers to children: move ourselves to a leaf first.
+    mkdir -p /sys/fs/cgroup/init
+    xargs -rn1 < /sys/fs/cgroup/cgroup.procs > /sys/fs/cgroup/init/cgroup.procs 2>/dev/null || :
+    sed -e 's/ / +/g' -e 's/^/+/' < /sys/fs/cgroup/cgroup.controllers \
+        > /sys/fs/cgroup/cgroup.subtree_control
+}
+
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cgroup_v1; fi
+trace cgroups
+
+# --- stale state from the previous run -----------------------------------------------------------------
+# /run lives in the container's layer, so it survives stop/start. PIDs restart low in a new PID namespace:
+# a stale containerd.pid can name a live process (sshd, say) and dockerd would then wait on it forever.
+find /run -xdev -name '*.pid' -type f -delete 2>/dev/null || :
+mkdir -p /run/sshd
+trace pidfiles
+
+# --- engine TLS ----------------------------------------------------------------------------------------
+tls_dir=/etc/docker/tls
+if [ -n "${SVC_TLS_CA:-}${SVC_TLS_CERT:-}${SVC_TLS_KEY:-}" ]; then
+    [ -n "${SVC_TLS_CA:-}" ] && [ -n "${SVC_TLS_CERT:-}" ] && [ -n "${SVC_TLS_KEY:-}" ] \
+        || die "SVC_TLS_CA, SVC_TLS_CERT and SVC_TLS_KEY must be set together"
+    mkdir -p "$tls_dir"
+    (
+        umask 077
+        printf '%s\n' "$SVC_TLS_CA" > "$tls_dir/ca.pem"
+        printf '%s\n' "$SVC_TLS_CERT" > "$tls_dir/cert.pem"
+        printf '%s\n' "$SVC_TLS_KEY" > "$tls_dir/key.pem"
+    )
+    chmod 0444 "$tls_dir/ca.pem" "$tls_dir/cert.pem"
+    chmod 0400 "$tls_dir/key.pem"
+    set -- --tlsverify --tlscacert="$tls_dir/ca.pem" --tlscert="$tls_dir/cert.pem" \
+        --tlskey="$tls_dir/key.pem" -H tcp://0.0.0.0:2376 -H unix:///var/run/docker.sock "$@"
+fi
+# keep the server key out of the environment of everything started below
+unset SVC_TLS_CA SVC_TLS_CERT SVC_TLS_KEY
+trace tls
+
+# --- ssh -----------------------------------------------------------------------------------------------
+if [ -n "${SVC_SSH_AUTHORIZED_KEYS+set}" ]; then
+    mkdir -p /root/.ssh
+    chmod 0700 /root /root/.ssh
+    if [ -n "$SVC_SSH_AUTHORIZED_KEYS" ]; then
+        printf '%s\n' "$SVC_SSH_AUTHORIZED_KEYS" > /root/.ssh/authorized_keys.svc-new
+    else
+        : > /root/.ssh/authorized_keys.svc-new
+    fi
+    chmod 0600 /root/.ssh/authorized_keys.svc-new
+    mv -f /root/.ssh/authorized_keys.svc-new /root/.ssh/authorized_keys
+fi
+unset SVC_SSH_AUTHORIZED_KEYS
+
+# Host keys sit on the /var/lib/docker volume (see sshd.conf), so clients see the same host key after the
+# container is re-created. ed25519 and ecdsa only: an RSA key costs a noticeable part of a first start.
+key_dir=/var/lib/docker/.svc-ssh-host-keys
+for type in ed25519 ecdsa; do
+    key=$key_dir/ssh_host_${type}_key
+    [ -s "$key" ] && continue
+    mkdir -p "$key_dir"
+    chmod 0700 "$key_dir"
+    rm -f "$key.new" "$key.new.pub"
+    ssh-keygen -q -t "$type" -N '' -C "svc-sandbox-$(hostname)" -f "$key.new"
+    mv -f "$key.new.pub" "$key.pub"
+    mv -f "$key.new" "$key"
+done
+trace sshkeys
+
+# sshd daemonizes: tini (PID 1) becomes its parent and reaps its sessions. A broken sshd must not keep
+# the engine down, so a failure here is only logged.
+/usr/sbin/sshd || log "warning: sshd did not start"
+trace sshd
+
+exec dockerd "$@"

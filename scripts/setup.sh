@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Sets up everything the service and its tests need on a Debian bookworm machine (run as root):
+# Debian packages, node_modules, a running host Docker engine, Redis, PostgreSQL with database svc_test,
+# the sandbox image (svc-sandbox:latest) and the fixture images.
+#
+#   bash scripts/setup.sh           full run: checks everything, installs and builds what is missing
+#   bash scripts/setup.sh --ensure  the same, quicker to print: meant for `npm test` / `npm start`
+#
+# Idempotent: on a machine already set up either mode only checks (about a second). Works without a
+# terminal (CI). Concurrent runs wait for each other (lock in /run/lock).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MODE=full
+for a in "$@"; do
+    case $a in
+        --ensure) MODE=ensure ;;
+        -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
+        *) echo "usage: $0 [--ensure]" >&2; exit 2 ;;
+    esac
+done
+
+export DEBIAN_FRONTEND=noninteractive DOCKER_BUILDKIT=0
+APT_PACKAGES=(docker.io containerd runc iptables redis-server redis-tools postgresql postgresql-client
+    debootstrap busybox-static docker-registry openssl ca-certificates util-linux procps iproute2
+    openssh-client curl)
+DOCKERD_LOG=/var/log/svc-dockerd.log
+
+T_START=${EPOCHREALTIME/,/.}
+say() { printf '[setup] %s\n' "$*"; }
+now() { echo "${EPOCHREALTIME/,/.}"; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+fail() { say "FAILED: $*" >&2; exit 1; }
+
+# `step "label" "action" cmd...` prints "[setup] label: action ... ok (1.2s)" around a slow action.
+step() {
+    local label=$1 action=$2 t0
+    shift 2
+    t0=$(now)
+    printf '[setup] %s: %s ... ' "$label" "$action"
+    if "$@"; then echo "ok ($(since "$t0"))"; else echo "failed ($(since "$t0"))"; return 1; fi
+}
+
+# Wait up to $2 seconds for command $1... to succeed.
+wait_for() {
+    local secs=$1 i
+    shift
+    for ((i = 0; i < secs * 10; i++)); do
+        "$@" > /dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+[ "$(id -u)" = 0 ] || fail "run as root (it installs packages and starts dockerd)"
+
+# One setup at a time: parallel test runs would otherwise both build the image or start dockerd.
+exec 9> /run/lock/svc-setup.lock
+if ! flock -n 9; then
+    say "another setup run holds /run/lock/svc-setup.lock; waiting for it ..."
+    flock 9
+fi
+
+# --- Debian packages -----------------------------------------------------------------------------------
+missing_packages() {
+    local p
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${db:Status-Abbrev}\n' "$p" 2> /dev/null | grep -q '^ii' || echo "$p"
+    done
+}
+install_packages() {
+    # policy-rc.d keeps package scripts from starting services: this script starts them its own way
+    local policy=/usr/sbin/policy-rc.d had_policy=0
+    [ -e $policy ] && had_policy=1
+    if [ $had_policy = 0 ]; then printf '#!/bin/sh\nexit 101\n' > $policy; chmod +x $policy; fi
+    local rc=0
+    { apt-get update -q && apt-get install -y -q --no-install-recommends "$@"; } > /var/log/svc-apt.log 2>&1 || rc=$?
+    [ $had_policy = 1 ] || rm -f $policy
+    [ $rc = 0 ] || { tail -n 20 /var/log/svc-apt.log >&2; return $rc; }
+}
+mapfile -t missing < <(missing_packages)
+if [ ${#missing[@]} -gt 0 ]; then
+    step packages "apt-get install ${missing[*]}" install_packages "${missing[@]}" \
+        || fail "apt-get install failed, log in /var/log/svc-apt.log"
+else
+    say "packages: all ${#APT_PACKAGES[@]} present"
+fi
+
+# --- node_modules --------------------------------------------------------------------------------------
+command -v node > /dev/null || fail "Node.js 20 is not installed"
+if [ ! -f "$ROOT/node_modules/.package-lock.json" ] \
+    || [ "$ROOT/package-lock.json" -nt "$ROOT/node_modules/.package-lock.json" ]; then
+    npm_ci() { (cd "$ROOT" && npm ci --no-audit --no-fund > /tmp/svc-npm-ci.log 2>&1) || { tail -n 30 /tmp/svc-npm-ci.log >&2; return 1; }; }
+    step "node modules" "npm ci" npm_ci || fail "npm ci failed, log in /tmp/svc-npm-ci.log"
+else
+    say "node modules: up to date"
+fi
+
+# --- host Docker engine --------------------------------------------------------------------------------
+docker_answers() { timeout 10 docker info --format '{{.ServerVersion}}' > /dev/null 2>&1; }
+start_dockerd() {
+    # The engine's pid file may name a process that is gone (machine restored from a snapshot).
+    if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2> /dev/null; then
+        rm -f /var/run/docker.pid
+    fi
+    # setsid: the engine must outlive this script and the test run that called it
+    setsid -f dockerd < /dev/null >> "$DOCKERD_LOG" 2>&1
+    wait_for 30 docker_answers
+}
+if docker_answers; then
+    say "docker engine: answering ($(docker info --format '{{.ServerVersion}}' 2> /dev/null))"
+else
+    [ -f /var/run/docker.pid ] && kill -0 "$(cat /var/run/docker.pid)" 2> /dev/null \
+        && say "docker engine: dockerd (pid $(cat /var/run/docker.pid)) runs but does not answer; waiting"
+    step "docker engine" "starting dockerd (log $DOCKERD_LOG)" start_dockerd \
+        || fail "the Docker engine did not answer within 30 s; last lines of $DOCKERD_LOG:
+$(tail -n 15 "$DOCKERD_LOG" 2> /dev/null)"
+fi
+
+# --- Redis ---------------------------------------------------------------------------------------------
+redis_answers() { [ "$(timeout 5 redis-cli -h 127.0.0.1 -p 6379 ping 2> /dev/null)" = PONG ]; }
+start_redis() {
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+        --logfile /var/log/svc-redis.log > /dev/null
+    wait_for 10 redis_answers
+}
+if redis_answers; then
+    say "redis: answering on 127.0.0.1:6379"
+else
+    step redis "starting redis-server on 127.0.0.1:6379" start_redis || fail "redis did not answer, see /var/log/svc-redis.log"
+fi
+
+# --- PostgreSQL ----------------------------------------------------------------------------------------
+pg_answers() { pg_isready -q -h 127.0.0.1 -t 2; }
+pg_version() { ls /etc/postgresql 2> /dev/null | sort -V | tail -n 1; }
+start_postgres() {
+    local v
+    v=$(pg_version)
+    [ -n "$v" ] || { pg_createcluster --start-conf=auto "$(ls /usr/lib/postgresql | sort -V | tail -n 1)" main > /dev/null; v=$(pg_version); }
+    pg_ctlcluster --skip-systemctl-redirect "$v" main start
+    wait_for 20 pg_answers
+}
+if pg_answers; then
+    say "postgres: answering on 127.0.0.1:5432"
+else
+    step postgres "starting PostgreSQL $(pg_version)" start_postgres || fail "PostgreSQL did not start"
+fi
+as_postgres() { runuser -u postgres -- "$@"; }
+# Tests connect as postgres over TCP without a password; a stock Debian cluster asks for one.
+if ! psql -h 127.0.0.1 -U postgres -w -tAc 'select 1' > /dev/null 2>&1; then
+    hba=$(as_postgres psql -tAc 'show hba_file')
+    trust_hba() {
+        sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba" \
+            && as_postgres psql -tAc 'select pg_reload_conf()' > /dev/null \
+            && wait_for 5 psql -h 127.0.0.1 -U postgres -w -tAc 'select 1'
+    }
+    step postgres "trust auth for loopback in $hba (test machines only)" trust_hba || fail "cannot connect to PostgreSQL as postgres"
+fi
+if [ "$(as_postgres psql -tAc "select 1 from pg_database where datname = 'svc_test'")" = 1 ]; then
+    say "postgres: database svc_test present"
+else
+    step postgres "creating database svc_test" as_postgres createdb svc_test || fail "createdb svc_test failed"
+fi
+
+# --- images --------------------------------------------------------------------------------------------
+bash "$ROOT/scripts/build-sandbox-image.sh" || fail "the sandbox image could not be built"
+bash "$ROOT/scripts/build-fixtures.sh" || fail "the fixture images could not be built"
+if [ "$MODE" = full ]; then
+    step "docker engine" "running a container" docker run --rm --network none svc-fixture-busybox true \
+        || fail "the Docker engine cannot run containers, see $DOCKERD_LOG"
+fi
+
+say "done ($MODE) in $(since "$T_START")"

@@ -23,7 +23,6 @@ export interface ApiDeps {
 export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger.child({ part: 'api' }) as FastifyBaseLogger,
-    disableRequestLogging: true,
     bodyLimit: 1024 * 1024,
     // Unknown fields are an error, not silently dropped (design.md: bad input changes nothing).
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: false } },
@@ -40,8 +39,5 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     },
     { prefix: '/api' },
   );
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info({ method: request.method, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
-  });
   return app;
 }

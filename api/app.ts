@@ -24,8 +24,9 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger.child({ part: 'api' }) as FastifyBaseLogger,
     bodyLimit: 1024 * 1024,
-    // Unknown fields are an error, not silently dropped (design.md: bad input changes nothing).
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: false } },
+    // Unknown fields and wrong types are errors, never silently dropped or coerced (bad input
+    // changes nothing). Query strings are declared as strings for the same reason.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.addSchema(ErrorBody);

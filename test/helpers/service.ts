@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Docker from 'dockerode';
+import { Redis } from 'ioredis';
+import { createToken, createUser } from '../../accounts/index.ts';
+import { loadConfig, type Config } from '../../core/config.ts';
+import { logger } from '../../core/logger.ts';
+import { LABEL_INSTANCE } from '../../lifecycle/runtime/docker-runtime.ts';
+import { startService, type Service } from '../../service.ts';
+
+/**
+ * A whole service for one test file: its own data folder, SQLite store and Redis key prefix,
+ * and its own label on every container, network and volume, so parallel or leftover runs never
+ * meet. The API listens on a loopback port for real HTTP clients.
+ */
+export interface TestService {
+  config: Config;
+  service: Service;
+  url: string;
+  /** Opens the service again on the same data and Redis prefix (a controller restart). */
+  restart(): Promise<void>;
+  user(name: string, opts?: { admin?: boolean }): Promise<{ id: string; token: string }>;
+  limitedToken(userId: string, sandbox: string): Promise<string>;
+  api(method: string, url: string, token: string | undefined, body?: unknown): Promise<{ status: number; body: any }>;
+  close(): Promise<void>;
+}
+
+export async function startTestService(overrides: Partial<Config> = {}): Promise<TestService> {
+  const id = `svct${randomBytes(3).toString('hex')}`;
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${id}-`));
+  const config: Config = { ...loadConfig({ SVC_DATA_DIR: dataDir }), redisPrefix: id, ...overrides };
+  let service = await startService(config, logger);
+  let url = await listen(service);
+
+  const t: TestService = {
+    config,
+    get service() { return service; },
+    get url() { return url; },
+    async restart() {
+      await service.close();
+      service = await startService(config, logger);
+      url = await listen(service);
+    },
+    async user(name, opts = {}) {
+      const { user } = await createUser(service.store, { name: `${name}-${id}`, admin: opts.admin });
+      const { value } = await createToken(service.store, { userId: user.id });
+      return { id: user.id, token: value };
+    },
+    async limitedToken(userId, sandbox) {
+      return (await createToken(service.store, { userId, sandbox })).value;
+    },
+    async api(method, route, token, body) {
+      const res = await fetch(url + route, {
+        method,
+        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      const text = await res.text();
+      let parsed: unknown = text;
+      try { parsed = JSON.parse(text); } catch { /* not JSON */ }
+      return { status: res.status, body: parsed };
+    },
+    async close() {
+      await service.close();
+      await removeInstance(id);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return t;
+}
+
+async function listen(service: Service): Promise<string> {
+  await service.api.listen({ host: '127.0.0.1', port: 0 });
+  const address = service.api.server.address();
+  if (!address || typeof address === 'string') throw new Error('API did not bind');
+  return `http://127.0.0.1:${address.port}`;
+}
+
+/** Removes everything a test instance left: containers, networks, volumes, Redis keys. */
+export async function removeInstance(id: string): Promise<void> {
+  const docker = new Docker();
+  const filters = { label: [`${LABEL_INSTANCE}=${id}`] };
+  for (const c of await docker.listContainers({ all: true, filters })) await docker.getContainer(c.Id).remove({ force: true, v: false });
+  for (const n of await docker.listNetworks({ filters })) await docker.getNetwork(n.Id).remove().catch(() => undefined);
+  const { Volumes } = await docker.listVolumes({ filters });
+  for (const v of Volumes ?? []) await docker.getVolume(v.Name).remove().catch(() => undefined);
+  const redis = new Redis(loadConfig().redisUrl);
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${id}:*`, 'COUNT', 500);
+      if (keys.length) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Polls `check` until it returns a truthy value or the time runs out. */
+export async function eventually<T>(check: () => Promise<T>, what: string, timeoutMs = 60_000, everyMs = 250): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value as NonNullable<T>;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

@@ -7,6 +7,7 @@ import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
 import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
+import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { openStore, type Store } from './store/index.ts';
 
 export interface Service {
@@ -33,12 +34,15 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const redis: Redis = createRedis(config.redisUrl);
   const workerRedis: Redis = createRedis(config.redisUrl);
   const queue = new LifecycleQueue(redis, config.redisPrefix);
+  const apps = new AppDirectory(redis, config.redisPrefix, logger.child({ part: 'apps' }));
+  await apps.load();
   const lifecycle = new Lifecycle({
     config,
     store,
     runtime: new DockerRuntime(docker, { image: config.sandboxImage, runtime: config.sandboxRuntime, instance: config.redisPrefix, logger }),
     sessions: new IdleSessions(redis, config.redisPrefix),
     queue,
+    apps,
     logger,
   });
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
@@ -55,6 +59,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     docker,
     async close() {
       await api.close();
+      apps.close();
       await worker.close();
       await queue.close();
       redis.disconnect();

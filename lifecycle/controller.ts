@@ -14,6 +14,7 @@ import { NAME_PREFIX, sandboxName } from './names.ts';
 import type { DockerRuntime, RuntimeState } from './runtime/docker-runtime.ts';
 import { innerEngine, waitForInnerEngine } from './runtime/inner-engine.ts';
 import type { IdleSessions } from './sessions.ts';
+import { probe, type AppDirectory } from './apps/app-directory.ts';
 import { deepSleepAt, engineHost, fullView, summarise, type SandboxSummary, type SandboxView } from './view.ts';
 
 export const DEFAULT_IDLE_TIMEOUT = '30m';
@@ -40,6 +41,7 @@ export interface LifecycleDeps {
   runtime: DockerRuntime;
   sessions: IdleSessions;
   queue: LifecycleQueue;
+  apps: AppDirectory;
   logger: Logger;
 }
 
@@ -105,14 +107,28 @@ export class Lifecycle {
       this.deps.sessions.get(record.name),
       this.deps.store.users.get(record.owner_id),
     ]);
-    return fullView(record, owner?.name ?? record.owner_id, state, session, this.ctx);
+    const view = fullView(record, owner?.name ?? record.owner_id, state, session, this.ctx);
+    const apps = this.deps.apps.appsOf(record.name);
+    view.tunnel_urls = apps.map((a) => this.appUrl(a.label));
+    view.apps = await Promise.all(
+      apps.map(async (a) => ({ url: this.appUrl(a.label), answers: state.address ? await probe(state.address, a.hostPort) : false })),
+    );
+    return view;
+  }
+
+  appUrl(label: string): string {
+    const { domain, httpsPort } = this.deps.config;
+    return `https://${label}.${domain}${httpsPort === 443 ? '' : `:${httpsPort}`}`;
   }
 
   async list(records: SandboxRecord[]): Promise<SandboxSummary[]> {
     return Promise.all(
       records
         .filter((r) => !r.archived_at)
-        .map(async (r) => summarise(r, await this.deps.runtime.inspect(r.name), await this.deps.sessions.get(r.name), this.ctx)),
+        .map(async (r) => ({
+          ...summarise(r, await this.deps.runtime.inspect(r.name), await this.deps.sessions.get(r.name), this.ctx),
+          tunnel_urls: this.deps.apps.appsOf(r.name).map((a) => this.appUrl(a.label)),
+        })),
     );
   }
 
@@ -146,7 +162,9 @@ export class Lifecycle {
       throw new Error(`the sandbox container is not running after start (exit code ${state.exitCode ?? 'unknown'})`);
     }
     if (record.certs) {
-      await waitForInnerEngine(innerEngine(record.name, state.address, record.certs), ENGINE_READY_TIMEOUT_MS);
+      const engine = innerEngine(record.name, state.address, record.certs);
+      await waitForInnerEngine(engine, ENGINE_READY_TIMEOUT_MS);
+      this.deps.apps.watch(record.name, engine);
     }
     await this.openSession(record);
     this.log.info({ sandbox: record.name, ms: Date.now() - began }, 'sandbox running');
@@ -219,6 +237,7 @@ export class Lifecycle {
       const record = await this.deps.store.sandboxes.get(name);
       if (!record || record.archived_at) return;
       this.log.info({ sandbox: name, reason }, 'sandbox going to sleep');
+      this.deps.apps.unwatch(name);
       await this.deps.runtime.stop(name);
       await this.deps.sessions.close(name);
       this.renewals.delete(name);
@@ -273,7 +292,12 @@ export class Lifecycle {
       if (running && !session) {
         this.log.info({ sandbox: name }, 'sandbox running without an idle session (started outside the service); opening one');
         await this.openSession(record);
+      }
+      if (running && record.certs && !this.deps.apps.isWatching(name)) {
+        const { address } = await this.deps.runtime.inspect(name);
+        if (address) this.deps.apps.watch(name, innerEngine(name, address, record.certs));
       } else if (!running) {
+        this.deps.apps.unwatch(name);
         if (session) await this.deps.sessions.close(name);
         await this.scheduleDeepSleep(record, await this.deps.runtime.inspect(name));
       }
@@ -303,6 +327,7 @@ export class Lifecycle {
       const updated = { ...current, certs: await issueEngineCerts(name, engineHost(name, this.deps.config.domain)) };
       const state = await this.deps.runtime.inspect(name);
       await this.deps.store.sandboxes.put(updated);
+      this.deps.apps.unwatch(name);
       await this.deps.runtime.takeDown(name);
       if (state.status === 'exited') await this.deps.runtime.create({ name, env: await this.containerEnv(updated) });
       this.log.info({ sandbox: name }, 'engine access enabled');
@@ -331,6 +356,7 @@ export class Lifecycle {
       await fs.promises.writeFile(path.join(dir, 'sandbox.json'), JSON.stringify(configuration, null, 2) + '\n', { mode: 0o600 });
       await this.deps.runtime.takeDown(name);
       await this.deps.runtime.removeVolumes(name);
+      await this.deps.apps.forget(name);
       await this.deps.store.sandboxes.put({ ...record, archived_at: new Date().toISOString(), archive_path: relative });
       return { name, archive: relative };
     });

@@ -1,0 +1,153 @@
+import net from 'node:net';
+import type Docker from 'dockerode';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../../core/logger.ts';
+import { appEntries, type AppContainer, type AppEntry, type PublishedPort } from './app-labels.ts';
+
+const REFRESH_DEBOUNCE_MS = 150;
+const RESUBSCRIBE_MS = 1_000;
+
+/**
+ * The app table: which host label goes to which sandbox and port. A provider in Traefik's sense:
+ * it discovers apps from each running sandbox's own engine (its event stream, not polling) and
+ * keeps the table in memory for the edge's hot path and in Redis so a sleeping sandbox's addresses
+ * still resolve — that is what lets a request to an asleep app wake it.
+ */
+export class AppDirectory {
+  private readonly byLabel = new Map<string, AppEntry>();
+  private readonly watchers = new Map<string, { stop(): void }>();
+  private readonly key: string;
+
+  constructor(private readonly redis: Redis, prefix: string, private readonly log: Logger) {
+    this.key = `${prefix}:apps`;
+  }
+
+  async load(): Promise<void> {
+    for (const raw of Object.values(await this.redis.hgetall(this.key))) {
+      const entry = JSON.parse(raw) as AppEntry;
+      this.byLabel.set(entry.label, entry);
+    }
+  }
+
+  resolve(label: string): AppEntry | undefined {
+    return this.byLabel.get(label);
+  }
+
+  appsOf(sandbox: string): AppEntry[] {
+    return [...this.byLabel.values()].filter((e) => e.sandbox === sandbox).sort((a, b) => a.label.localeCompare(b.label));
+  }
+
+  isWatching(sandbox: string): boolean {
+    return this.watchers.has(sandbox);
+  }
+
+  /** Follows a running sandbox's engine: refreshes its apps now and on every container event. */
+  watch(sandbox: string, engine: Docker): void {
+    this.unwatch(sandbox);
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    let stream: NodeJS.ReadableStream | undefined;
+    const refresh = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => void this.refresh(sandbox, engine).catch((err) => this.log.warn({ sandbox, err: err.message }, 'app discovery failed')), REFRESH_DEBOUNCE_MS);
+    };
+    const subscribe = async () => {
+      if (stopped) return;
+      try {
+        stream = await engine.getEvents({ filters: { type: ['container'], event: ['create', 'start', 'die', 'destroy', 'rename'] } });
+        if (stopped) return (stream as unknown as { destroy(): void }).destroy();
+        stream.on('data', refresh);
+        stream.on('error', () => undefined);
+        stream.on('end', () => { if (!stopped) setTimeout(subscribe, RESUBSCRIBE_MS); });
+        refresh();
+      } catch {
+        if (!stopped) setTimeout(subscribe, RESUBSCRIBE_MS);
+      }
+    };
+    void subscribe();
+    this.watchers.set(sandbox, {
+      stop() {
+        stopped = true;
+        clearTimeout(timer);
+        (stream as unknown as { destroy?(): void } | undefined)?.destroy?.();
+      },
+    });
+  }
+
+  /** Stops following (the sandbox sleeps); its addresses stay so that a request can wake it. */
+  unwatch(sandbox: string): void {
+    this.watchers.get(sandbox)?.stop();
+    this.watchers.delete(sandbox);
+  }
+
+  /** Stops every watcher (service shutdown); the table stays in Redis. */
+  close(): void {
+    for (const sandbox of [...this.watchers.keys()]) this.unwatch(sandbox);
+  }
+
+  /** The sandbox is archived: its addresses go. */
+  async forget(sandbox: string): Promise<void> {
+    this.unwatch(sandbox);
+    await this.replace(sandbox, []);
+  }
+
+  async refresh(sandbox: string, engine: Docker): Promise<void> {
+    const containers = await Promise.all(
+      (await engine.listContainers({ all: true })).map(async (c): Promise<AppContainer> => {
+        const info = await engine.getContainer(c.Id).inspect();
+        return { name: info.Name.replace(/^\//, ''), labels: info.Config.Labels ?? {}, running: info.State.Running, ports: publishedPorts(info) };
+      }),
+    );
+    await this.replace(sandbox, containers.flatMap((c) => appEntries(sandbox, c)));
+  }
+
+  private async replace(sandbox: string, entries: AppEntry[]): Promise<void> {
+    const fresh = new Map<string, AppEntry>();
+    for (const entry of entries) {
+      const holder = this.byLabel.get(entry.label);
+      if (holder && holder.sandbox !== sandbox) {
+        // First come keeps an address: a look-alike name must never capture another sandbox's traffic.
+        this.log.warn({ sandbox, label: entry.label, holder: holder.sandbox }, 'app address already taken by another sandbox; skipped');
+        continue;
+      }
+      fresh.set(entry.label, entry);
+    }
+    const gone = this.appsOf(sandbox).filter((e) => !fresh.has(e.label)).map((e) => e.label);
+    for (const label of gone) this.byLabel.delete(label);
+    for (const [label, entry] of fresh) this.byLabel.set(label, entry);
+    const tx = this.redis.multi();
+    if (gone.length) tx.hdel(this.key, ...gone);
+    if (fresh.size) tx.hset(this.key, Object.fromEntries([...fresh].map(([l, e]) => [l, JSON.stringify(e)])));
+    await tx.exec();
+  }
+}
+
+/** Published TCP ports: as bound while running, as configured while stopped. */
+function publishedPorts(info: Docker.ContainerInspectInfo): PublishedPort[] {
+  const bindings = (info.State.Running ? info.NetworkSettings.Ports : info.HostConfig.PortBindings) as
+    | Record<string, Array<{ HostIp: string; HostPort: string }> | null>
+    | undefined;
+  return Object.entries(bindings ?? {}).flatMap(([spec, binds]) => {
+    const [port, proto] = spec.split('/');
+    if (proto !== 'tcp' || !binds) return [];
+    return binds
+      .filter((b) => /^\d+$/.test(b.HostPort))
+      .map((b) => ({ containerPort: Number(port), hostPort: Number(b.HostPort), hostIp: b.HostIp ?? '' }));
+  });
+}
+
+/**
+ * Whether an app answers: it sends bytes back to a minimal request within the time. A bare TCP
+ * connect is not enough: the engine's port proxy accepts even when nothing listens behind it.
+ */
+export function probe(host: string, port: number, timeoutMs = 800): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (answers: boolean) => { socket.destroy(); resolve(answers); };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => socket.write('HEAD / HTTP/1.0\r\n\r\n'));
+    socket.once('data', () => done(true));
+    socket.once('error', () => done(false));
+    socket.once('close', () => done(false));
+  });
+}

@@ -1,0 +1,69 @@
+import { shortName } from '../names.ts';
+
+/** Compose labels the engine puts on a service's containers. */
+const COMPOSE_PROJECT = 'com.docker.compose.project';
+const COMPOSE_SERVICE = 'com.docker.compose.service';
+/** The user's own label choosing the app's address (spec 4.3, 1). */
+export const SUBDOMAIN_LABEL = 'tunnel.subdomain';
+
+/** Suffixes the edge reads as engine, shell or TCP twin; an app label never ends with them. */
+const RESERVED_SUFFIXES = ['-engine', '-shell-tcp', '-tcp'];
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+export interface PublishedPort {
+  containerPort: number;
+  hostPort: number;
+  /** As the engine reports it: '', '0.0.0.0' or '::' mean all interfaces. */
+  hostIp: string;
+}
+
+export interface AppContainer {
+  /** Without the leading slash. */
+  name: string;
+  labels: Record<string, string>;
+  running: boolean;
+  ports: PublishedPort[];
+}
+
+/** One app address: a published port of a container, reachable on the sandbox's address. */
+export interface AppEntry {
+  label: string;
+  sandbox: string;
+  container: string;
+  project?: string;
+  service?: string;
+  containerPort: number;
+  hostPort: number;
+}
+
+function dnsSafe(s: string): string {
+  return s.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/-+/g, '-').replace(/^-|-$/g, '');
+}
+
+function publishedOnAllInterfaces(p: PublishedPort): boolean {
+  return p.hostIp === '' || p.hostIp === '0.0.0.0' || p.hostIp === '::';
+}
+
+/**
+ * The app addresses of one container, exactly as spec 4.3 says:
+ * `<sandbox>-<subdomain>` with the label, else `<sandbox-short>-<project>-<container>-port<host_port>`
+ * (without a compose project: `<sandbox-short>-<container>-port<host_port>`). Ports published on
+ * 127.0.0.1 get none; a label that would not be one valid DNS label, or would read as an engine,
+ * shell or TCP twin, gets none either.
+ */
+export function appEntries(sandbox: string, container: AppContainer): AppEntry[] {
+  const project = container.labels[COMPOSE_PROJECT];
+  const service = container.labels[COMPOSE_SERVICE];
+  const subdomain = container.labels[SUBDOMAIN_LABEL];
+  const ports = [...new Map(container.ports.filter(publishedOnAllInterfaces).map((p) => [p.hostPort, p])).values()]
+    .sort((a, b) => a.containerPort - b.containerPort);
+  return ports
+    .map((p, i) => {
+      // With a subdomain label, the first published port takes the chosen address; others keep the generated one.
+      const label = subdomain && i === 0
+        ? `${sandbox}-${dnsSafe(subdomain)}`
+        : [shortName(sandbox), project && dnsSafe(project), dnsSafe(container.name), `port${p.hostPort}`].filter(Boolean).join('-');
+      return { label, sandbox, container: container.name, project, service, containerPort: p.containerPort, hostPort: p.hostPort };
+    })
+    .filter((e) => DNS_LABEL.test(e.label) && !RESERVED_SUFFIXES.some((s) => e.label.endsWith(s)));
+}

@@ -1,0 +1,68 @@
+import type { EdgeBackend, ResolvedApp, ResolvedSandbox } from '../edge/backend.ts';
+import type { Logger } from '../core/logger.ts';
+import type { AppDirectory } from './apps/app-directory.ts';
+import type { Lifecycle } from './controller.ts';
+import type { RuntimeState } from './runtime/docker-runtime.ts';
+import type { WakeLimits } from './wake-limits.ts';
+
+/** How long a sandbox's state is trusted on the hot path; a stale "running" only costs one 502. */
+const STATE_TTL_MS = 1_000;
+
+/**
+ * The lifecycle core as the edge sees it: host labels to addresses, wakes within the owner's
+ * limit, and activity. Answers from memory where it can: one engine inspect per sandbox per second.
+ */
+export class LifecycleEdgeBackend implements EdgeBackend {
+  private readonly states = new Map<string, { at: number; state: Promise<RuntimeState> }>();
+
+  constructor(
+    private readonly lifecycle: Lifecycle,
+    private readonly apps: AppDirectory,
+    private readonly limits: WakeLimits,
+    private readonly log: Logger,
+  ) {}
+
+  private state(sandbox: string): Promise<RuntimeState> {
+    const cached = this.states.get(sandbox);
+    if (cached && Date.now() - cached.at < STATE_TTL_MS) return cached.state;
+    const state = this.lifecycle.status(sandbox);
+    this.states.set(sandbox, { at: Date.now(), state });
+    state.catch(() => this.states.delete(sandbox));
+    return state;
+  }
+
+  async resolveApp(label: string): Promise<ResolvedApp | null> {
+    const entry = this.apps.resolve(label);
+    if (!entry) return null;
+    const { status, address } = await this.state(entry.sandbox);
+    return {
+      sandbox: entry.sandbox,
+      status,
+      ...(status === 'running' && address ? { target: { sandbox: entry.sandbox, host: address, port: entry.hostPort } } : {}),
+    };
+  }
+
+  async resolveSandbox(name: string): Promise<ResolvedSandbox | null> {
+    try {
+      await this.lifecycle.record(name);
+    } catch {
+      return null;
+    }
+    const { status, address } = await this.state(name);
+    return status === 'running' && address ? { status, address } : { status };
+  }
+
+  async requestWake(sandbox: string): Promise<void> {
+    const record = await this.lifecycle.record(sandbox);
+    await this.limits.take(record.owner_id);
+    this.states.delete(sandbox);
+    void this.lifecycle.start(sandbox).then(
+      () => this.states.delete(sandbox),
+      (err) => this.log.error({ sandbox, err }, 'wake on request failed'),
+    );
+  }
+
+  recordActivity(sandbox: string): void {
+    this.lifecycle.recordActivity(sandbox);
+  }
+}

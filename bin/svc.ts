@@ -1,0 +1,186 @@
+#!/usr/bin/env -S npx tsx
+/**
+ * `svc`: accounts from the command line (design.md, "Contracts: Operator").
+ *
+ *   svc user create NAME [--admin]    prints the new password as the last line of stdout
+ *   svc user list [--json]
+ *   svc user passwd NAME              prints a new password as the last line of stdout
+ *   svc token create NAME [--sandbox SANDBOX] [--name LABEL]
+ *                                     prints the new svc_… token as the last line of stdout
+ *   svc token list NAME [--json]
+ *   svc token revoke TOKEN_ID
+ *
+ * Uses the store of the service's configuration (SVC_STORE_URL, else the SQLite file in
+ * SVC_DATA_DIR); safe to run while the service runs. A password or token appears on that one
+ * stdout line only, never in messages or logs. Exit codes: 0 done, 1 failed, 2 usage error.
+ */
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../core/config.ts';
+import { openStore, type Store } from '../store/index.ts';
+import type { TokenRecord, UserRecord } from '../store/records.ts';
+import { createToken, createUser, listTokens, requireUserByName, resetPassword, revokeToken } from '../accounts/index.ts';
+
+const USAGE = `usage:
+  svc user create NAME [--admin]      create a user; prints the new password (last line)
+  svc user list [--json]              list users
+  svc user passwd NAME                set a new generated password; prints it (last line)
+  svc token create NAME [--sandbox SANDBOX] [--name LABEL]
+                                      create a personal access token for user NAME; prints it (last line)
+                                      --sandbox limits the token to one of the user's sandboxes
+  svc token list NAME [--json]        list the user's tokens (never their values)
+  svc token revoke TOKEN_ID           revoke a token
+
+environment: SVC_STORE_URL (postgres://… or sqlite:///…), else SVC_DATA_DIR (./data)/svc.sqlite`;
+
+/** Sandbox names carry this prefix; `--sandbox foo` also finds `svc-foo` (spec 1). */
+const SANDBOX_PREFIX = 'svc-';
+
+class UsageError extends Error {}
+
+type Options = { admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean };
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+const note = (line: string) => process.stderr.write(`${line}\n`);
+
+function only(options: Options, allowed: Array<keyof Options>, command: string): void {
+  for (const key of Object.keys(options) as Array<keyof Options>) {
+    if (options[key] !== undefined && !allowed.includes(key)) throw new UsageError(`--${key} is not an option of "svc ${command}"`);
+  }
+}
+
+function args(positionals: string[], count: number, names: string, command: string): string[] {
+  if (positionals.length !== count) throw new UsageError(`"svc ${command}" takes ${names || 'no arguments'}`);
+  return positionals;
+}
+
+function table(rows: string[][]): void {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  for (const row of rows) out(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '));
+}
+
+async function resolveSandbox(store: Store, user: UserRecord, requested: string): Promise<string> {
+  const candidates = requested.startsWith(SANDBOX_PREFIX) ? [requested] : [requested, SANDBOX_PREFIX + requested];
+  for (const name of candidates) {
+    const sandbox = await store.sandboxes.get(name);
+    if (sandbox && sandbox.owner_id === user.id && !sandbox.archived_at) return name;
+  }
+  throw new Error(`user "${user.name}" has no sandbox named "${requested}"${requested.startsWith(SANDBOX_PREFIX) ? '' : ` (nor "${SANDBOX_PREFIX}${requested}")`}`);
+}
+
+function tokenRow(t: TokenRecord): string[] {
+  return [t.id, t.name ?? '-', t.sandbox ?? '(all)', t.created_at, t.revoked_at ? `revoked ${t.revoked_at}` : 'active'];
+}
+
+async function run(argv: string[]): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        admin: { type: 'boolean' },
+        sandbox: { type: 'string' },
+        name: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const options = parsed.values as Options;
+  const [group, action, ...rest] = parsed.positionals;
+  if (options.help || group === 'help' || group === undefined) {
+    if (group === undefined && !options.help) throw new UsageError('no command given');
+    out(USAGE);
+    return;
+  }
+  const command = `${group} ${action ?? ''}`.trim();
+  const known = ['user create', 'user list', 'user passwd', 'token create', 'token list', 'token revoke'];
+  if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
+
+  const store = await openStore(loadConfig().storeUrl);
+  try {
+    switch (command) {
+      case 'user create': {
+        only(options, ['admin'], command);
+        const [name] = args(rest, 1, 'NAME', command);
+        const { user, password } = await createUser(store, { name: name!, admin: options.admin === true });
+        out(`created user ${user.name}${user.admin ? ' (admin)' : ''}, id ${user.id}; password (shown once):`);
+        out(password);
+        return;
+      }
+      case 'user passwd': {
+        only(options, [], command);
+        const [name] = args(rest, 1, 'NAME', command);
+        const { user, password } = await resetPassword(store, name!);
+        out(`new password for ${user.name} (shown once):`);
+        out(password);
+        return;
+      }
+      case 'user list': {
+        only(options, ['json'], command);
+        args(rest, 0, '', command);
+        const users = await store.users.list();
+        if (options.json) {
+          out(JSON.stringify(users.map((u) => ({ id: u.id, name: u.name, admin: u.admin, created_at: u.created_at, ssh_keys: (u.ssh_keys ?? []).length }))));
+          return;
+        }
+        if (users.length === 0) { note('no users yet: svc user create NAME'); return; }
+        table([['NAME', 'ID', 'ADMIN', 'CREATED', 'SSH KEYS'],
+          ...users.map((u) => [u.name, u.id, u.admin ? 'yes' : 'no', u.created_at, String((u.ssh_keys ?? []).length)])]);
+        return;
+      }
+      case 'token create': {
+        only(options, ['sandbox', 'name'], command);
+        const [userName] = args(rest, 1, 'NAME (the user)', command);
+        if (options.sandbox !== undefined && options.sandbox.trim() === '') throw new UsageError('--sandbox needs a sandbox name');
+        const user = await requireUserByName(store, userName!);
+        const sandbox = options.sandbox === undefined ? undefined : await resolveSandbox(store, user, options.sandbox.trim());
+        const { token, value } = await createToken(store, {
+          userId: user.id,
+          ...(sandbox !== undefined ? { sandbox } : {}),
+          ...(options.name !== undefined ? { name: options.name } : {}),
+        });
+        out(`created token ${token.id} for ${user.name}${sandbox ? `, limited to sandbox ${sandbox}` : ''}; value (shown once):`);
+        out(value);
+        return;
+      }
+      case 'token list': {
+        only(options, ['json'], command);
+        const [userName] = args(rest, 1, 'NAME (the user)', command);
+        const user = await requireUserByName(store, userName!);
+        const tokens = await listTokens(store, user.id);
+        if (options.json) {
+          out(JSON.stringify(tokens.map(({ hash: _hash, ...t }) => t)));
+          return;
+        }
+        if (tokens.length === 0) { note(`${user.name} has no tokens: svc token create ${user.name}`); return; }
+        table([['ID', 'NAME', 'SANDBOX', 'CREATED', 'STATUS'], ...tokens.map(tokenRow)]);
+        return;
+      }
+      case 'token revoke': {
+        only(options, [], command);
+        const [id] = args(rest, 1, 'TOKEN_ID', command);
+        const token = await revokeToken(store, id!);
+        out(`revoked token ${token.id} (at ${token.revoked_at})`);
+        return;
+      }
+    }
+  } finally {
+    await store.close();
+  }
+}
+
+try {
+  await run(process.argv.slice(2));
+} catch (error) {
+  if (error instanceof UsageError) {
+    note(`svc: ${error.message}\n\n${USAGE}`);
+    process.exitCode = 2;
+  } else {
+    note(`svc: ${(error as Error).message ?? String(error)}`);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,46 @@
+import { Backend, type BackendOptions } from './kv.ts';
+import { sandboxStore, type SandboxStore } from './sandboxes.ts';
+import { tokenStore, type TokenStore } from './tokens.ts';
+import { userStore, type UserStore } from './users.ts';
+
+export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts } from './records.ts';
+export type { UserStore, TokenStore, SandboxStore };
+
+export interface Store {
+  users: UserStore;
+  tokens: TokenStore;
+  sandboxes: SandboxStore;
+  close(): Promise<void>;
+}
+
+export type StoreOptions = BackendOptions;
+
+const backends = new WeakMap<Store, Backend>();
+
+/**
+ * Opens the store at `url`: `sqlite:///abs/path/file.sqlite` (the folder is created) or
+ * `postgres://user@host:port/db`. Throws a clear error if the database cannot be opened or reached.
+ */
+export async function openStore(url: string, options: StoreOptions = {}): Promise<Store> {
+  const backend = await Backend.open(url, options);
+  try {
+    const store: Store = {
+      users: await userStore(backend),
+      tokens: await tokenStore(backend),
+      sandboxes: await sandboxStore(backend),
+      close: () => backend.close(),
+    };
+    backends.set(store, backend);
+    return store;
+  } catch (error) {
+    await backend.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+/** Drops the store's table and closes it. For tests, which use a table of their own. */
+export async function destroyStore(store: Store): Promise<void> {
+  const backend = backends.get(store);
+  if (!backend) throw new Error('not a store opened by openStore');
+  await backend.drop();
+}

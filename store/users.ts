@@ -1,0 +1,70 @@
+import { errors } from '../core/errors.ts';
+import type { Backend, Collection } from './kv.ts';
+import { withLocks } from './lock.ts';
+import type { UserRecord } from './records.ts';
+
+export interface UserStore {
+  get(id: string): Promise<UserRecord | undefined>;
+  getByName(name: string): Promise<UserRecord | undefined>;
+  /** Creates or replaces the user; throws errors.NameTaken if another user has the name. */
+  put(u: UserRecord): Promise<void>;
+  /** Every user, oldest first. */
+  list(): Promise<UserRecord[]>;
+}
+
+/**
+ * Keys: `users:<id>` → record; `users-idx:name:<name>` → id (the unique name claim, taken with an
+ * atomic insert, so two processes cannot both create "alice").
+ */
+export async function userStore(backend: Backend): Promise<UserStore> {
+  const records: Collection<UserRecord> = await backend.collection<UserRecord>('users');
+  const index: Collection<string> = await backend.collection<string>('users-idx');
+  const lock = (...keys: string[]) => keys.map((k) => `${backend.identity}|users|${k}`);
+
+  async function get(id: string): Promise<UserRecord | undefined> {
+    return records.get([id]);
+  }
+
+  async function getByName(name: string): Promise<UserRecord | undefined> {
+    const id = await index.get(['name', name]);
+    if (id === undefined) return undefined;
+    const user = await get(id);
+    // The index is written before the record and never trusted alone.
+    return user && user.name === name ? user : undefined;
+  }
+
+  async function claimName(name: string, id: string): Promise<void> {
+    if (await index.insertIfAbsent(['name', name], id)) return;
+    const holder = await index.get(['name', name]);
+    if (holder === id) return;
+    const other = holder === undefined ? undefined : await get(holder);
+    if (other && other.name === name) throw new errors.NameTaken(name);
+    // A claim left behind by a writer that died before writing its record, or by a rename.
+    await index.set(['name', name], id);
+  }
+
+  async function put(u: UserRecord): Promise<void> {
+    if (!u.id || !u.name) throw new errors.BadRequest('a user needs an id and a name');
+    await withLocks(lock(`id:${u.id}`, `name:${u.name}`), async () => {
+      const previous = await get(u.id);
+      await claimName(u.name, u.id);
+      await records.set([u.id], u);
+      if (previous && previous.name !== u.name) {
+        await withLocks(lock(`name:${previous.name}`), async () => {
+          if ((await index.get(['name', previous.name])) === u.id) await index.delete(['name', previous.name]);
+        });
+      }
+    });
+  }
+
+  async function list(): Promise<UserRecord[]> {
+    const rows = await records.scan();
+    return rows.map((r) => r.value).sort(byCreated);
+  }
+
+  return { get, getByName, put, list };
+}
+
+function byCreated(a: { created_at: string; name: string }, b: { created_at: string; name: string }): number {
+  return a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.name.localeCompare(b.name);
+}

@@ -1,0 +1,219 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { openStore, type Store } from '../../store/index.ts';
+import type { SandboxRecord, TokenRecord, UserRecord } from '../../store/records.ts';
+import { openTestStore, POSTGRES_URL, type BackendName, type TestStore } from './helpers.ts';
+
+const now = () => new Date().toISOString();
+
+function user(name: string, extra: Partial<UserRecord> = {}): UserRecord {
+  return { id: randomUUID(), name, password_hash: 'scrypt$x$y', admin: false, created_at: now(), ssh_keys: [], ...extra };
+}
+function token(userId: string, extra: Partial<TokenRecord> = {}): TokenRecord {
+  return { id: randomUUID(), user_id: userId, hash: randomUUID().replace(/-/g, '').repeat(2), created_at: now(), ...extra };
+}
+function sandbox(name: string, ownerId: string, extra: Partial<SandboxRecord> = {}): SandboxRecord {
+  return { name, owner_id: ownerId, template: 'default', idle_timeout: '30m', deep_sleep_after: '14d', created_at: now(), ...extra };
+}
+const nameTaken = (e: unknown) => (e as { code?: string }).code === 'SVC_NAME_TAKEN' && (e as { statusCode?: number }).statusCode === 409;
+
+function suite(backend: BackendName): void {
+  describe(`store on ${backend}`, () => {
+    let t: TestStore;
+    let store: Store;
+    before(async () => {
+      t = await openTestStore(backend);
+      store = t.store;
+    });
+    after(async () => { await t?.cleanup(); });
+
+    test('users: put, get, getByName, list; unknown ones are undefined', async () => {
+      const alice = user('alice');
+      const bob = user('bob', { admin: true });
+      await store.users.put(alice);
+      await store.users.put(bob);
+      assert.deepEqual(await store.users.get(alice.id), alice);
+      assert.deepEqual(await store.users.getByName('bob'), bob);
+      assert.equal(await store.users.get(randomUUID()), undefined);
+      assert.equal(await store.users.getByName('nobody'), undefined);
+      const names = (await store.users.list()).map((u) => u.name);
+      assert.ok(names.includes('alice') && names.includes('bob'));
+    });
+
+    test('users: a name belongs to one user; renaming frees the old name', async () => {
+      const carol = user('carol');
+      await store.users.put(carol);
+      await assert.rejects(store.users.put(user('carol')), nameTaken);
+      await store.users.put({ ...carol, admin: true }); // same user, same name: an update
+      assert.equal((await store.users.getByName('carol'))?.admin, true);
+      await store.users.put({ ...carol, name: 'carol2' });
+      assert.equal(await store.users.getByName('carol'), undefined);
+      assert.equal((await store.users.getByName('carol2'))?.id, carol.id);
+      const other = user('carol');
+      await store.users.put(other);
+      assert.equal((await store.users.getByName('carol'))?.id, other.id);
+    });
+
+    test('users: 50 concurrent creations of one name, exactly one wins', async () => {
+      const results = await Promise.allSettled(Array.from({ length: 50 }, () => store.users.put(user('dave'))));
+      assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
+      for (const r of results) if (r.status === 'rejected') assert.ok(nameTaken(r.reason), String(r.reason));
+      assert.equal((await store.users.list()).filter((u) => u.name === 'dave').length, 1);
+    });
+
+    test('tokens: put, get, getByHash, listByUser only lists the user\'s own', async () => {
+      const u1 = user('tok-owner-1');
+      const u2 = user('tok-owner-2');
+      await store.users.put(u1);
+      await store.users.put(u2);
+      const a = token(u1.id, { name: 'a' });
+      const b = token(u1.id, { sandbox: 'svc-x' });
+      const c = token(u2.id);
+      for (const x of [a, b, c]) await store.tokens.put(x);
+      assert.deepEqual(await store.tokens.get(a.id), a);
+      assert.deepEqual(await store.tokens.getByHash(b.hash), b);
+      assert.equal(await store.tokens.getByHash('0'.repeat(64)), undefined);
+      assert.deepEqual((await store.tokens.listByUser(u1.id)).map((x) => x.id).sort(), [a.id, b.id].sort());
+      assert.deepEqual((await store.tokens.listByUser(u2.id)).map((x) => x.id), [c.id]);
+      assert.deepEqual(await store.tokens.listByUser(randomUUID()), []);
+      const revoked = { ...a, revoked_at: now() };
+      await store.tokens.put(revoked);
+      assert.deepEqual(await store.tokens.getByHash(a.hash), revoked);
+      assert.equal((await store.tokens.listByUser(u1.id)).length, 2);
+    });
+
+    test('tokens: 100 concurrent creations for one user are all listed', async () => {
+      const u = user('many-tokens');
+      await store.users.put(u);
+      const tokens = Array.from({ length: 100 }, () => token(u.id));
+      await Promise.all(tokens.map((x) => store.tokens.put(x)));
+      assert.equal((await store.tokens.listByUser(u.id)).length, 100);
+      for (const x of tokens.slice(0, 10)) assert.equal((await store.tokens.getByHash(x.hash))?.id, x.id);
+    });
+
+    test('tokens: a hash held by another token is refused', async () => {
+      const u = user('hash-clash');
+      await store.users.put(u);
+      const first = token(u.id);
+      await store.tokens.put(first);
+      await assert.rejects(store.tokens.put(token(u.id, { hash: first.hash })), (e: { statusCode?: number }) => e.statusCode === 409);
+    });
+
+    test('sandboxes: insert, get, put, listByOwner, listAll', async () => {
+      const owner = randomUUID();
+      const s1 = sandbox('svc-one', owner);
+      const s2 = sandbox('svc-two', owner);
+      await store.sandboxes.insert(s2);
+      await store.sandboxes.insert(s1);
+      assert.deepEqual(await store.sandboxes.get('svc-one'), s1);
+      assert.equal(await store.sandboxes.get('svc-none'), undefined);
+      assert.deepEqual((await store.sandboxes.listByOwner(owner)).map((s) => s.name), ['svc-one', 'svc-two']);
+      const archived = { ...s1, archived_at: now(), archive_path: 'archive/svc-one.tar' };
+      await store.sandboxes.put(archived);
+      assert.deepEqual(await store.sandboxes.get('svc-one'), archived);
+      await assert.rejects(store.sandboxes.insert(sandbox('svc-one', owner)), nameTaken);
+      const all = (await store.sandboxes.listAll()).map((s) => s.name);
+      assert.ok(all.includes('svc-one') && all.includes('svc-two'));
+      assert.deepEqual(await store.sandboxes.listByOwner(randomUUID()), []);
+    });
+
+    test('sandboxes: 100 concurrent inserts of one name, exactly one wins and only its owner lists it', async () => {
+      const owners = Array.from({ length: 100 }, () => randomUUID());
+      const results = await Promise.allSettled(owners.map((o) => store.sandboxes.insert(sandbox('svc-race', o))));
+      const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+      assert.equal(won.length, 1);
+      for (const r of results) if (r.status === 'rejected') assert.ok(nameTaken(r.reason), String(r.reason));
+      const winner = owners[won[0]!]!;
+      assert.equal((await store.sandboxes.get('svc-race'))?.owner_id, winner);
+      assert.deepEqual((await store.sandboxes.listByOwner(winner)).map((s) => s.name), ['svc-race']);
+      for (const o of owners.filter((x) => x !== winner).slice(0, 20)) assert.deepEqual(await store.sandboxes.listByOwner(o), []);
+    });
+
+    test('sandboxes: a changed owner moves the sandbox between owners\' lists', async () => {
+      const a = randomUUID();
+      const b = randomUUID();
+      const s = sandbox('svc-moving', a);
+      await store.sandboxes.insert(s);
+      await store.sandboxes.put({ ...s, owner_id: b });
+      assert.deepEqual(await store.sandboxes.listByOwner(a), []);
+      assert.deepEqual((await store.sandboxes.listByOwner(b)).map((x) => x.name), ['svc-moving']);
+    });
+
+    test('keys are exact: no LIKE wildcards, no case folding, no namespace aliasing', async () => {
+      await store.sandboxes.insert(sandbox('svc-under', 'own_r'));
+      await store.sandboxes.insert(sandbox('svc-xunder', 'ownXr'));
+      await store.sandboxes.insert(sandbox('svc-upper', 'OWN_R'));
+      await store.sandboxes.insert(sandbox('svc-pct', 'own%'));
+      assert.deepEqual((await store.sandboxes.listByOwner('own_r')).map((s) => s.name), ['svc-under']);
+      assert.deepEqual((await store.sandboxes.listByOwner('ownXr')).map((s) => s.name), ['svc-xunder']);
+      assert.deepEqual((await store.sandboxes.listByOwner('own%')).map((s) => s.name), ['svc-pct']);
+      assert.deepEqual(await store.sandboxes.listByOwner('own'), []);
+      // `sandboxes:` inside a key must not reach another record
+      assert.equal(await store.sandboxes.get('sandboxes:svc-under'), undefined);
+      await store.sandboxes.insert(sandbox('a:b', 'x:y'));
+      assert.deepEqual((await store.sandboxes.listByOwner('x:y')).map((s) => s.name), ['a:b']);
+      assert.deepEqual(await store.sandboxes.listByOwner('x'), []);
+      const odd = user('Ünïcode name with spaces');
+      await store.users.put(odd);
+      assert.equal((await store.users.getByName('Ünïcode name with spaces'))?.id, odd.id);
+      assert.equal(await store.users.getByName('ünïcode name with spaces'), undefined);
+    });
+
+    test('data survives close and reopen; a second Store on the same table sees the same data', async () => {
+      const u = user('persist');
+      await store.users.put(u);
+      const other = await t.reopen();
+      try {
+        assert.deepEqual(await other.users.getByName('persist'), u);
+        const v = user('from-other');
+        await other.users.put(v);
+        assert.deepEqual(await store.users.getByName('from-other'), v);
+        // both Stores race on the same sandbox name: still exactly one winner
+        const results = await Promise.allSettled([store, other, store, other].map((s) => s.sandboxes.insert(sandbox('svc-two-stores', randomUUID()))));
+        assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
+      } finally {
+        await other.close();
+      }
+      assert.deepEqual(await store.users.getByName('persist'), u, 'closing one Store leaves the other working');
+    });
+
+    test('database errors are thrown, never read as "not found"', async () => {
+      const extra = await t.reopen();
+      const u = user('closed-check');
+      await extra.users.put(u);
+      await extra.close();
+      if (backend === 'sqlite') {
+        await assert.rejects(extra.users.get(u.id));
+        await assert.rejects(extra.users.list());
+      }
+      // (postgres: the pool is shared with the other open Store, so closing one keeps it alive.)
+      assert.equal((await store.users.get(u.id))?.name, 'closed-check');
+    });
+  });
+}
+
+suite('sqlite');
+suite('postgres');
+
+describe('openStore errors', () => {
+  test('an unreachable postgres fails clearly', async () => {
+    await assert.rejects(openStore('postgres://postgres@127.0.0.1:1/nope'), /cannot reach PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:1\/nope/);
+  });
+  test('a second postgres URL in one process is refused while the first is open', async () => {
+    const first = await openStore(POSTGRES_URL, { table: 'svc_test_second_url' }).catch((e: Error) => {
+      throw new Error(`PostgreSQL is not reachable at ${POSTGRES_URL}: ${e.message}`);
+    });
+    try {
+      await assert.rejects(openStore(`${POSTGRES_URL}?application_name=other`), /only one Postgres URL/);
+    } finally {
+      const { destroyStore } = await import('../../store/index.ts');
+      await destroyStore(first);
+    }
+  });
+  test('unknown schemes and memory databases are refused', async () => {
+    await assert.rejects(openStore('mysql://x'), /unsupported store URL/);
+    await assert.rejects(openStore('sqlite://:memory:'), /in-memory/);
+    await assert.rejects(openStore('sqlite:///tmp/x.sqlite', { table: 'Bad-Name' }), /invalid store table name/);
+  });
+});

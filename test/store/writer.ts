@@ -1,0 +1,35 @@
+/**
+ * A second process writing to the store (as the CLI does while the service runs), for
+ * cross-process.test.ts. Args: url table prefix count sandboxName startAtMs.
+ * Creates `count` users `<prefix>-<i>` with two tokens each, then races for `sandboxName`.
+ * Prints one JSON line: { won: boolean, users: string[] }.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { openStore } from '../../store/index.ts';
+
+const [url, table, prefix, countText, sandboxName, startAtText] = process.argv.slice(2);
+const store = await openStore(url!, { table: table! });
+const wait = Number(startAtText) - Date.now();
+if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+const users: string[] = [];
+let firstId = '';
+const created = new Date().toISOString();
+await Promise.all(Array.from({ length: Number(countText) }, async (_, i) => {
+  const id = randomUUID();
+  if (i === 0) firstId = id;
+  const name = `${prefix}-${i}`;
+  await store.users.put({ id, name, password_hash: 'scrypt$x$y', admin: false, created_at: created, ssh_keys: [] });
+  for (let k = 0; k < 2; k++) {
+    await store.tokens.put({ id: randomUUID(), user_id: id, hash: randomBytes(32).toString('hex'), created_at: created });
+  }
+  users.push(name);
+}));
+let won = false;
+try {
+  await store.sandboxes.insert({ name: sandboxName!, owner_id: firstId, template: 'default', idle_timeout: '30m', deep_sleep_after: '14d', created_at: created });
+  won = true;
+} catch (error) {
+  if ((error as { code?: string }).code !== 'SVC_NAME_TAKEN') throw error;
+}
+await store.close();
+process.stdout.write(`${JSON.stringify({ won, users })}\n`);

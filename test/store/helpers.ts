@@ -6,8 +6,8 @@ import { destroyStore, openStore, type Store } from '../../store/index.ts';
 
 export type BackendName = 'sqlite' | 'postgres';
 
-/** Postgres for tests: trust auth on loopback (scripts/setup.sh); override with SVC_TEST_POSTGRES_URL. */
-export const POSTGRES_URL = process.env.SVC_TEST_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/test';
+/** Postgres for tests: database svc_test with trust auth on loopback, made by scripts/setup.sh; override with SVC_TEST_POSTGRES_URL. */
+export const POSTGRES_URL = process.env.SVC_TEST_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/svc_test';
 
 export interface TestStore {
   store: Store;

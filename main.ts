@@ -6,7 +6,10 @@ const config = loadConfig();
 const service = await startService(config, logger);
 const apiPort = Number(process.env.SVC_API_PORT ?? 8080);
 await service.api.listen({ host: '127.0.0.1', port: apiPort });
-logger.info({ domain: config.domain, api: `http://127.0.0.1:${apiPort}/api` }, 'service started');
+logger.info(
+  { domain: config.domain, https: service.edge.httpsPort, http: service.edge.httpPort, api: `http://127.0.0.1:${apiPort}/api` },
+  `service started: https://${config.domain}${service.edge.httpsPort === 443 ? '' : `:${service.edge.httpsPort}`}/api/swagger`,
+);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {

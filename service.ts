@@ -8,6 +8,9 @@ import type { Logger } from './core/logger.ts';
 import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { AppDirectory } from './lifecycle/apps/app-directory.ts';
+import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
+import { WakeLimits } from './lifecycle/wake-limits.ts';
+import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
 
 export interface Service {
@@ -15,6 +18,7 @@ export interface Service {
   store: Store;
   lifecycle: Lifecycle;
   api: FastifyInstance;
+  edge: Edge;
   docker: Docker;
   close(): Promise<void>;
 }
@@ -48,16 +52,24 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   await queue.startReconciling();
   await lifecycle.reconcile();
-  const api = await buildApi({ store, lifecycle, logger });
+  const api = await buildApi({ store, lifecycle, logger, caPem: () => serviceCaPem(config) });
   await api.ready();
+  const edge = await startEdge({
+    config,
+    backend: new LifecycleEdgeBackend(lifecycle, apps, new WakeLimits(redis, config.redisPrefix, config.wakesPerHour), logger),
+    api: api.server,
+    logger,
+  });
 
   return {
     config,
     store,
     lifecycle,
     api,
+    edge,
     docker,
     async close() {
+      await edge.close();
       await api.close();
       apps.close();
       await worker.close();

@@ -1,5 +1,6 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Logger } from '../core/logger.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
 import type { Store } from '../store/index.ts';
@@ -14,6 +15,8 @@ export interface ApiDeps {
   store: Store;
   lifecycle: Lifecycle;
   logger: Logger;
+  /** The service CA that signs the edge certificate, served at /ca.pem; null with an operator's certificate. */
+  caPem: () => Promise<string | null>;
 }
 
 /**
@@ -32,6 +35,14 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   app.addSchema(ErrorBody);
   await app.register(errorsPlugin);
   await app.register(swaggerPlugin);
+  app.get('/ca.pem', {
+    config: { public: true },
+    schema: { summary: "The service CA: trust it to reach the service's addresses without warnings", produces: ['application/x-pem-file'], response: { 200: Type.String(), 404: Type.Ref('Error') } },
+  }, async (_request, reply) => {
+    const pem = await deps.caPem();
+    if (!pem) return reply.status(404).send({ error: { code: 'SVC_NOT_FOUND', message: 'this service uses an operator-supplied certificate; no service CA' } });
+    return reply.type('application/x-pem-file').send(pem);
+  });
   await app.register(
     async (api) => {
       await api.register(authPlugin, { store: deps.store });

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Docker from 'dockerode';
@@ -30,7 +31,7 @@ export interface TestService {
 export async function startTestService(overrides: Partial<Config> = {}): Promise<TestService> {
   const id = `svct${randomBytes(3).toString('hex')}`;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${id}-`));
-  const config: Config = { ...loadConfig({ SVC_DATA_DIR: dataDir }), redisPrefix: id, ...overrides };
+  const config: Config = { ...loadConfig({ SVC_DATA_DIR: dataDir }), redisPrefix: id, httpsPort: await freePort(), httpPort: 0, ...overrides };
   let service = await startService(config, logger);
   let url = await listen(service);
 
@@ -76,6 +77,17 @@ async function listen(service: Service): Promise<string> {
   const address = service.api.server.address();
   if (!address || typeof address === 'string') throw new Error('API did not bind');
   return `http://127.0.0.1:${address.port}`;
+}
+
+/** A free loopback port: the edge's public port must be known before start (records name it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
 }
 
 /** Removes everything a test instance left: containers, networks, volumes, Redis keys. */

@@ -47,7 +47,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     async (api) => {
       await api.register(authPlugin, { store: deps.store });
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
-      await api.register(meRoutes, { store: deps.store });
+      await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle });
     },
     { prefix: '/api' },
   );

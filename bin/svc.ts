@@ -1,4 +1,4 @@
-#!/usr/bin/env -S npx tsx
+#!/usr/bin/env -S node --import tsx
 /**
  * `svc`: accounts from the command line (design.md, "Contracts: Operator").
  *

@@ -167,8 +167,22 @@ export class Lifecycle {
       this.deps.apps.watch(record.name, engine);
     }
     await this.openSession(record);
+    await this.pushSshKeys(record);
     this.log.info({ sandbox: record.name, ms: Date.now() - began }, 'sandbox running');
     return state;
+  }
+
+  private async pushSshKeys(record: SandboxRecord): Promise<void> {
+    const owner = await this.deps.store.users.get(record.owner_id);
+    await this.deps.runtime.writeAuthorizedKeys(record.name, (owner?.ssh_keys ?? []).map((k) => k.key).join('\n'));
+  }
+
+  /** The owner's SSH keys changed: running sandboxes accept exactly the new set at once; others on wake. */
+  async syncSshKeys(ownerId: string): Promise<void> {
+    for (const record of await this.deps.store.sandboxes.listByOwner(ownerId)) {
+      if (record.archived_at || (await this.deps.runtime.inspect(record.name)).status !== 'running') continue;
+      await this.lock.run(record.name, () => this.pushSshKeys(record));
+    }
   }
 
   private async containerEnv(record: SandboxRecord): Promise<Record<string, string>> {

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { addSshKey, createToken, listSshKeys, listTokens, publicToken, publicUser, removeSshKey, revokeToken } from '../../accounts/index.ts';
+import type { Lifecycle } from '../../lifecycle/index.ts';
 import type { Store } from '../../store/index.ts';
 import { forbidLimited } from '../access.ts';
 import { errorResponses } from '../schemas/common.ts';
@@ -18,7 +19,7 @@ const SshKey = Type.Object({ id: Type.String(), key: Type.String(), fingerprint:
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
 
 /** The caller's own account: identity, access tokens, SSH keys. */
-export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
+export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lifecycle }> = async (app, { store, lifecycle }) => {
   const tags = ['account'];
 
   app.get('/me', {
@@ -67,14 +68,18 @@ export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app,
     },
   }, async ({ principal, body }, reply) => {
     forbidLimited(principal, 'change SSH keys');
+    const key = await addSshKey(store, principal.user.id, body.key);
+    await lifecycle.syncSshKeys(principal.user.id);
     reply.status(201);
-    return addSshKey(store, principal.user.id, body.key);
+    return key;
   });
 
   app.delete('/me/ssh-keys/:id', {
     schema: { tags, summary: 'Remove an SSH public key', params: IdParams, response: { 200: SshKey, ...errorResponses(401, 403, 404) } },
   }, async ({ principal, params }) => {
     forbidLimited(principal, 'change SSH keys');
-    return removeSshKey(store, principal.user.id, params.id);
+    const key = await removeSshKey(store, principal.user.id, params.id);
+    await lifecycle.syncSshKeys(principal.user.id);
+    return key;
   });
 };

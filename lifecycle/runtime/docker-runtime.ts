@@ -172,6 +172,22 @@ export class DockerRuntime {
     }
   }
 
+  /**
+   * Replaces root's authorized_keys in a running sandbox (the owner's registered keys, exactly).
+   * Written through the host engine, so it works whatever the user did to the sandbox's sshd.
+   */
+  async writeAuthorizedKeys(name: string, keys: string): Promise<void> {
+    const script = 'umask 077; mkdir -p /root/.ssh && cat > /root/.ssh/authorized_keys.svc-new && mv -f /root/.ssh/authorized_keys.svc-new /root/.ssh/authorized_keys';
+    const exec = await this.docker.getContainer(resourceNames(name).container).exec({
+      Cmd: ['sh', '-c', script], AttachStdin: true, AttachStdout: true, AttachStderr: true,
+    });
+    const stream = await exec.start({ hijack: true, stdin: true });
+    stream.end(keys ? keys + '\n' : '');
+    await new Promise<void>((resolve, reject) => { stream.on('end', resolve); stream.on('close', resolve); stream.on('error', reject); stream.resume(); });
+    const { ExitCode } = await exec.inspect();
+    if (ExitCode !== 0) throw new Error(`writing authorized_keys failed with exit code ${ExitCode}`);
+  }
+
   /** Sandbox containers of this instance that the host engine knows, with their state. */
   async list(): Promise<Array<{ name: string; running: boolean }>> {
     const containers = await this.docker.listContainers({

@@ -57,8 +57,9 @@ EOF
         chroot "$1" apt-get clean
     ' sh "$dir"
     rm -f "$dir/usr/sbin/policy-rc.d"
-    printf 'path-exclude=/usr/share/doc/*\npath-include=/usr/share/doc/*/copyright\npath-exclude=/usr/share/man/*\npath-exclude=/usr/share/info/*\npath-exclude=/usr/share/locale/*\npath-include=/usr/share/locale/locale.alias\n' \
-        > "$dir/etc/dpkg/dpkg.cfg.d/01-svc-slim"
+    # docs, and tools of docker.io that dockerd never runs (libnetwork test tools, v1 shims): about 70 MB
+    cp "$ROOT/sandbox-image/dpkg-slim.cfg" "$dir/etc/dpkg/dpkg.cfg.d/01-svc-slim"
+    rm -f "$dir"/usr/bin/dnet "$dir"/usr/sbin/ovrouter "$dir"/usr/bin/containerd-shim "$dir"/usr/bin/containerd-shim-runc-v1
     find "$dir/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
     rm -rf "$dir"/usr/share/man/* "$dir"/usr/share/info/* "$dir"/var/lib/apt/lists/* \
         "$dir"/var/cache/apt/* "$dir"/var/cache/debconf/*-old "$dir"/var/log/* "$dir"/etc/ssh/ssh_host_*
@@ -67,7 +68,7 @@ EOF
 }
 
 base_hash() {
-    { declare -f build_rootfs; packages; echo "$SUITE $MIRROR $SECURITY_MIRROR"; } | sha256sum | cut -c1-16
+    { declare -f build_rootfs; packages; cat "$ROOT/sandbox-image/dpkg-slim.cfg"; echo "$SUITE $MIRROR $SECURITY_MIRROR"; } | sha256sum | cut -c1-16
 }
 
 # Everything the Dockerfile sees, plus the base recipe.
@@ -148,7 +149,8 @@ main() {
         say "sandbox image: docker build failed, full log in $log"
         exit 1
     fi
-    # drop the old, now untagged image so rebuilds do not pile up
+    # drop old bases and the old, now untagged image so rebuilds do not pile up
+    docker image ls --format '{{.Repository}}:{{.Tag}}' svc-sandbox-base | grep -vxF "$base" | xargs -r docker rmi > /dev/null 2>&1 || true
     docker image prune -f --filter "label=svc.base" > /dev/null 2>&1 || true
     say "sandbox image: built $IMAGE ($(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{ printf "%d MB", $1 / 1e6 }')) in $(since "$t0")"
 }

@@ -55,6 +55,7 @@ wait_for() {
 [ "$(id -u)" = 0 ] || fail "run as root (it installs packages and starts dockerd)"
 
 # One setup at a time: parallel test runs would otherwise both build the image or start dockerd.
+mkdir -p /run/lock
 exec 9> /run/lock/svc-setup.lock
 if ! flock -n 9; then
     say "another setup run holds /run/lock/svc-setup.lock; waiting for it ..."
@@ -63,9 +64,11 @@ fi
 
 # --- Debian packages -----------------------------------------------------------------------------------
 missing_packages() {
-    local p
+    local installed p
+    # one dpkg-query for all: it is the slow part of a quick run
+    installed=" $(dpkg-query -W -f='${db:Status-Abbrev}|${Package}\n' "${APT_PACKAGES[@]}" 2> /dev/null | sed -n 's/^ii *|//p' | tr '\n' ' ') "
     for p in "${APT_PACKAGES[@]}"; do
-        dpkg-query -W -f='${db:Status-Abbrev}\n' "$p" 2> /dev/null | grep -q '^ii' || echo "$p"
+        [[ $installed == *" $p "* ]] || echo "$p"
     done
 }
 install_packages() {
@@ -97,7 +100,8 @@ else
 fi
 
 # --- host Docker engine --------------------------------------------------------------------------------
-docker_answers() { timeout 10 docker info --format '{{.ServerVersion}}' > /dev/null 2>&1; }
+docker_version() { timeout 10 docker info --format '{{.ServerVersion}}' 2> /dev/null; }
+docker_answers() { [ -n "$(docker_version)" ]; }
 start_dockerd() {
     # The engine's pid file may name a process that is gone (machine restored from a snapshot).
     if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2> /dev/null; then
@@ -107,8 +111,8 @@ start_dockerd() {
     setsid -f dockerd < /dev/null >> "$DOCKERD_LOG" 2>&1
     wait_for 30 docker_answers
 }
-if docker_answers; then
-    say "docker engine: answering ($(docker info --format '{{.ServerVersion}}' 2> /dev/null))"
+if version=$(docker_version) && [ -n "$version" ]; then
+    say "docker engine: answering ($version)"
 else
     [ -f /var/run/docker.pid ] && kill -0 "$(cat /var/run/docker.pid)" 2> /dev/null \
         && say "docker engine: dockerd (pid $(cat /var/run/docker.pid)) runs but does not answer; waiting"
@@ -140,26 +144,33 @@ start_postgres() {
     pg_ctlcluster --skip-systemctl-redirect "$v" main start
     wait_for 20 pg_answers
 }
-if pg_answers; then
-    say "postgres: answering on 127.0.0.1:5432"
+# quick path: one query answers "running", "trust auth works" and "svc_test exists"
+svc_test_db() { psql -h 127.0.0.1 -U postgres -w -tAc "select count(*) from pg_database where datname = 'svc_test'" 2> /dev/null; }
+if [ "$(svc_test_db)" = 1 ]; then
+    say "postgres: answering on 127.0.0.1:5432, database svc_test present"
 else
-    step postgres "starting PostgreSQL $(pg_version)" start_postgres || fail "PostgreSQL did not start"
-fi
-as_postgres() { runuser -u postgres -- "$@"; }
-# Tests connect as postgres over TCP without a password; a stock Debian cluster asks for one.
-if ! psql -h 127.0.0.1 -U postgres -w -tAc 'select 1' > /dev/null 2>&1; then
-    hba=$(as_postgres psql -tAc 'show hba_file')
-    trust_hba() {
-        sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba" \
-            && as_postgres psql -tAc 'select pg_reload_conf()' > /dev/null \
-            && wait_for 5 psql -h 127.0.0.1 -U postgres -w -tAc 'select 1'
-    }
-    step postgres "trust auth for loopback in $hba (test machines only)" trust_hba || fail "cannot connect to PostgreSQL as postgres"
-fi
-if [ "$(as_postgres psql -tAc "select 1 from pg_database where datname = 'svc_test'")" = 1 ]; then
-    say "postgres: database svc_test present"
-else
-    step postgres "creating database svc_test" as_postgres createdb svc_test || fail "createdb svc_test failed"
+    if pg_answers; then
+        say "postgres: answering on 127.0.0.1:5432"
+    else
+        step postgres "starting PostgreSQL $(pg_version)" start_postgres || fail "PostgreSQL did not start"
+    fi
+    as_postgres() { runuser -u postgres -- "$@"; }
+    # Tests connect as postgres over TCP without a password; a stock Debian cluster asks for one.
+    if ! psql -h 127.0.0.1 -U postgres -w -tAc 'select 1' > /dev/null 2>&1; then
+        hba=$(as_postgres psql -tAc 'show hba_file')
+        trust_hba() {
+            sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba" \
+                && as_postgres psql -tAc 'select pg_reload_conf()' > /dev/null \
+                && wait_for 5 psql -h 127.0.0.1 -U postgres -w -tAc 'select 1'
+        }
+        step postgres "trust auth for loopback in $hba (test machines only)" trust_hba \
+            || fail "cannot connect to PostgreSQL as postgres"
+    fi
+    if [ "$(svc_test_db)" = 1 ]; then
+        say "postgres: database svc_test present"
+    else
+        step postgres "creating database svc_test" as_postgres createdb svc_test || fail "createdb svc_test failed"
+    fi
 fi
 
 # --- images --------------------------------------------------------------------------------------------

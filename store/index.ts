@@ -1,15 +1,19 @@
 import { Backend, type BackendOptions } from './kv.ts';
 import { sandboxStore, type SandboxStore } from './sandboxes.ts';
+import { registryStore, type RegistryStore } from './registry.ts';
 import { tokenStore, type TokenStore } from './tokens.ts';
 import { userStore, type UserStore } from './users.ts';
 
 export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts } from './records.ts';
 export type { UserStore, TokenStore, SandboxStore };
+export type { RegistryStore, RepoRecord, VersionRecord, LayerScanRecord, Finding, ScanState, ScanProgress } from './registry.ts';
 
 export interface Store {
   users: UserStore;
   tokens: TokenStore;
   sandboxes: SandboxStore;
+  /** Registry repositories, versions and layer scan results (issue 4). */
+  registry: RegistryStore;
   close(): Promise<void>;
 }
 
@@ -28,6 +32,7 @@ export async function openStore(url: string, options: StoreOptions = {}): Promis
       users: await userStore(backend),
       tokens: await tokenStore(backend),
       sandboxes: await sandboxStore(backend),
+      registry: await registryStore(backend),
       close: () => backend.close(),
     };
     backends.set(store, backend);

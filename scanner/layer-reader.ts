@@ -1,0 +1,272 @@
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
+import zlib from 'node:zlib';
+import tar from 'tar-stream';
+import { ContentScanner, matchPath, type PathMatch } from './rules.ts';
+
+/** Bounds that keep a hostile layer (gzip bomb, absurd tar) from hurting a worker. */
+export interface LayerLimits {
+  /** Largest uncompressed layer, whatever its compressed size (default 32 GiB). */
+  maxBytes: number;
+  /** Largest uncompressed/compressed ratio once past `ratioFloor` bytes (default 200). */
+  maxRatio: number;
+  /** The ratio limit applies only beyond this many uncompressed bytes (default 256 MiB). */
+  ratioFloor: number;
+  /** Most tar entries in one layer (default 2 000 000). */
+  maxEntries: number;
+  /** Longest entry path in bytes (default 4096, Linux's PATH_MAX). */
+  maxPathLength: number;
+  /** Largest single entry (default 64 GiB). */
+  maxEntrySize: number;
+}
+
+export const DEFAULT_LAYER_LIMITS: LayerLimits = {
+  maxBytes: 32 * 1024 ** 3,
+  maxRatio: 200,
+  ratioFloor: 256 * 1024 ** 2,
+  maxEntries: 2_000_000,
+  maxPathLength: 4096,
+  maxEntrySize: 64 * 1024 ** 3,
+};
+
+export interface LayerScanResult {
+  state: 'clean' | 'flagged' | 'unscannable';
+  findings: Array<{ path: string; rule: string }>;
+  reason?: string;
+  compressedBytes: number;
+  bytes: number;
+  entries: number;
+  compression: 'gzip' | 'zstd' | 'none' | 'unknown';
+}
+
+/** A refusal of the layer's content: the layer is unscannable for this reason. */
+export class UnscannableLayer extends Error {
+  override name = 'UnscannableLayer';
+}
+
+/** Content of name-matched credential files is read up to this many bytes to check it. */
+const CONDITIONAL_READ = 1024 * 1024;
+
+/**
+ * Reads one layer blob as it streams (never held in memory): checks its digest, decompresses it
+ * (gzip, zstd or none, told by its first bytes, not by the media type a client claims), walks the
+ * tar with tar-stream and applies the rules to every entry's path and every regular file's bytes.
+ * Whiteouts are ignored: a file deleted by a later layer is still in this one, and still counts.
+ *
+ * Never throws for bad content: a layer that cannot be read is `unscannable` with the reason.
+ * Throws only when `source` itself fails (the upstream went away), so the job can be retried.
+ */
+export async function scanLayer(
+  source: Readable,
+  opts: { digest: string; size?: number; limits?: Partial<LayerLimits>; onProgress?: (compressedBytes: number) => void },
+): Promise<LayerScanResult> {
+  const limits = { ...DEFAULT_LAYER_LIMITS, ...opts.limits };
+  const [algorithm, expectedHex] = opts.digest.split(':') as [string, string];
+  if ((algorithm !== 'sha256' && algorithm !== 'sha512') || !/^[a-f0-9]+$/.test(expectedHex ?? '')) {
+    source.destroy();
+    return { state: 'unscannable', findings: [], reason: `unsupported digest "${opts.digest}"`, compressedBytes: 0, bytes: 0, entries: 0, compression: 'unknown' };
+  }
+  const hash = createHash(algorithm);
+  let compressedBytes = 0;
+  let bytes = 0;
+  let entries = 0;
+  let compression: LayerScanResult['compression'] = 'unknown';
+  let sourceError: Error | undefined;
+  let lastProgress = 0;
+
+  const tap = new Transform({
+    transform(chunk: Buffer, _enc, cb: TransformCallback) {
+      hash.update(chunk);
+      compressedBytes += chunk.length;
+      if (opts.size !== undefined && compressedBytes > opts.size) return cb(new UnscannableLayer(`the blob is larger than its declared size ${opts.size}`));
+      if (opts.onProgress && compressedBytes - lastProgress >= 8 * 1024 * 1024) {
+        lastProgress = compressedBytes;
+        opts.onProgress(compressedBytes);
+      }
+      cb(null, chunk);
+    },
+  });
+  source.on('error', (err) => {
+    sourceError = err;
+    tap.destroy(err);
+  });
+  source.pipe(tap);
+
+  const findings = new Map<string, { path: string; rule: string }>();
+  const flag = (path: string, rule: string) => findings.set(`${path}\0${rule}`, { path, rule });
+
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, cb: TransformCallback) {
+      bytes += chunk.length;
+      if (bytes > limits.maxBytes) return cb(new UnscannableLayer(`the layer decompresses to more than ${limits.maxBytes} bytes`));
+      if (bytes > limits.ratioFloor && bytes > compressedBytes * limits.maxRatio) {
+        return cb(new UnscannableLayer(`the layer decompresses more than ${limits.maxRatio}× its compressed size (a compression bomb)`));
+      }
+      cb(null, chunk);
+    },
+  });
+
+  try {
+    const head = await firstBytes(tap);
+    let decompress: Transform | PassThrough;
+    let child: ReturnType<typeof spawn> | undefined;
+    if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) {
+      compression = 'gzip';
+      decompress = zlib.createGunzip({ chunkSize: 256 * 1024 });
+    } else if (head.length >= 4 && head.readUInt32LE(0) === 0xfd2fb528) {
+      compression = 'zstd';
+      ({ stream: decompress, child } = zstdDecompressor());
+    } else {
+      compression = 'none';
+      decompress = new PassThrough();
+    }
+    const extract = tar.extract();
+    const fail = (err: Error) => extract.destroy(err);
+    tap.on('error', fail);
+    decompress.on('error', (err: Error) => fail(err instanceof UnscannableLayer ? err : new UnscannableLayer(`${compression} data is corrupt: ${err.message}`)));
+    counter.on('error', fail);
+    tap.pipe(decompress).pipe(counter).pipe(extract as unknown as NodeJS.WritableStream);
+    try {
+      for await (const entry of extract) {
+        entries += 1;
+        if (entries > limits.maxEntries) throw new UnscannableLayer(`the layer has more than ${limits.maxEntries} entries`);
+        const h = entry.header;
+        const path = checkedPath(h.name, limits);
+        if (typeof h.size === 'number' && (h.size < 0 || h.size > limits.maxEntrySize)) throw new UnscannableLayer(`entry "${path}" claims an absurd size ${h.size}`);
+        const regular = h.type === 'file' || h.type === 'contiguous-file';
+        const base = path.slice(path.lastIndexOf('/') + 1);
+        const matches: PathMatch[] = regular || h.type === 'link' ? (base.startsWith('.wh.') ? [] : matchPath(path)) : [];
+        if (!regular) {
+          for (const m of matches) if (!m.content) flag(path, m.rule);
+          entry.resume();
+          continue;
+        }
+        const scanner = new ContentScanner();
+        const conditional = matches.filter((m) => m.content);
+        let kept: Buffer[] | undefined = conditional.length ? [] : undefined;
+        let keptBytes = 0;
+        let first = true;
+        let binary = false;
+        for await (const chunk of entry as AsyncIterable<Buffer>) {
+          if (first) {
+            first = false;
+            binary = isExecutable(chunk);
+          }
+          if (binary) continue;
+          scanner.feed(chunk);
+          if (kept && keptBytes < CONDITIONAL_READ) {
+            kept.push(chunk);
+            keptBytes += chunk.length;
+          }
+        }
+        for (const m of matches) {
+          if (!m.content) flag(path, m.rule);
+          else if (m.content.test(Buffer.concat(kept!).subarray(0, CONDITIONAL_READ).toString('latin1'))) flag(path, m.rule);
+        }
+        kept = undefined;
+        for (const rule of scanner.end()) flag(path, rule);
+      }
+    } finally {
+      child?.kill('SIGKILL');
+    }
+  } catch (err) {
+    tap.destroy();
+    if (sourceError) throw sourceError;
+    const reason = err instanceof UnscannableLayer ? err.message : `not a readable ${compression === 'none' ? 'tar' : `${compression} tar`}: ${(err as Error).message}`;
+    return { state: 'unscannable', findings: [...findings.values()], reason, compressedBytes, bytes, entries, compression };
+  }
+  if (sourceError) throw sourceError;
+  const actual = hash.digest('hex');
+  if (actual !== expectedHex) {
+    return { state: 'unscannable', findings: [], reason: `digest mismatch: the blob hashes to ${algorithm}:${actual}, not ${opts.digest}`, compressedBytes, bytes, entries, compression };
+  }
+  if (opts.size !== undefined && compressedBytes !== opts.size) {
+    return { state: 'unscannable', findings: [], reason: `size mismatch: the blob has ${compressedBytes} bytes, the manifest says ${opts.size}`, compressedBytes, bytes, entries, compression };
+  }
+  const list = [...findings.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.rule < b.rule ? -1 : 1));
+  return { state: list.length ? 'flagged' : 'clean', findings: list, compressedBytes, bytes, entries, compression };
+}
+
+/**
+ * ELF executables and libraries are not content-scanned: libraries embed self-test keys (GnuTLS
+ * carries EC private keys for its FIPS self-tests), so every Debian image would be flagged. Secrets
+ * are searched in text, config and data files, as gitleaks and Trivy do.
+ */
+function isExecutable(chunk: Buffer): boolean {
+  return chunk.length >= 4 && chunk[0] === 0x7f && chunk[1] === 0x45 && chunk[2] === 0x4c && chunk[3] === 0x46;
+}
+
+/** Entry path relative to the layer root; refuses paths that escape it or are absurd. */
+function checkedPath(name: string, limits: LayerLimits): string {
+  if (Buffer.byteLength(name) > limits.maxPathLength) throw new UnscannableLayer(`an entry path is longer than ${limits.maxPathLength} bytes`);
+  if (name.includes('\0')) throw new UnscannableLayer('an entry path contains a NUL byte');
+  const parts = name.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) throw new UnscannableLayer(`entry "${name.slice(0, 200)}" escapes the layer root (..)`);
+  return parts.join('/');
+}
+
+/** Waits for the first bytes of a stream and puts them back. Empty stream → empty buffer. */
+async function firstBytes(stream: Readable): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      stream.off('readable', onReadable);
+      stream.off('error', onError);
+      stream.off('end', onEnd);
+    };
+    const onReadable = () => {
+      const chunk = stream.read() as Buffer | null;
+      if (chunk === null) return;
+      done();
+      stream.unshift(chunk);
+      resolve(chunk);
+    };
+    const onError = (err: Error) => {
+      done();
+      reject(err);
+    };
+    const onEnd = () => {
+      done();
+      resolve(Buffer.alloc(0));
+    };
+    stream.on('readable', onReadable);
+    stream.on('error', onError);
+    stream.on('end', onEnd);
+  });
+}
+
+/**
+ * zstd through the `zstd` program (Node 20's zlib has none): a Transform whose writes go to the
+ * child's stdin and whose output is its stdout. `--no-progress -q`: nothing but data on stdout.
+ */
+function zstdDecompressor(): { stream: Transform; child: ReturnType<typeof spawn> } {
+  const child = spawn('zstd', ['-dc', '-q', '--no-progress', '--memory=256MB'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => { if (stderr.length < 2000) stderr += d.toString(); });
+  const stream = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      if (!child.stdin!.write(chunk)) child.stdin!.once('drain', () => cb());
+      else cb();
+    },
+    flush(cb) {
+      child.stdin!.end();
+      child.once('close', (code) => {
+        if (code !== 0) cb(new UnscannableLayer(`zstd data is corrupt: ${stderr.trim() || `zstd exited with ${code}`}`));
+        else cb();
+      });
+    },
+  });
+  child.stdin!.on('error', () => undefined); // EPIPE when zstd gives up; its exit code tells why
+  child.on('error', (err) => stream.destroy(new UnscannableLayer(`cannot run zstd: ${err.message}`)));
+  child.stdout!.on('data', (d: Buffer) => {
+    if (!stream.push(d)) child.stdout!.pause();
+  });
+  stream.on('drain', () => child.stdout!.resume());
+  // Readable side pulled again: let zstd write more.
+  const read = stream._read.bind(stream);
+  stream._read = (n: number) => {
+    child.stdout!.resume();
+    read(n);
+  };
+  return { stream, child };
+}

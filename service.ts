@@ -52,7 +52,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   await queue.startReconciling();
   await lifecycle.reconcile();
-  const api = await buildApi({ store, lifecycle, logger, caPem: () => serviceCaPem(config) });
+  const api = await buildApi({ store, lifecycle, logger, caPem: () => serviceCaPem(config), docker, filesMaxUpload: config.filesMaxUpload, sseHeartbeatMs: config.sseHeartbeatMs });
   await api.ready();
   const edge = await startEdge({
     config,

@@ -1,3 +1,4 @@
+import type Docker from 'dockerode';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
@@ -9,6 +10,12 @@ import { errorsPlugin } from './plugins/errors.ts';
 import { swaggerPlugin } from './plugins/swagger.ts';
 import { meRoutes } from './routes/me.ts';
 import { sandboxRoutes } from './routes/sandboxes.ts';
+import { fileRoutes } from './routes/files.ts';
+import { volumeRoutes } from './routes/volumes.ts';
+import { logRoutes } from './routes/logs.ts';
+import { mcpRoutes } from './mcp/route.ts';
+import { SandboxFiles } from '../files/index.ts';
+import { SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
 import { ErrorBody } from './schemas/common.ts';
 
 export interface ApiDeps {
@@ -17,6 +24,12 @@ export interface ApiDeps {
   logger: Logger;
   /** The service CA that signs the edge certificate, served at /ca.pem; null with an operator's certificate. */
   caPem: () => Promise<string | null>;
+  /** The host engine: file routes run their commands in sandbox containers through it. */
+  docker: Docker;
+  /** FILES_MAX_UPLOAD. */
+  filesMaxUpload: number;
+  /** Heartbeat of the log stream; 15 s when absent. */
+  sseHeartbeatMs?: number;
 }
 
 /**
@@ -48,6 +61,11 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(authPlugin, { store: deps.store });
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle });
+      const files = new SandboxFiles(new SandboxExec(deps.docker), deps.lifecycle, deps.filesMaxUpload);
+      await api.register(fileRoutes, { store: deps.store, files });
+      await api.register(volumeRoutes, { store: deps.store, lifecycle: deps.lifecycle });
+      await api.register(logRoutes, { store: deps.store, lifecycle: deps.lifecycle, heartbeatMs: deps.sseHeartbeatMs });
+      await api.register(mcpRoutes, { store: deps.store, lifecycle: deps.lifecycle, files });
     },
     { prefix: '/api' },
   );

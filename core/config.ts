@@ -23,6 +23,8 @@ export interface Config {
   redisPrefix: string;
   /** Wakes per owner per hour that app traffic may trigger (spec 3: "within the owner's wake limits"). */
   wakesPerHour: number;
+  /** Comment lines on the log stream (GET logs/stream) this often, so proxies keep it open. */
+  sseHeartbeatMs: number;
 }
 
 const MB = 1024 * 1024;
@@ -52,5 +54,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sandboxRuntime: env.SVC_SANDBOX_RUNTIME || 'default',
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc',
     wakesPerHour: int('SVC_WAKES_PER_HOUR', 60),
+    sseHeartbeatMs: int('SVC_SSE_HEARTBEAT_MS', 15_000),
   };
 }

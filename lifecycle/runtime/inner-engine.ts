@@ -9,7 +9,7 @@ export const INNER_ENGINE_PORT = 2376;
  * The server certificate names the sandbox, not its (changing) container address, so the
  * identity check is made against the sandbox name.
  */
-export function innerEngine(sandbox: string, address: string, certs: EngineCerts): Docker {
+export function innerEngine(sandbox: string, address: string, certs: EngineCerts, opts: { timeoutMs?: number } = {}): Docker {
   return new Docker({
     protocol: 'https',
     host: address,
@@ -17,7 +17,8 @@ export function innerEngine(sandbox: string, address: string, certs: EngineCerts
     ca: certs.ca_cert,
     cert: certs.client_cert,
     key: certs.client_key,
-    timeout: 10_000,
+    // an idle timeout; 0 for long-lived streams (log follows) that may be quiet for a while
+    timeout: opts.timeoutMs === 0 ? undefined : (opts.timeoutMs ?? 10_000),
     checkServerIdentity: (_host: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(sandbox, cert),
   } as Docker.DockerOptions);
 }

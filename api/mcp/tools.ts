@@ -1,0 +1,123 @@
+import { Readable } from 'node:stream';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { Principal } from '../../accounts/index.ts';
+import { errors } from '../../core/errors.ts';
+import { listVolumes, type SandboxFiles } from '../../files/index.ts';
+import type { Lifecycle, SandboxView } from '../../lifecycle/index.ts';
+import type { Store } from '../../store/index.ts';
+import { authorizeSandbox } from '../access.ts';
+
+export interface McpDeps {
+  store: Store;
+  lifecycle: Lifecycle;
+  files: SandboxFiles;
+}
+
+const PATH_HELP = 'Absolute path in /root (default), /home, /srv, /opt, or a volume path /var/lib/docker/volumes/<volume>/_data (see list_sandbox_volumes). A relative path is taken from /root.';
+
+/**
+ * The MCP server of one request: the spec 4.2 file tools plus the sandbox verbs an agent needs
+ * for a whole session. Every tool calls the same operations as the HTTP routes, under the same
+ * authorisation, so the rules (paths, links, limits, asleep = 409) are the same.
+ */
+export function buildMcpServer(deps: McpDeps, principal: Principal): McpServer {
+  const { store, lifecycle, files } = deps;
+  const server = new McpServer(
+    { name: 'svc-sandboxes', version: '1.0.0' },
+    { instructions: 'Tools for the caller\'s sandboxes. `sandbox` may be left out with a token limited to one sandbox. A sandbox must be running for file tools: call start_sandbox first if a tool says it is asleep.' },
+  );
+  const sandboxArg = z.string().min(1).max(64).optional().describe('Sandbox name, e.g. svc-demo; optional with a token limited to one sandbox');
+
+  const sandboxOf = async (name: string | undefined) => {
+    const chosen = name ?? principal.sandbox;
+    if (!chosen) throw new errors.BadRequest('name the sandbox (argument "sandbox"); list_sandboxes shows them');
+    return (await authorizeSandbox(store, principal, chosen, 'use')).name;
+  };
+
+  server.registerTool('list_sandboxes', {
+    description: "The caller's sandboxes with status, idle settings and app addresses.",
+    inputSchema: {},
+  }, () => result(async () => {
+    const records = principal.sandbox
+      ? [await store.sandboxes.get(principal.sandbox)].filter((r) => r !== undefined)
+      : await store.sandboxes.listByOwner(principal.user.id);
+    return lifecycle.list(records);
+  }));
+
+  server.registerTool('get_sandbox', {
+    description: 'One sandbox: status (running, exited = asleep, deep_sleep), engine address, app addresses, idle settings. Engine certificates are left out; get them from GET /api/sandboxes/:name.',
+    inputSchema: { sandbox: sandboxArg },
+  }, ({ sandbox }) => result(async () => withoutSecrets(await lifecycle.view(await sandboxOf(sandbox)))));
+
+  server.registerTool('start_sandbox', {
+    description: 'Wake the sandbox; returns once it runs (a few seconds from asleep, about 30 s from deep sleep).',
+    inputSchema: { sandbox: sandboxArg },
+  }, ({ sandbox }) => result(async () => {
+    const name = await sandboxOf(sandbox);
+    await lifecycle.start(name);
+    return withoutSecrets(await lifecycle.view(name));
+  }));
+
+  server.registerTool('keep_awake', {
+    description: 'Restart the idle countdown of a running sandbox (never wakes a sleeping one).',
+    inputSchema: { sandbox: sandboxArg },
+  }, ({ sandbox }) => result(async () => withoutSecrets(await lifecycle.keepAwake(await sandboxOf(sandbox)))));
+
+  server.registerTool('list_sandbox_files', {
+    description: 'List a folder: entries with name, type (dir, file, link, other), size and mtime, folders first.',
+    inputSchema: { sandbox: sandboxArg, path: z.string().max(4096).optional().describe(PATH_HELP) },
+  }, ({ sandbox, path }) => result(async () => files.list(await sandboxOf(sandbox), path)));
+
+  server.registerTool('read_sandbox_file', {
+    description: 'Read a UTF-8 text file of up to 1 MB. Returns { path, text }.',
+    inputSchema: { sandbox: sandboxArg, path: z.string().min(1).max(4096).describe(PATH_HELP) },
+  }, ({ sandbox, path }) => result(async () => files.readText(await sandboxOf(sandbox), path)));
+
+  server.registerTool('write_sandbox_file', {
+    description: 'Write a text file (UTF-8), replacing it if it exists; the folder must exist. Owner root, mode 0644.',
+    inputSchema: {
+      sandbox: sandboxArg,
+      path: z.string().min(1).max(4096).describe(PATH_HELP),
+      text: z.string().describe('The whole content of the file'),
+    },
+  }, ({ sandbox, path, text }) => result(async () => {
+    const bytes = Buffer.from(text, 'utf8');
+    return files.upload(await sandboxOf(sandbox), path, Readable.from([bytes]), bytes.length);
+  }));
+
+  server.registerTool('create_sandbox_folder', {
+    description: 'Create a folder and any missing parents (owner root, mode 0644).',
+    inputSchema: { sandbox: sandboxArg, path: z.string().min(1).max(4096).describe(PATH_HELP) },
+  }, ({ sandbox, path }) => result(async () => files.mkdir(await sandboxOf(sandbox), path)));
+
+  server.registerTool('delete_sandbox_file', {
+    description: 'Delete a file, a link, or a folder with everything in it. Top folders and a volume\'s own folder cannot be deleted.',
+    inputSchema: { sandbox: sandboxArg, path: z.string().min(1).max(4096).describe(PATH_HELP) },
+  }, ({ sandbox, path }) => result(async () => files.remove(await sandboxOf(sandbox), path)));
+
+  server.registerTool('list_sandbox_volumes', {
+    description: 'Local volumes of the sandbox engine: name, path (usable with the file tools), compose project, and the containers mounting each.',
+    inputSchema: { sandbox: sandboxArg },
+  }, ({ sandbox }) => result(async () => listVolumes(lifecycle, await sandboxOf(sandbox))));
+
+  return server;
+}
+
+/** Tool output: JSON text; an error is a tool error with the same code and message as the API's. */
+async function result(work: () => Promise<unknown>): Promise<CallToolResult> {
+  try {
+    const value = await work();
+    return { content: [{ type: 'text', text: JSON.stringify(value, null, 2) }] };
+  } catch (err) {
+    const e = err as { code?: string; message?: string };
+    if (!e.code?.startsWith('SVC_')) throw err;
+    return { isError: true, content: [{ type: 'text', text: `${e.code}: ${e.message}` }] };
+  }
+}
+
+function withoutSecrets(view: SandboxView): Omit<SandboxView, 'ca_cert' | 'client_cert' | 'client_key'> {
+  const { ca_cert: _ca, client_cert: _cert, client_key: _key, ...rest } = view;
+  return rest;
+}

@@ -1,0 +1,118 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { errors } from '../../core/errors.ts';
+import { runningEngine } from '../../files/volumes.ts';
+import type { Lifecycle } from '../../lifecycle/index.ts';
+import { parseEventId, parseTime, SandboxLogStream, type Cursor } from '../../logs/index.ts';
+import type { Store } from '../../store/index.ts';
+import { authorizeSandbox } from '../access.ts';
+import { errorResponses, SandboxParams } from '../schemas/common.ts';
+
+export const DEFAULT_HEARTBEAT_MS = 15_000;
+
+const DESCRIPTION = `Server-Sent Events (\`text/event-stream\`) with the logs of every app container in the sandbox,
+including containers that start while the stream is open. Events:
+
+- \`log\`: one line. \`id\` is \`<unix ns>-<container id>-<n>\`; \`data\` is JSON
+  \`{ "id", "container", "container_id", "service", "project", "stream": "stdout"|"stderr", "time", "line" }\`
+  (\`service\` and \`project\` are the compose labels, or null; \`time\` is RFC 3339 with nanoseconds).
+  Lines of all containers come in timestamp order (held back about 250 ms for that).
+- \`container\`: \`{ "container", "container_id", "service", "project", "action": "start"|"stop", "time" }\`.
+- \`end\`: \`{ "reason": "asleep", "status", "message" }\` when the sandbox goes to sleep; the stream then closes.
+  Start the sandbox and reconnect to continue.
+- Comment lines (\`: heartbeat\`) every 15 s keep proxies from closing a quiet stream.
+
+Resume: reconnect with header \`Last-Event-ID\` (EventSource does it) to get every line after that event,
+or pass \`since\` (RFC 3339 or unix seconds) to start at a time. Without either, the stream starts now
+(\`tail\` adds the last n lines of each running container). A running sandbox's log reading counts as activity.`;
+
+/** Spec 4.1 / 6: GET /sandboxes/:name/logs/stream. */
+export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lifecycle; heartbeatMs?: number }> = async (app, { store, lifecycle, heartbeatMs = DEFAULT_HEARTBEAT_MS }) => {
+  app.get('/sandboxes/:name/logs/stream', {
+    schema: {
+      tags: ['logs'], params: SandboxParams,
+      summary: 'Live logs of every app in the sandbox (Server-Sent Events)',
+      description: DESCRIPTION,
+      querystring: Type.Object({
+        since: Type.Optional(Type.String({ maxLength: 40, description: 'RFC 3339 time or unix seconds' })),
+        tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$', description: 'Last n lines of each running container first' })),
+      }, { additionalProperties: false }),
+      headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 100 })) }),
+      produces: ['text/event-stream'],
+      response: { 200: { type: 'string', description: 'text/event-stream' }, ...errorResponses(400, 401, 404, 409) },
+    },
+  }, async (request, reply) => {
+    const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
+    const lastId = request.headers['last-event-id'];
+    let after: Cursor | undefined;
+    let since: bigint | undefined;
+    if (lastId) {
+      after = parseEventId(lastId) ?? undefined;
+      if (!after) throw new errors.BadRequest(`Last-Event-ID "${lastId}" is not an id of this stream (<unix ns>-<container id>-<n>)`);
+    } else if (request.query.since) {
+      since = parseTime(request.query.since) ?? undefined;
+      if (since === undefined) throw new errors.BadRequest('since must be an RFC 3339 time or unix seconds');
+    }
+    const engine = await runningEngine(lifecycle, record.name, { timeoutMs: 0 });
+    const name = record.name;
+    const res = reply.raw;
+    let closed = false;
+    let open = false; // headers sent; until then events wait in `queued`
+    const queued: string[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const write = (text: string) => {
+      if (closed) return;
+      if (open) res.write(text);
+      else queued.push(text);
+    };
+    const finish = (reason?: { reason: string; status: string }) => {
+      if (closed) return;
+      if (reason) write(`event: end\ndata: ${JSON.stringify({ ...reason, message: `sandbox "${name}" went to sleep; start it (POST /api/sandboxes/${name}/start) and reconnect to continue` })}\n\n`);
+      closed = true;
+      clearInterval(timer);
+      stream.stop();
+      if (open) res.end();
+    };
+    const stream = new SandboxLogStream(engine, {
+      log(event) {
+        write(`id: ${event.id}\nevent: log\ndata: ${JSON.stringify(event)}\n\n`);
+        lifecycle.recordActivity(name);
+      },
+      container(event) {
+        write(`event: container\ndata: ${JSON.stringify(event)}\n\n`);
+      },
+      gone() {
+        void endIfAsleep(true);
+      },
+    }, { after, since, tail: request.query.tail ? Number(request.query.tail) : undefined });
+    const endIfAsleep = async (engineGone: boolean) => {
+      const state = await lifecycle.status(name).catch(() => ({ status: 'unknown' }));
+      if (state.status !== 'running') finish({ reason: 'asleep', status: state.status });
+      else if (engineGone) finish({ reason: 'engine-disconnected', status: state.status });
+    };
+
+    try {
+      await stream.start();
+    } catch (err) {
+      stream.stop();
+      throw err;
+    }
+    reply.hijack();
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    res.write(`retry: 3000\n: streaming logs of ${name}\n\n`);
+    open = true;
+    for (const text of queued.splice(0)) res.write(text);
+    if (closed) return void res.end();
+    timer = setInterval(() => {
+      write(`: heartbeat ${new Date().toISOString()}\n\n`);
+      void endIfAsleep(false);
+    }, heartbeatMs);
+    request.raw.on('close', () => finish());
+    res.on('close', () => finish());
+  });
+};

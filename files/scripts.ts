@@ -1,0 +1,115 @@
+/**
+ * Shell scripts that run inside the sandbox container, one per file operation. Each checks its
+ * path and does the work in the same command, so nothing can change between check and use:
+ *
+ * - every path is resolved with `realpath -e` and must stay inside the allowed top folder ($ROOT);
+ *   a symbolic link that leads out of it is refused, never followed;
+ * - writes and deletes first `cd -P` into the resolved parent folder (pinning it) and then act on
+ *   `./<name>`: `rm` and `mv` act on a link itself, not on what it points to;
+ * - folder tars name the folder as the command-line argument; GNU tar stores links as links.
+ *
+ * Arguments are passed as separate argv entries, never spliced into the script. Exit codes:
+ * 10 not found, 11 leads outside $ROOT, 12 not a folder, 13 is a folder, 14 not a regular file,
+ * 15 too large for a text read, 16 write failed, 17 exists and is not a folder.
+ */
+
+const PRELUDE = String.raw`
+set -u
+ROOT=$1; shift
+fail() { c=$1; shift; printf '%s' "$*" >&2; exit "$c"; }
+inside() { case "$1" in "$ROOT"|"$ROOT"/*) return 0;; esac; return 1; }
+[ -d "$ROOT" ] && [ "$(realpath -e -- "$ROOT" 2>/dev/null)" = "$ROOT" ] || fail 10 "$ROOT"
+enter() {
+  t=$(realpath -e -- "$1" 2>/dev/null) || fail 10 "$1"
+  inside "$t" || fail 11 "$t"
+  [ -d "$t" ] || fail 12 "$1"
+  cd -P -- "$t" 2>/dev/null || fail 10 "$1"
+  inside "$(pwd -P)" || fail 11 "$(pwd -P)"
+}
+resolve() {
+  t=$(realpath -e -- "$1" 2>/dev/null) || fail 10 "$1"
+  inside "$t" || fail 11 "$t"
+}
+`;
+
+const script = (body: string) => PRELUDE + body;
+
+/** Args: ROOT DIR. Entries as `type \t size \t mtime \t name \0`. */
+export const LIST = script(String.raw`
+enter "$1"
+exec find . -mindepth 1 -maxdepth 1 -printf '%y\t%s\t%T@\t%P\0'
+`);
+
+/** Args: ROOT PATH. Prints `F <size>\n` then the file, or `D\n` then a tar of the folder. */
+export const DOWNLOAD = script(String.raw`
+resolve "$1"
+if [ -d "$t" ]; then
+  cd -P -- "$t/.." || fail 10 "$1"
+  printf 'D\n'
+  exec tar -cf - -- "$(basename -- "$t")"
+elif [ -f "$t" ]; then
+  s=$(stat -c %s -- "$t") || fail 10 "$1"
+  printf 'F %s\n' "$s"
+  exec head -c "$s" -- "$t"
+fi
+fail 14 "$1"
+`);
+
+/** Args: ROOT PATH MAX. Prints at most MAX+1 bytes of the file. */
+export const READ_TEXT = script(String.raw`
+resolve "$1"
+[ -d "$t" ] && fail 13 "$1"
+[ -f "$t" ] || fail 14 "$1"
+s=$(stat -c %s -- "$t") || fail 10 "$1"
+[ "$s" -le "$2" ] || fail 15 "$s"
+exec head -c "$(($2 + 1))" -- "$t"
+`);
+
+/** Args: ROOT DIR NAME TMP. Writes stdin to DIR/TMP (a new file), prints its size. */
+export const UPLOAD_WRITE = script(String.raw`
+enter "$1"
+if [ -d "./$2" ] && [ ! -L "./$2" ]; then fail 13 "$2"; fi
+umask 077
+set -C
+cat > "./$3" || { rm -f -- "./$3"; fail 16 "writing $3 failed"; }
+stat -c %s -- "./$3"
+`);
+
+/** Args: ROOT DIR NAME TMP. Gives TMP to root, mode 0644, and renames it over NAME. */
+export const UPLOAD_COMMIT = script(String.raw`
+enter "$1"
+{ [ -f "./$3" ] && [ ! -L "./$3" ]; } || fail 16 "the uploaded data is gone"
+if [ -d "./$2" ] && [ ! -L "./$2" ]; then rm -f -- "./$3"; fail 13 "$2"; fi
+chown 0:0 -- "./$3" && chmod 0644 -- "./$3" && mv -f -T -- "./$3" "./$2" || { rm -f -- "./$3"; fail 16 "renaming the upload failed"; }
+`);
+
+/** Args: ROOT DIR TMP. Removes an unfinished upload. */
+export const UPLOAD_ABORT = script(String.raw`
+enter "$1"
+rm -f -- "./$2"
+`);
+
+/** Args: ROOT COMPONENT… Creates each missing folder below ROOT (root:root, 0644). */
+export const MKDIR = script(String.raw`
+cd -P -- "$ROOT" || fail 10 "$ROOT"
+umask 0133
+for c in "$@"; do
+  if [ -e "./$c" ] || [ -L "./$c" ]; then
+    t=$(realpath -e -- "./$c" 2>/dev/null) || fail 10 "$c"
+    inside "$t" || fail 11 "$t"
+    [ -d "$t" ] || fail 17 "$c"
+    cd -P -- "$t" || fail 10 "$c"
+  else
+    mkdir -m 0644 -- "./$c" && chown 0:0 -- "./$c" || fail 16 "creating $c failed"
+    cd -P -- "./$c" || fail 16 "entering $c failed"
+  fi
+  inside "$(pwd -P)" || fail 11 "$(pwd -P)"
+done
+`);
+
+/** Args: ROOT DIR NAME. Deletes DIR/NAME: a file, a link (not its target), or a folder with its content. */
+export const DELETE = script(String.raw`
+enter "$1"
+[ -e "./$2" ] || [ -L "./$2" ] || fail 10 "$2"
+rm -rf -- "./$2" || fail 16 "deleting $2 failed"
+`);

@@ -1,0 +1,58 @@
+import type Docker from 'dockerode';
+import { errors } from '../core/errors.ts';
+import type { Lifecycle } from '../lifecycle/index.ts';
+import { innerEngine } from '../lifecycle/runtime/inner-engine.ts';
+import { notRunning } from './sandbox-files.ts';
+
+const COMPOSE_PROJECT = 'com.docker.compose.project';
+const COMPOSE_SERVICE = 'com.docker.compose.service';
+
+/** A row of GET volumes (spec 2.4). */
+export interface VolumeInfo {
+  name: string;
+  /** Where its files are inside the sandbox container; usable with the file routes. */
+  path: string;
+  project: string | null;
+  containers: Array<{ name: string; service: string | null; running: boolean; mount: string }>;
+}
+
+/**
+ * A client of a running sandbox's own engine, or 409 (asleep, or engine access not enabled).
+ * `timeoutMs: 0` for streams that may stay quiet.
+ */
+export async function runningEngine(lifecycle: Lifecycle, sandbox: string, opts: { timeoutMs?: number } = {}): Promise<Docker> {
+  const record = await lifecycle.record(sandbox);
+  if (!record.certs) throw new errors.EngineAccessDisabled(sandbox, sandbox);
+  const state = await lifecycle.status(sandbox);
+  if (state.status !== 'running' || !state.address) throw notRunning(sandbox, state.status);
+  return innerEngine(sandbox, state.address, record.certs, opts);
+}
+
+/** Local-driver volumes of the sandbox's engine, each with the containers that mount it. */
+export async function listVolumes(lifecycle: Lifecycle, sandbox: string): Promise<VolumeInfo[]> {
+  const engine = await runningEngine(lifecycle, sandbox);
+  const [{ Volumes }, containers] = await Promise.all([engine.listVolumes(), engine.listContainers({ all: true })]);
+  return (Volumes ?? [])
+    .filter((v) => v.Driver === 'local')
+    .map((v) => {
+      const users = containers.flatMap((c) =>
+        (c.Mounts ?? [])
+          .filter((m) => m.Type === 'volume' && m.Name === v.Name)
+          .map((m) => ({
+            name: (c.Names?.[0] ?? c.Id).replace(/^\//, ''),
+            service: c.Labels?.[COMPOSE_SERVICE] ?? null,
+            running: c.State === 'running',
+            mount: m.Destination,
+            project: c.Labels?.[COMPOSE_PROJECT],
+          })),
+      );
+      const project = v.Labels?.[COMPOSE_PROJECT] ?? users.find((u) => u.project)?.project ?? null;
+      return {
+        name: v.Name,
+        path: v.Mountpoint || `/var/lib/docker/volumes/${v.Name}/_data`,
+        project,
+        containers: users.map(({ project: _p, ...u }) => u).sort((a, b) => a.name.localeCompare(b.name)),
+      };
+    })
+    .sort((a, b) => a.name.localeCompare(b.name));
+}

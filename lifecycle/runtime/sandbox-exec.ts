@@ -1,0 +1,140 @@
+import { PassThrough, Writable, type Duplex, type Readable } from 'node:stream';
+import type Docker from 'dockerode';
+import { resourceNames } from '../names.ts';
+
+/** Most of a failed command's stderr that is kept for its error message. */
+const STDERR_LIMIT = 64 * 1024;
+
+export interface ExecResult {
+  exitCode: number;
+  /** The command's stderr, cut at 64 KB. */
+  stderr: string;
+}
+
+/** A command running inside a sandbox container. */
+export interface ExecProcess {
+  /** The command's stdout, demultiplexed, with backpressure down to the engine connection. */
+  stdout: Readable;
+  /**
+   * The command's stdin (only when asked for). Ending it, or destroying it, closes the command's
+   * stdin; it never cuts the connection, so `done` still reports how the command ended.
+   */
+  stdin: Writable | undefined;
+  /** Resolves once the command has exited and its output has been read. */
+  done: Promise<ExecResult>;
+}
+
+/**
+ * Commands inside a sandbox container, through the host engine (beside DockerRuntime: the only
+ * other code that touches sandbox containers). Output is streamed, never collected whole, so the
+ * file routes can move any amount of data in flat memory.
+ */
+export class SandboxExec {
+  constructor(private readonly docker: Docker) {}
+
+  async start(sandbox: string, cmd: string[], opts: { stdin?: boolean } = {}): Promise<ExecProcess> {
+    const exec = await this.docker.getContainer(resourceNames(sandbox).container).exec({
+      Cmd: cmd,
+      AttachStdin: Boolean(opts.stdin),
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+      User: '0:0',
+      WorkingDir: '/',
+    });
+    const socket = (await exec.start({ hijack: true, stdin: Boolean(opts.stdin) })) as unknown as Duplex;
+    const stdout = new PassThrough({ highWaterMark: 256 * 1024 });
+    let stderr = '';
+    const read = demux(socket, stdout, (chunk) => {
+      if (stderr.length < STDERR_LIMIT) stderr += chunk.toString('utf8');
+    });
+    const done = read.then(async () => ({ exitCode: await exitCode(exec), stderr: stderr.slice(0, STDERR_LIMIT) }));
+    done.catch(() => undefined); // the caller may only look at stdout
+    return { stdout, stdin: opts.stdin ? halfCloser(socket) : undefined, done };
+  }
+
+  /** Runs a command to its end and collects its (small) stdout. */
+  async run(sandbox: string, cmd: string[], input?: Buffer | string): Promise<ExecResult & { stdout: Buffer }> {
+    const proc = await this.start(sandbox, cmd, { stdin: input !== undefined });
+    if (proc.stdin) proc.stdin.end(input);
+    const chunks: Buffer[] = [];
+    proc.stdout.on('data', (c: Buffer) => chunks.push(c));
+    const result = await proc.done;
+    return { ...result, stdout: Buffer.concat(chunks) };
+  }
+}
+
+/**
+ * Splits the engine's multiplexed stream (8-byte headers: stream id, 3 zero bytes, big-endian
+ * length) into stdout, with backpressure, and stderr. Resolves when the stream ends.
+ */
+function demux(source: Duplex, stdout: PassThrough, onStderr: (chunk: Buffer) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let pending: Buffer = Buffer.alloc(0);
+    let settled = false;
+    const finish = (err?: Error) => {
+      if (settled) return;
+      settled = true;
+      if (err) {
+        if (!stdout.destroyed) stdout.destroy(err);
+        reject(err);
+      } else {
+        if (!stdout.destroyed) stdout.end();
+        resolve();
+      }
+    };
+    source.on('data', (chunk: Buffer) => {
+      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+      let blocked = false;
+      while (pending.length >= 8) {
+        const size = pending.readUInt32BE(4);
+        if (pending.length < 8 + size) break;
+        const kind = pending[0];
+        const payload = pending.subarray(8, 8 + size);
+        pending = pending.subarray(8 + size);
+        if (kind === 2) onStderr(payload);
+        else if (kind === 1 && !stdout.write(payload)) blocked = true;
+      }
+      if (blocked) {
+        source.pause();
+        stdout.once('drain', () => source.resume());
+      }
+    });
+    source.on('end', () => finish());
+    source.on('close', () => finish());
+    source.on('error', (err) => finish(err));
+    stdout.on('close', () => {
+      // the reader went away (client closed the download): stop reading, let the command get SIGPIPE
+      if (!settled) source.destroy();
+    });
+  });
+}
+
+/** A stdin that half-closes the connection when it ends or is destroyed. */
+function halfCloser(socket: Duplex): Writable {
+  return new Writable({
+    highWaterMark: 256 * 1024,
+    write(chunk, _enc, cb) {
+      if (socket.destroyed) return cb(new Error('the command is gone'));
+      if (socket.write(chunk)) cb();
+      else socket.once('drain', () => cb());
+    },
+    final(cb) {
+      socket.end();
+      cb();
+    },
+    destroy(err, cb) {
+      if (!socket.destroyed && !socket.writableEnded) socket.end();
+      cb(err);
+    },
+  });
+}
+
+async function exitCode(exec: Docker.Exec): Promise<number> {
+  for (let i = 0; ; i++) {
+    const info = await exec.inspect();
+    if (!info.Running && info.ExitCode !== null) return info.ExitCode;
+    if (i >= 50) throw new Error('the command did not report an exit code');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

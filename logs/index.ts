@@ -1,0 +1,1 @@
+export { SandboxLogStream, parseEventId, parseTime, type LogEvent, type ContainerEvent, type Cursor } from './log-stream.ts';

@@ -1,0 +1,258 @@
+import type { Readable } from 'node:stream';
+import type Docker from 'dockerode';
+
+const COMPOSE_PROJECT = 'com.docker.compose.project';
+const COMPOSE_SERVICE = 'com.docker.compose.service';
+/** Lines are held this long and released in timestamp order, so event ids only grow. */
+const DEFAULT_HOLD_MS = 250;
+const FLUSH_EVERY_MS = 100;
+const NS_PER_MS = 1_000_000n;
+
+/** One log line of one app container (the `log` event of GET logs/stream). */
+export interface LogEvent {
+  /** `<unix ns>-<container id, 12>-<n>`: ordered; send it back as Last-Event-ID to resume. */
+  id: string;
+  container: string;
+  container_id: string;
+  service: string | null;
+  project: string | null;
+  stream: 'stdout' | 'stderr';
+  /** RFC 3339 with nanoseconds, as the engine stamped the line. */
+  time: string;
+  line: string;
+}
+
+/** A container started or stopped (the `container` event). */
+export interface ContainerEvent {
+  container: string;
+  container_id: string;
+  service: string | null;
+  project: string | null;
+  action: 'start' | 'stop';
+  time: string;
+}
+
+/** Where a resumed stream starts: after this event id, or at this time. */
+export interface Cursor {
+  ns: bigint;
+  container: string;
+  n: number;
+}
+
+export interface LogStreamHandlers {
+  log(event: LogEvent): void;
+  container(event: ContainerEvent): void;
+  /** The sandbox's engine went away (the sandbox stopped); no more events will come. */
+  gone(): void;
+}
+
+interface Meta {
+  id: string;
+  name: string;
+  service: string | null;
+  project: string | null;
+  tty: boolean;
+}
+
+type Key = { ns: bigint; container: string; n: number };
+
+export function parseEventId(id: string): Cursor | null {
+  const m = /^(\d{1,25})-([0-9a-f]{12})-(\d{1,9})$/.exec(id);
+  return m ? { ns: BigInt(m[1]!), container: m[2]!, n: Number(m[3]) } : null;
+}
+
+/** RFC 3339 (with optional fraction) or unix seconds (with optional fraction) to nanoseconds. */
+export function parseTime(value: string): bigint | null {
+  const unix = /^(\d{1,12})(?:\.(\d{1,9}))?$/.exec(value);
+  if (unix) return BigInt(unix[1]!) * 1_000_000_000n + BigInt((unix[2] ?? '').padEnd(9, '0'));
+  const iso = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/.exec(value);
+  if (!iso) return null;
+  const ms = Date.parse(iso[1]! + iso[3]!);
+  if (Number.isNaN(ms)) return null;
+  return BigInt(ms) * NS_PER_MS + BigInt((iso[2] ?? '').padEnd(9, '0'));
+}
+
+function compare(a: Key, b: Key): number {
+  if (a.ns !== b.ns) return a.ns < b.ns ? -1 : 1;
+  if (a.container !== b.container) return a.container < b.container ? -1 : 1;
+  return a.n - b.n;
+}
+
+function unixSince(ns: bigint): string {
+  return `${ns / 1_000_000_000n}.${String(ns % 1_000_000_000n).padStart(9, '0')}`;
+}
+
+/**
+ * Follows the logs of every container of one sandbox engine: the ones there at the start and
+ * every one that starts later (engine events). Lines of all containers are merged in timestamp
+ * order (held back a moment for that) and carry ids that resume the stream without gaps.
+ */
+export class SandboxLogStream {
+  private readonly following = new Map<string, Readable>();
+  private readonly last = new Map<string, { ns: bigint; n: number }>();
+  private pending: LogEvent[] = [];
+  private keys = new WeakMap<LogEvent, Key>();
+  private events: Readable | undefined;
+  private flusher: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private emitted: Key | undefined;
+
+  constructor(
+    private readonly engine: Docker,
+    private readonly handlers: LogStreamHandlers,
+    private readonly opts: { since?: bigint; after?: Cursor; tail?: number; holdMs?: number } = {},
+  ) {
+    this.emitted = opts.after;
+  }
+
+  async start(): Promise<void> {
+    const from = this.opts.after?.ns ?? this.opts.since;
+    const replaying = from !== undefined;
+    const startNs = from ?? BigInt(Date.now()) * NS_PER_MS;
+    this.events = (await this.engine.getEvents({ filters: { type: ['container'], event: ['start', 'die'] } })) as unknown as Readable;
+    let buf = '';
+    this.events.on('data', (chunk: Buffer) => {
+      buf += chunk.toString('utf8');
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.trim()) this.onEngineEvent(JSON.parse(line));
+      }
+    });
+    const gone = () => { if (!this.stopped) { this.flush(true); this.stop(); this.handlers.gone(); } };
+    this.events.on('end', gone);
+    this.events.on('close', gone);
+    this.events.on('error', gone);
+    this.flusher = setInterval(() => this.flush(false), FLUSH_EVERY_MS);
+
+    const containers = await this.engine.listContainers({ all: replaying });
+    for (const c of containers) {
+      void this.follow(c.Id, replaying || !this.opts.tail ? { since: startNs } : { tail: this.opts.tail });
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.flusher);
+    (this.events as { destroy?(): void } | undefined)?.destroy?.();
+    for (const s of this.following.values()) s.destroy();
+    this.following.clear();
+  }
+
+  private onEngineEvent(e: { id?: string; Action?: string; status?: string; timeNano?: number; Actor?: { Attributes?: Record<string, string> } }): void {
+    const id = e.id;
+    if (!id) return;
+    const action = e.Action ?? e.status;
+    const attrs = e.Actor?.Attributes ?? {};
+    const time = new Date(Math.floor((e.timeNano ?? Date.now() * 1e6) / 1e6)).toISOString();
+    const base = { container: attrs.name ?? id.slice(0, 12), container_id: id, service: attrs[COMPOSE_SERVICE] ?? null, project: attrs[COMPOSE_PROJECT] ?? null, time };
+    if (action === 'start') {
+      this.flush(true);
+      this.handlers.container({ ...base, action: 'start' });
+      const seen = this.last.get(id.slice(0, 12));
+      const since = seen?.ns ?? (e.timeNano ? BigInt(e.timeNano) - 1_000_000_000n : BigInt(Date.now() - 1000) * NS_PER_MS);
+      void this.follow(id, { since });
+    } else if (action === 'die') {
+      this.handlers.container({ ...base, action: 'stop' });
+    }
+  }
+
+  private async follow(id: string, from: { since?: bigint; tail?: number }): Promise<void> {
+    if (this.stopped || this.following.has(id)) return;
+    const container = this.engine.getContainer(id);
+    let meta: Meta;
+    let stream: Readable;
+    try {
+      const info = await container.inspect();
+      meta = {
+        id: info.Id.slice(0, 12),
+        name: info.Name.replace(/^\//, ''),
+        service: info.Config.Labels?.[COMPOSE_SERVICE] ?? null,
+        project: info.Config.Labels?.[COMPOSE_PROJECT] ?? null,
+        tty: info.Config.Tty,
+      };
+      if (this.stopped || this.following.has(id)) return;
+      stream = (await container.logs({
+        follow: true, stdout: true, stderr: true, timestamps: true,
+        ...(from.since !== undefined ? { since: unixSince(from.since) as unknown as number } : { tail: from.tail }),
+      })) as unknown as Readable;
+    } catch {
+      return; // removed meanwhile
+    }
+    if (this.stopped || this.following.has(id)) return void stream.destroy();
+    this.following.set(id, stream);
+    const session = { minNs: from.since ?? 0n, ns: -1n, n: 0 };
+    const partial = { stdout: '', stderr: '' };
+    const onText = (kind: 'stdout' | 'stderr', text: string) => {
+      partial[kind] += text;
+      let nl: number;
+      while ((nl = partial[kind].indexOf('\n')) >= 0) {
+        this.onLine(meta, kind, partial[kind].slice(0, nl), session);
+        partial[kind] = partial[kind].slice(nl + 1);
+      }
+    };
+    let frames: Buffer = Buffer.alloc(0);
+    stream.on('data', (chunk: Buffer) => {
+      if (meta.tty) return onText('stdout', chunk.toString('utf8'));
+      frames = frames.length ? Buffer.concat([frames, chunk]) : chunk;
+      while (frames.length >= 8) {
+        const size = frames.readUInt32BE(4);
+        if (frames.length < 8 + size) break;
+        onText(frames[0] === 2 ? 'stderr' : 'stdout', frames.subarray(8, 8 + size).toString('utf8'));
+        frames = frames.subarray(8 + size);
+      }
+    });
+    const done = () => { if (this.following.get(id) === stream) this.following.delete(id); };
+    stream.on('end', done);
+    stream.on('close', done);
+    stream.on('error', done);
+  }
+
+  /**
+   * `n` counts lines with the same timestamp within one follow session; a session started at or
+   * before that timestamp counts them the same way, so replayed lines are recognised and skipped.
+   */
+  private onLine(meta: Meta, kind: 'stdout' | 'stderr', raw: string, session: { minNs: bigint; ns: bigint; n: number }): void {
+    const sp = raw.indexOf(' ');
+    const time = sp > 0 ? raw.slice(0, sp) : raw;
+    const ns = parseTime(time);
+    if (ns === null || ns < session.minNs) return;
+    session.n = session.ns === ns ? session.n + 1 : 0;
+    session.ns = ns;
+    const n = session.n;
+    const key = { ns, container: meta.id, n };
+    const prev = this.last.get(meta.id);
+    if (prev && compare(key, { ...prev, container: meta.id }) <= 0) return; // replayed after a restart: already seen
+    if (this.opts.after && compare(key, this.opts.after) <= 0) return;
+    this.last.set(meta.id, { ns, n });
+    const event: LogEvent = {
+      id: `${ns}-${meta.id}-${n}`,
+      container: meta.name,
+      container_id: meta.id,
+      service: meta.service,
+      project: meta.project,
+      stream: kind,
+      time,
+      line: sp > 0 ? raw.slice(sp + 1) : '',
+    };
+    this.keys.set(event, key);
+    this.pending.push(event);
+  }
+
+  /** Releases held lines older than the hold-back (all of them with `all`), in timestamp order. */
+  private flush(all: boolean): void {
+    if (!this.pending.length) return;
+    const cutoff = BigInt(Date.now() - (this.opts.holdMs ?? DEFAULT_HOLD_MS)) * NS_PER_MS;
+    const ready: LogEvent[] = [];
+    const held: LogEvent[] = [];
+    for (const e of this.pending) (all || this.keys.get(e)!.ns <= cutoff ? ready : held).push(e);
+    this.pending = held;
+    ready.sort((a, b) => compare(this.keys.get(a)!, this.keys.get(b)!));
+    for (const e of ready) {
+      const key = this.keys.get(e)!;
+      if (!this.emitted || compare(key, this.emitted) > 0) this.emitted = key;
+      this.handlers.log(e);
+    }
+  }
+}

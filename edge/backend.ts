@@ -1,0 +1,57 @@
+/**
+ * What the edge needs from the rest of the service. The edge knows nothing of Docker: the
+ * lifecycle core implements this interface (spec section 3), tests implement it by hand.
+ *
+ * Calls happen on the hot path (resolveApp once per HTTP request, recordActivity while bytes
+ * flow), so implementations should answer from memory and do slow work in the background.
+ */
+
+/** Spec 2.1 status values: `exited` is asleep, `deep_sleep` has no containers at all. */
+export type SandboxStatus = 'running' | 'exited' | 'deep_sleep';
+
+export interface AppRoute {
+  /** Sandbox the app belongs to, e.g. `svc-foo`. */
+  sandbox: string;
+  /** Address the app is reachable at (container IP of the sandbox). */
+  host: string;
+  port: number;
+  /** True if the app listens only on 127.0.0.1 inside its container (spec 4.3.3: its address answers with an error). */
+  loopbackOnly?: boolean;
+}
+
+export interface ResolvedApp {
+  sandbox: string;
+  status: SandboxStatus;
+  /** Present when the sandbox runs and the app's address is known. */
+  target?: AppRoute;
+}
+
+export interface ResolvedSandbox {
+  status: SandboxStatus;
+  /** Where the sandbox's dockerd (2376) and sshd (22) listen; present only while running. */
+  address?: string;
+}
+
+export interface EdgeBackend {
+  /**
+   * Route an app host label (the part before `.<domain>`, e.g. `svc-foo-web` or
+   * `svc-foo-proj-web-1-port8080`) to its app; null if unknown. For a sandbox that is asleep
+   * the route still resolves with the sandbox name but no target (status tells).
+   * The TCP twin `<label>-tcp` is resolved with the same `<label>`.
+   */
+  resolveApp(label: string): Promise<ResolvedApp | null>;
+  /** Engine/shell endpoints of a sandbox by its name (`svc-foo`); null if unknown. */
+  resolveSandbox(name: string): Promise<ResolvedSandbox | null>;
+  /**
+   * Wake for an HTTP request (counts against the owner's wake limit; throws an Error with
+   * `code === 'SVC_TOO_MANY_WAKES'` when over; an optional numeric `retryAfter` in seconds is
+   * shown to the user). Returns at once; the wake runs in the background. Should be idempotent
+   * while a wake is under way (the edge already coalesces calls, see WakeGate).
+   */
+  requestWake(sandbox: string): Promise<void>;
+  /** Bytes moved for this sandbox (either direction, any connection); the backend throttles renewals itself. */
+  recordActivity(sandbox: string): void;
+}
+
+/** Error code the backend uses when the owner's wake limit is reached (core/errors.ts TooManyWakes). */
+export const TOO_MANY_WAKES = 'SVC_TOO_MANY_WAKES';

@@ -1,0 +1,187 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import tls from 'node:tls';
+import type { Config } from '../../core/config.ts';
+import type { Logger } from '../../core/logger.ts';
+import { caDir, issueServerCert, loadOrCreateServiceCa, sameKey, writeFileAtomic, type ServiceCa } from './service-ca.ts';
+import { DAY_MS, generateKeys, x509 } from './x509.ts';
+
+/**
+ * Where the edge gets the certificate for a name it terminates.
+ *
+ * Three modes:
+ * - `files`: the operator's certificate (SVC_TLS_CERT / SVC_TLS_KEY), used for every name and
+ *   re-read when the files change (e.g. after a renewal).
+ * - `wildcard`: our CA issues one certificate for `<domain>` and `*.<domain>`, kept beside the CA.
+ * - `per-name`: as wildcard, plus a certificate per host name issued on demand. Used when the
+ *   domain has a single label (`localhost`): OpenSSL (curl) and Node refuse a wildcard with fewer
+ *   than two labels after the `*`, so `*.localhost` never matches `svc-x-web.localhost`.
+ *   Measured: about 6 ms to issue one (shared key), cached afterwards.
+ */
+export type CertificateMode = 'files' | 'wildcard' | 'per-name';
+
+export interface EdgeCertificates {
+  readonly mode: CertificateMode;
+  /** PEM of the service CA (served by the API at `/ca.pem`); null with operator certificates. */
+  readonly caPem: string | null;
+  /** TLS context for a host name the edge terminates (lowercase), or null when the client sent no SNI. */
+  contextFor(servername: string | null): tls.SecureContext | Promise<tls.SecureContext>;
+  /** Stops the renewal timer. */
+  close(): void;
+}
+
+export const EDGE_CERT_FILE = 'edge.pem';
+export const EDGE_KEY_FILE = 'edge-key.pem';
+
+const LEAF_DAYS = 365;
+const RENEW_BEFORE_MS = 30 * DAY_MS;
+const PER_NAME_DAYS = 30;
+const PER_NAME_REISSUE_AFTER_MS = 7 * DAY_MS;
+const PER_NAME_CACHE = 2048;
+/** New per-name certificates per second; past it the default context is served (a flood of random names must not eat the CPU). */
+const PER_NAME_RATE = 50;
+const CHECK_INTERVAL_MS = 60_000;
+
+function secureContext(certPem: string, keyPem: string): tls.SecureContext {
+  return tls.createSecureContext({ cert: certPem, key: keyPem, minVersion: 'TLSv1.2' });
+}
+
+/** True when `*.<domain>` is a wildcard TLS clients accept (at least two labels after the `*`). */
+export function wildcardAccepted(domain: string): boolean {
+  return domain.split('.').filter(Boolean).length >= 2;
+}
+
+/** The PEM of the service CA, creating the CA on first use; null when the operator supplied a certificate. */
+export async function serviceCaPem(config: Pick<Config, 'dataDir' | 'domain' | 'tlsCertFile' | 'tlsKeyFile'>): Promise<string | null> {
+  if (config.tlsCertFile && config.tlsKeyFile) return null;
+  return (await loadOrCreateServiceCa(config.dataDir, config.domain)).certPem;
+}
+
+export async function loadEdgeCertificates(
+  config: Pick<Config, 'dataDir' | 'domain' | 'tlsCertFile' | 'tlsKeyFile'>,
+  logger?: Logger,
+): Promise<EdgeCertificates> {
+  if (config.tlsCertFile || config.tlsKeyFile) {
+    if (!config.tlsCertFile || !config.tlsKeyFile) throw new Error('SVC_TLS_CERT and SVC_TLS_KEY must be set together');
+    return fileCertificates(config.tlsCertFile, config.tlsKeyFile, logger);
+  }
+  return caCertificates(config.dataDir, config.domain.toLowerCase(), logger);
+}
+
+async function fileCertificates(certFile: string, keyFile: string, logger?: Logger): Promise<EdgeCertificates> {
+  const load = async () => {
+    const [cert, key] = await Promise.all([fs.readFile(certFile, 'utf8'), fs.readFile(keyFile, 'utf8')]);
+    return secureContext(cert, key);
+  };
+  const stamp = async () => {
+    const [a, b] = await Promise.all([fs.stat(certFile), fs.stat(keyFile)]);
+    return `${a.mtimeMs}:${b.mtimeMs}`;
+  };
+  let ctx = await load();
+  let seen = await stamp();
+  const timer = setInterval(async () => {
+    try {
+      const now = await stamp();
+      if (now === seen) return;
+      ctx = await load();
+      seen = now;
+      logger?.info({ certFile }, 'edge: reloaded TLS certificate');
+    } catch (err) {
+      logger?.warn({ err, certFile }, 'edge: could not reload TLS certificate; keeping the old one');
+    }
+  }, CHECK_INTERVAL_MS).unref();
+  return { mode: 'files', caPem: null, contextFor: () => ctx, close: () => clearInterval(timer) };
+}
+
+interface Leaf {
+  ctx: tls.SecureContext;
+  notAfter: number;
+}
+
+async function loadOrIssueDomainLeaf(ca: ServiceCa, dataDir: string, domain: string): Promise<Leaf> {
+  const dir = caDir(dataDir);
+  const certFile = path.join(dir, EDGE_CERT_FILE);
+  const keyFile = path.join(dir, EDGE_KEY_FILE);
+  const names = [domain, `*.${domain}`];
+  try {
+    const [certPem, keyPem] = await Promise.all([fs.readFile(certFile, 'utf8'), fs.readFile(keyFile, 'utf8')]);
+    const cert = new x509.X509Certificate(certPem);
+    const san = cert.getExtension(x509.SubjectAlternativeNameExtension);
+    const dns = new Set((san?.names.items ?? []).filter((n) => n.type === 'dns').map((n) => n.value.toLowerCase()));
+    const fresh = cert.notAfter.getTime() - Date.now() > RENEW_BEFORE_MS;
+    const ours = cert.issuer === ca.cert.subject && (await cert.verify({ publicKey: ca.cert.publicKey, signatureOnly: true }));
+    if (fresh && ours && names.every((n) => dns.has(n)) && (await sameKey(cert, keyPem))) {
+      return { ctx: secureContext(certPem + ca.certPem, keyPem), notAfter: cert.notAfter.getTime() };
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const leaf = await issueServerCert(ca, names, { days: LEAF_DAYS });
+  await writeFileAtomic(keyFile, leaf.keyPem, 0o600);
+  await writeFileAtomic(certFile, leaf.certPem, 0o644);
+  return { ctx: secureContext(leaf.certPem + ca.certPem, leaf.keyPem), notAfter: leaf.cert.notAfter.getTime() };
+}
+
+async function caCertificates(dataDir: string, domain: string, logger?: Logger): Promise<EdgeCertificates> {
+  const ca = await loadOrCreateServiceCa(dataDir, domain);
+  let leaf = await loadOrIssueDomainLeaf(ca, dataDir, domain);
+  const perName = !wildcardAccepted(domain);
+  const timer = setInterval(async () => {
+    if (leaf.notAfter - Date.now() > RENEW_BEFORE_MS) return;
+    try {
+      leaf = await loadOrIssueDomainLeaf(ca, dataDir, domain);
+      logger?.info({ domain }, 'edge: renewed the domain certificate');
+    } catch (err) {
+      logger?.warn({ err }, 'edge: could not renew the domain certificate');
+    }
+  }, CHECK_INTERVAL_MS).unref();
+
+  if (!perName) {
+    return { mode: 'wildcard', caPem: ca.certPem, contextFor: () => leaf.ctx, close: () => clearInterval(timer) };
+  }
+
+  // Per-name certificates: one key for all of them (issuing then costs one signature), an LRU
+  // of contexts (Map keeps insertion order), and in-flight issues shared by concurrent handshakes.
+  const keys = await generateKeys();
+  const cache = new Map<string, { ctx: tls.SecureContext; issuedAt: number }>();
+  const pending = new Map<string, Promise<tls.SecureContext>>();
+  let windowStart = 0;
+  let issuedInWindow = 0;
+  const suffix = `.${domain}`;
+
+  const contextFor = (servername: string | null): tls.SecureContext | Promise<tls.SecureContext> => {
+    if (!servername || servername === domain || !servername.endsWith(suffix)) return leaf.ctx;
+    const label = servername.slice(0, -suffix.length);
+    if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(label)) return leaf.ctx; // not a name we route
+    const hit = cache.get(servername);
+    if (hit && Date.now() - hit.issuedAt < PER_NAME_REISSUE_AFTER_MS) {
+      cache.delete(servername);
+      cache.set(servername, hit); // most recently used goes last
+      return hit.ctx;
+    }
+    const inflight = pending.get(servername);
+    if (inflight) return inflight;
+    const now = Date.now();
+    if (now - windowStart >= 1000) {
+      windowStart = now;
+      issuedInWindow = 0;
+    }
+    if (++issuedInWindow > PER_NAME_RATE) return leaf.ctx;
+    const p = issueServerCert(ca, [servername], { keys, days: PER_NAME_DAYS })
+      .then((c) => {
+        const ctx = secureContext(c.certPem + ca.certPem, c.keyPem);
+        cache.set(servername, { ctx, issuedAt: Date.now() });
+        while (cache.size > PER_NAME_CACHE) cache.delete(cache.keys().next().value as string);
+        return ctx;
+      })
+      .catch((err) => {
+        logger?.warn({ err, servername }, 'edge: could not issue a certificate; serving the domain certificate');
+        return leaf.ctx;
+      })
+      .finally(() => pending.delete(servername));
+    pending.set(servername, p);
+    return p;
+  };
+
+  return { mode: 'per-name', caPem: ca.certPem, contextFor, close: () => clearInterval(timer) };
+}

@@ -1,0 +1,253 @@
+import type http from 'node:http';
+import type net from 'node:net';
+import type { Config } from '../core/config.ts';
+import { logger as defaultLogger, type Logger } from '../core/logger.ts';
+import type { EdgeBackend } from './backend.ts';
+import { loadEdgeCertificates, type EdgeCertificates } from './certs/edge-certificates.ts';
+import { listenHttpRedirect, type RedirectPort } from './listener/http-redirect.ts';
+import type { PeekedHello } from './listener/sni-peek.ts';
+import { listenTlsPort } from './listener/tls-port.ts';
+import { notFoundPage } from './pages/pages.ts';
+import { sendPage } from './pages/respond.ts';
+import { routeFor } from './router/host-router.ts';
+import { ActivityMeter } from './services/activity.ts';
+import { plainIp } from './services/headers.ts';
+import { AppHttpProxy } from './services/http-proxy.ts';
+import { createEdgeHttpServer, serverFor, type HttpHandler, type HttpLimits } from './services/http-server.ts';
+import { forwardTcp } from './services/tcp-forward.ts';
+import { terminateTls } from './services/tls-terminate.ts';
+import { WakeGate } from './services/wake-gate.ts';
+
+export type { HttpHandler } from './services/http-server.ts';
+
+/** Deadlines and intervals of the edge; every one has a default fit for production. */
+export interface EdgeTimeouts {
+  /** A new connection must send its ClientHello within this time (default 10 s). */
+  clientHelloMs: number;
+  /** TLS handshakes the edge terminates must finish within this time (default 10 s). */
+  handshakeMs: number;
+  /** Complete HTTP request headers must arrive within this time (default 15 s). */
+  headersMs: number;
+  /** Idle HTTP keep-alive connections from clients are closed after this (default 5 s). */
+  keepAliveMs: number;
+  /** Connecting to an app, engine or sshd, and waiting for an app's response head (default 10 s). */
+  upstreamConnectMs: number;
+  /** After asking the backend to wake a sandbox, do not ask again for this long (default 30 s). */
+  wakeHoldMs: number;
+  /** At most one recordActivity call per sandbox per this interval (default 500 ms). */
+  activityIntervalMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
+  clientHelloMs: 10_000,
+  handshakeMs: 10_000,
+  headersMs: 15_000,
+  keepAliveMs: 5_000,
+  upstreamConnectMs: 10_000,
+  wakeHoldMs: 30_000,
+  activityIntervalMs: 500,
+};
+
+export interface StartEdgeOptions {
+  config: Pick<Config, 'domain' | 'httpsPort' | 'httpPort' | 'dataDir' | 'tlsCertFile' | 'tlsKeyFile'>;
+  backend: EdgeBackend;
+  /** Gets `https://<domain>/…` and connections without SNI. Without it those answer 404. */
+  api?: HttpHandler;
+  /** Gets `https://registry.<domain>/…`. Without it those answer 404. */
+  registry?: HttpHandler;
+  logger?: Logger;
+  /** Listen address of both ports (default: all interfaces). */
+  host?: string;
+  timeouts?: Partial<EdgeTimeouts>;
+  /** Ports inside a sandbox: dockerd with --tlsverify (2376) and sshd (22). Tests point them elsewhere. */
+  sandboxPorts?: { engine?: number; shell?: number };
+  /** Largest HTTP request head (default 16 KiB, Node's). */
+  maxHeaderSize?: number;
+}
+
+export interface Edge {
+  /** The bound HTTPS port (useful with `httpsPort: 0`). */
+  readonly httpsPort: number;
+  /** The bound redirect port, or null when `httpPort` is 0. */
+  readonly httpPort: number | null;
+  readonly certificates: EdgeCertificates;
+  /** Stops listening and drops every open connection. */
+  close(): Promise<void>;
+}
+
+const HTTP_ALPN = ['http/1.1'];
+
+/**
+ * Starts the edge: the service's one public TLS port (plus the port-80 redirect).
+ *
+ * Each connection is dispatched on its SNI (router/host-router.ts):
+ * - `<domain>` (or no SNI) → TLS off → `api`; `registry.<domain>` → TLS off → `registry`;
+ * - `<sb>-engine.<domain>` → the TLS bytes, untouched, to `<address>:2376` while the sandbox runs;
+ *   otherwise the connection is reset (spec 3 rule 1: an engine connection never wakes);
+ * - `<sb>-shell-tcp.<domain>` → TLS off → `<address>:22` while running, else reset (no wake);
+ * - `<label>-tcp.<domain>` → TLS off → the app's TCP port; an asleep sandbox is woken and the
+ *   connection reset (retry in a few seconds);
+ * - `<label>.<domain>` → TLS off → HTTP reverse proxy (services/http-proxy.ts);
+ * - anything else → TLS off → a 404 page.
+ */
+export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
+  const log = (opts.logger ?? defaultLogger).child({ component: 'edge' });
+  const t: EdgeTimeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
+  const { backend, config } = opts;
+  const domain = config.domain.toLowerCase();
+  const enginePort = opts.sandboxPorts?.engine ?? 2376;
+  const shellPort = opts.sandboxPorts?.shell ?? 22;
+  const limits: HttpLimits = { headersTimeoutMs: t.headersMs, keepAliveTimeoutMs: t.keepAliveMs, maxHeaderSize: opts.maxHeaderSize ?? 16 * 1024 };
+
+  const certificates = await loadEdgeCertificates(config, log);
+  const activity = new ActivityMeter(backend, t.activityIntervalMs, log);
+  const wakes = new WakeGate(backend, t.wakeHoldMs);
+  const notFound = createEdgeHttpServer(limits, (req, res) => sendPage(req, res, notFoundPage(req.headers.host ?? domain)));
+  const apiServer = opts.api ? serverFor(opts.api, limits) : notFound;
+  const registryServer = opts.registry ? serverFor(opts.registry, limits) : notFound;
+  let publicPort = config.httpsPort;
+  const apps = new AppHttpProxy({
+    backend,
+    activity,
+    wakes,
+    limits,
+    get publicPort() {
+      return publicPort;
+    },
+    connectTimeoutMs: t.upstreamConnectMs,
+    logger: log,
+  });
+
+  const reset = (socket: net.Socket) => {
+    if (!socket.destroyed) socket.resetAndDestroy();
+  };
+
+  const terminate = async (socket: net.Socket, serverName: string | null, alpn?: string[]) => {
+    const tlsSocket = await terminateTls(socket, {
+      secureContext: await certificates.contextFor(serverName),
+      alpn,
+      handshakeTimeoutMs: t.handshakeMs,
+    });
+    tlsSocket.on('error', (err) => log.debug({ err, serverName }, 'edge: TLS socket error'));
+    return tlsSocket;
+  };
+
+  const handHttp = async (socket: net.Socket, serverName: string | null, server: http.Server) => {
+    const tlsSocket = await terminate(socket, serverName, HTTP_ALPN);
+    server.emit('connection', tlsSocket);
+  };
+
+  const dispatch = async (socket: net.Socket, hello: PeekedHello): Promise<void> => {
+    const route = routeFor(hello.serverName, domain);
+    const serverName = hello.serverName;
+    switch (route.kind) {
+      case 'api':
+        return handHttp(socket, serverName, apiServer);
+      case 'registry':
+        return handHttp(socket, serverName, registryServer);
+      case 'unknown':
+        return handHttp(socket, serverName, notFound);
+
+      case 'app-http': {
+        const clientIp = plainIp(socket.remoteAddress);
+        const tlsSocket = await terminate(socket, serverName, HTTP_ALPN);
+        apps.accept(tlsSocket, { serverName: serverName!, label: route.label, clientIp });
+        return;
+      }
+
+      case 'engine': {
+        // Passthrough: the edge never sees the engine's TLS (mutual TLS ends at the inner dockerd).
+        const sb = await backend.resolveSandbox(route.sandbox).catch((err) => {
+          log.warn({ err, sandbox: route.sandbox }, 'edge: resolveSandbox failed');
+          return null;
+        });
+        if (!sb || sb.status !== 'running' || !sb.address) return reset(socket);
+        forwardTcp(socket, { host: sb.address, port: enginePort }, {
+          connectTimeoutMs: t.upstreamConnectMs,
+          onBytes: activity.listener(route.sandbox),
+          onConnectError: (err) => {
+            log.debug({ err, sandbox: route.sandbox }, 'edge: engine unreachable');
+            reset(socket);
+          },
+        });
+        return;
+      }
+
+      case 'shell': {
+        const sb = await backend.resolveSandbox(route.sandbox).catch((err) => {
+          log.warn({ err, sandbox: route.sandbox }, 'edge: resolveSandbox failed');
+          return null;
+        });
+        if (!sb || sb.status !== 'running' || !sb.address) return reset(socket);
+        const tlsSocket = await terminate(socket, serverName);
+        forwardTcp(tlsSocket, { host: sb.address, port: shellPort }, {
+          connectTimeoutMs: t.upstreamConnectMs,
+          onBytes: activity.listener(route.sandbox),
+          onConnectError: (err) => {
+            log.debug({ err, sandbox: route.sandbox }, 'edge: sshd unreachable');
+            tlsSocket.destroy();
+          },
+        });
+        return;
+      }
+
+      case 'app-tcp': {
+        const app = await backend.resolveApp(route.label).catch((err) => {
+          log.warn({ err, label: route.label }, 'edge: resolveApp failed');
+          return null;
+        });
+        if (!app) return reset(socket);
+        if (app.status !== 'running' || !app.target) {
+          if (app.status !== 'running') {
+            wakes.wake(app.sandbox).catch((err) => log.info({ err, sandbox: app.sandbox }, 'edge: no wake for a TCP connection'));
+          }
+          return reset(socket);
+        }
+        wakes.awake(app.sandbox);
+        const target = app.target;
+        const tlsSocket = await terminate(socket, serverName);
+        forwardTcp(tlsSocket, target, {
+          connectTimeoutMs: t.upstreamConnectMs,
+          onBytes: activity.listener(app.sandbox),
+          onConnectError: (err) => {
+            log.debug({ err, label: route.label }, 'edge: app TCP port unreachable');
+            tlsSocket.destroy();
+          },
+        });
+        return;
+      }
+    }
+  };
+
+  const tlsPort = await listenTlsPort({
+    port: config.httpsPort,
+    host: opts.host,
+    clientHelloTimeoutMs: t.clientHelloMs,
+    logger: log,
+    dispatch,
+  });
+  publicPort = tlsPort.port;
+
+  let redirect: RedirectPort | null = null;
+  if (config.httpPort !== 0) {
+    try {
+      redirect = await listenHttpRedirect({ port: config.httpPort, host: opts.host, domain, httpsPort: tlsPort.port });
+    } catch (err) {
+      await tlsPort.close();
+      throw err;
+    }
+  }
+  log.info({ httpsPort: tlsPort.port, httpPort: redirect?.port ?? null, domain, certificates: certificates.mode }, 'edge: listening');
+
+  return {
+    httpsPort: tlsPort.port,
+    httpPort: redirect?.port ?? null,
+    certificates,
+    async close() {
+      await Promise.all([tlsPort.close(), redirect?.close()]);
+      apps.close();
+      activity.close();
+      certificates.close();
+    },
+  };
+}

@@ -1,0 +1,17 @@
+/**
+ * The edge: the service's one public TLS port (design.md, "The parts").
+ *
+ * Folders follow a connection's path, Traefik-like:
+ * - listener/  the TLS port (SNI peek with a deadline, bytes put back) and the port-80 redirect
+ * - router/    host name → route kind
+ * - services/  HTTP reverse proxy, TCP forward (passthrough or after TLS), TLS termination,
+ *              activity metering, wake coalescing
+ * - pages/     the pages the edge answers itself (waiting, 404, 429, loopback-only, …)
+ * - certs/     the service CA and the certificates the edge serves
+ */
+export { startEdge, DEFAULT_TIMEOUTS, type Edge, type EdgeTimeouts, type StartEdgeOptions, type HttpHandler } from './edge.ts';
+export type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus } from './backend.ts';
+export { TOO_MANY_WAKES } from './backend.ts';
+export { routeFor, type Route } from './router/host-router.ts';
+export { serviceCaPem, loadEdgeCertificates, wildcardAccepted, type EdgeCertificates, type CertificateMode } from './certs/edge-certificates.ts';
+export { WAITING_HEADER } from './pages/pages.ts';

@@ -1,0 +1,75 @@
+import net from 'node:net';
+import type { Logger } from '../../core/logger.ts';
+import { plainHttpOnTlsPage } from '../pages/pages.ts';
+import { writeRawPage } from '../pages/respond.ts';
+import { PeekError, peekClientHello, type PeekedHello } from './sni-peek.ts';
+
+export interface TlsPortOptions {
+  port: number;
+  host?: string;
+  /** The ClientHello must arrive within this time. */
+  clientHelloTimeoutMs: number;
+  logger: Logger;
+  /** Takes a connection whose ClientHello was read and put back; the socket is paused. */
+  dispatch(socket: net.Socket, hello: PeekedHello): void | Promise<void>;
+}
+
+export interface TlsPort {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+const HTTP_METHOD = /^(GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) /;
+
+/**
+ * The one public port. Every connection starts here: read the ClientHello (SNI, ALPN) without
+ * answering it, then hand the connection, bytes put back, to `dispatch`. Garbage is closed;
+ * a plain-HTTP request gets a short "use HTTPS" answer first.
+ */
+export async function listenTlsPort(opts: TlsPortOptions): Promise<TlsPort> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true, keepAlive: true, keepAliveInitialDelay: 60_000 }, (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    socket.on('error', (err) => opts.logger.debug({ err }, 'edge: client socket error'));
+    peekClientHello(socket, opts.clientHelloTimeoutMs).then(
+      (hello) => {
+        try {
+          const r = opts.dispatch(socket, hello);
+          if (r) r.catch((err) => fail(socket, err));
+        } catch (err) {
+          fail(socket, err);
+        }
+      },
+      (err: PeekError) => {
+        opts.logger.debug({ reason: err.reason, msg: err.message }, 'edge: no ClientHello');
+        if (err.reason === 'not-tls' && HTTP_METHOD.test(err.bytes.subarray(0, 8).toString('latin1')) && !socket.destroyed) {
+          writeRawPage(socket, plainHttpOnTlsPage());
+          setTimeout(() => socket.destroy(), 1000).unref();
+        } else {
+          socket.destroy();
+        }
+      },
+    );
+  });
+  const fail = (socket: net.Socket, err: unknown) => {
+    opts.logger.warn({ err }, 'edge: dispatch failed');
+    socket.destroy();
+  };
+  server.on('error', (err) => opts.logger.error({ err }, 'edge: TLS port error'));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}

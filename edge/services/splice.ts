@@ -1,0 +1,35 @@
+import type net from 'node:net';
+
+/**
+ * Copies bytes both ways between two connected sockets (Traefik's pkg/tcp/proxy.go):
+ * `pipe` keeps backpressure (a slow reader pauses the fast writer, so memory stays at a few
+ * stream buffers), an end on one side half-closes the other, and an error or an abrupt close on
+ * either side destroys both. `onBytes` runs for every chunk in either direction.
+ *
+ * Both sockets must allow half-open connections, otherwise a client that finishes sending
+ * (FIN) would cut off the answer still coming back.
+ */
+export function splice(a: net.Socket, b: net.Socket, onBytes?: () => void): void {
+  const destroyBoth = () => {
+    a.destroy();
+    b.destroy();
+  };
+  a.on('error', destroyBoth);
+  b.on('error', destroyBoth);
+  const onClose = (from: net.Socket, to: net.Socket) => () => {
+    if (to.destroyed) return;
+    // A clean close (we read its FIN and finished writing to it) already ended `to` through pipe.
+    if (from.readableEnded && from.writableFinished) return;
+    to.destroy();
+  };
+  a.once('close', onClose(a, b));
+  b.once('close', onClose(b, a));
+  if (onBytes) {
+    a.on('data', onBytes);
+    b.on('data', onBytes);
+  }
+  a.pipe(b);
+  b.pipe(a);
+  a.resume();
+  b.resume();
+}

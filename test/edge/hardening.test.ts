@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { after, before, test } from 'node:test';
+import { readUntilClose, startApp, startTestEdge, tlsConnect, TestBackend, type TestEdge } from './helpers.ts';
+
+/*
+ * Attacks on the public port: bytes that are no TLS, clients that never finish, and request
+ * smuggling through ambiguous framing (CL.TE / TE.CL, RFC 9112 6.3). Deadlines are shortened.
+ */
+
+const backend = new TestBackend();
+let edge: TestEdge;
+let app: Awaited<ReturnType<typeof startApp>>;
+const seen: string[] = [];
+
+before(async () => {
+  app = await startApp((req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    req.resume();
+    req.on('end', () => res.end('app'));
+  });
+  backend.addApp('svc-h-web', 'svc-h', { host: '127.0.0.1', port: app.port });
+  edge = await startTestEdge(backend, { timeouts: { clientHelloMs: 600, handshakeMs: 600, headersMs: 800 } });
+});
+
+after(async () => {
+  await edge.close();
+  await app.close();
+});
+
+test('garbage instead of a ClientHello: closed at once', async () => {
+  const s = net.connect(edge.port, '127.0.0.1');
+  s.write(Buffer.from('\x00\x01\x02garbage garbage garbage\r\n'));
+  const t0 = Date.now();
+  const r = await readUntilClose(s, 3000);
+  assert.ok(r.closed, 'closed');
+  assert.equal(r.data, '');
+  assert.ok(Date.now() - t0 < 500, `closed after ${Date.now() - t0} ms`);
+});
+
+test('a client that sends nothing is dropped by the ClientHello deadline', async () => {
+  const s = net.connect(edge.port, '127.0.0.1');
+  const t0 = Date.now();
+  const r = await readUntilClose(s, 5000);
+  const ms = Date.now() - t0;
+  assert.ok(r.closed, 'closed');
+  assert.ok(ms >= 500 && ms < 2000, `closed after ${ms} ms`);
+});
+
+test('a client that dribbles half a ClientHello is dropped by the same deadline', async () => {
+  const s = net.connect(edge.port, '127.0.0.1');
+  s.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01])); // a record header promising 512 bytes
+  const drip = setInterval(() => !s.destroyed && s.write(Buffer.from([0])), 100);
+  const t0 = Date.now();
+  const r = await readUntilClose(s, 5000);
+  clearInterval(drip);
+  const ms = Date.now() - t0;
+  assert.ok(r.closed, 'closed');
+  assert.ok(ms < 2000, `closed after ${ms} ms`);
+});
+
+test('a client that stops in the middle of its request headers is dropped (headers deadline)', async () => {
+  const s = await tlsConnect(edge.port, 'svc-h-web.localhost');
+  s.write('GET /slow HTTP/1.1\r\nHost: svc-h-web.localhost\r\nX-A: 1\r\n');
+  const drip = setInterval(() => !s.destroyed && s.write('X-B: 2\r\n'), 200); // slowloris
+  const t0 = Date.now();
+  const r = await readUntilClose(s, 6000);
+  clearInterval(drip);
+  const ms = Date.now() - t0;
+  assert.ok(r.closed, 'closed');
+  assert.ok(ms < 3000, `closed after ${ms} ms`);
+  assert.ok(!seen.includes('GET /slow'), 'the app never saw the request');
+});
+
+/** Sends raw bytes over TLS to the app host and returns the whole answer. */
+async function raw(text: string): Promise<string> {
+  const s = await tlsConnect(edge.port, 'svc-h-web.localhost');
+  s.write(text);
+  return (await readUntilClose(s, 3000)).data;
+}
+
+test('CL.TE smuggling: both Content-Length and Transfer-Encoding is refused with 400', async () => {
+  seen.length = 0;
+  const answer = await raw(
+    'POST / HTTP/1.1\r\nHost: svc-h-web.localhost\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: svc-h-web.localhost\r\n\r\n',
+  );
+  assert.match(answer, /^HTTP\/1\.1 400/);
+  assert.deepEqual(seen, [], 'nothing reached the app');
+});
+
+test('TE.CL smuggling with an obfuscated Transfer-Encoding is refused', async () => {
+  seen.length = 0;
+  const answer = await raw('POST / HTTP/1.1\r\nHost: svc-h-web.localhost\r\nTransfer-Encoding: xchunked\r\nContent-Length: 4\r\n\r\n5c\r\nGET /smuggled HTTP/1.1\r\n\r\n');
+  assert.match(answer, /^HTTP\/1\.1 400/);
+  assert.ok(!seen.includes('GET /smuggled'), 'no smuggled request reached the app');
+});
+
+test('two different Content-Length headers are refused', async () => {
+  seen.length = 0;
+  const answer = await raw('POST / HTTP/1.1\r\nHost: svc-h-web.localhost\r\nContent-Length: 3\r\nContent-Length: 30\r\n\r\nabc');
+  assert.match(answer, /^HTTP\/1\.1 400/);
+  assert.deepEqual(seen, []);
+});
+
+test('a bad chunk size is refused and nothing after it is parsed as a request', async () => {
+  seen.length = 0;
+  const answer = await raw('POST /x HTTP/1.1\r\nHost: svc-h-web.localhost\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nGET /smuggled HTTP/1.1\r\n\r\n');
+  assert.ok(!seen.includes('GET /smuggled'), 'no smuggled request reached the app');
+  assert.match(answer, /HTTP\/1\.1 (400|502)/);
+});
+
+test('oversized request headers are refused (431 or a closed connection): memory per connection stays bounded', async () => {
+  seen.length = 0;
+  const s = await tlsConnect(edge.port, 'svc-h-web.localhost');
+  s.write(`GET /big HTTP/1.1\r\nHost: svc-h-web.localhost\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`);
+  const r = await readUntilClose(s, 3000);
+  assert.ok(r.closed, 'closed');
+  // The 431 may be lost to the reset that follows while the client is still sending.
+  if (r.data) assert.match(r.data, /^HTTP\/1\.1 431/);
+  assert.deepEqual(seen, []);
+});
+
+test('a proper keep-alive pipeline still works after all that', async () => {
+  seen.length = 0;
+  const answer = await raw('GET /1 HTTP/1.1\r\nHost: svc-h-web.localhost\r\n\r\nGET /2 HTTP/1.1\r\nHost: svc-h-web.localhost\r\nConnection: close\r\n\r\n');
+  assert.equal(answer.match(/HTTP\/1\.1 200/g)?.length, 2);
+  assert.deepEqual(seen, ['GET /1', 'GET /2']);
+});

@@ -55,6 +55,7 @@ wait_for() {
 [ "$(id -u)" = 0 ] || fail "run as root (it installs packages and starts dockerd)"
 
 # One setup at a time: parallel test runs would otherwise both build the image or start dockerd.
+# Daemons started below get `9>&-`: one that inherited the lock would hold it for its whole life.
 mkdir -p /run/lock
 exec 9> /run/lock/svc-setup.lock
 if ! flock -n 9; then
@@ -66,7 +67,8 @@ fi
 missing_packages() {
     local installed p
     # one dpkg-query for all: it is the slow part of a quick run
-    installed=" $(dpkg-query -W -f='${db:Status-Abbrev}|${Package}\n' "${APT_PACKAGES[@]}" 2> /dev/null | sed -n 's/^ii *|//p' | tr '\n' ' ') "
+    # (dpkg-query fails when any package is unknown; its output for the others still counts)
+    installed=" $({ dpkg-query -W -f='${db:Status-Abbrev}|${Package}\n' "${APT_PACKAGES[@]}" 2> /dev/null || true; } | sed -n 's/^ii *|//p' | tr '\n' ' ') "
     for p in "${APT_PACKAGES[@]}"; do
         [[ $installed == *" $p "* ]] || echo "$p"
     done
@@ -81,7 +83,9 @@ install_packages() {
     [ $had_policy = 1 ] || rm -f $policy
     [ $rc = 0 ] || { tail -n 20 /var/log/svc-apt.log >&2; return $rc; }
 }
-mapfile -t missing < <(missing_packages)
+missing_list=$(missing_packages)
+mapfile -t missing <<< "$missing_list"
+[ -n "${missing[0]:-}" ] || missing=()
 if [ ${#missing[@]} -gt 0 ]; then
     step packages "apt-get install ${missing[*]}" install_packages "${missing[@]}" \
         || fail "apt-get install failed, log in /var/log/svc-apt.log"
@@ -108,7 +112,7 @@ start_dockerd() {
         rm -f /var/run/docker.pid
     fi
     # setsid: the engine must outlive this script and the test run that called it
-    setsid -f dockerd < /dev/null >> "$DOCKERD_LOG" 2>&1
+    setsid -f dockerd < /dev/null >> "$DOCKERD_LOG" 2>&1 9>&-
     wait_for 30 docker_answers
 }
 if version=$(docker_version) && [ -n "$version" ]; then
@@ -125,7 +129,7 @@ fi
 redis_answers() { [ "$(timeout 5 redis-cli -h 127.0.0.1 -p 6379 ping 2> /dev/null)" = PONG ]; }
 start_redis() {
     redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
-        --logfile /var/log/svc-redis.log > /dev/null
+        --logfile /var/log/svc-redis.log > /dev/null 9>&-
     wait_for 10 redis_answers
 }
 if redis_answers; then
@@ -141,7 +145,7 @@ start_postgres() {
     local v
     v=$(pg_version)
     [ -n "$v" ] || { pg_createcluster --start-conf=auto "$(ls /usr/lib/postgresql | sort -V | tail -n 1)" main > /dev/null; v=$(pg_version); }
-    pg_ctlcluster --skip-systemctl-redirect "$v" main start
+    pg_ctlcluster --skip-systemctl-redirect "$v" main start 9>&-
     wait_for 20 pg_answers
 }
 # quick path: one query answers "running", "trust auth works" and "svc_test exists"

@@ -9,6 +9,7 @@ import { authorizeSandbox } from '../access.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 
 export const DEFAULT_HEARTBEAT_MS = 15_000;
+const ENGINE_GONE_GRACE_MS = 30_000;
 
 const DESCRIPTION = `Server-Sent Events (\`text/event-stream\`) with the logs of every app container in the sandbox,
 including containers that start while the stream is open. Events:
@@ -18,7 +19,8 @@ including containers that start while the stream is open. Events:
   (\`service\` and \`project\` are the compose labels, or null; \`time\` is RFC 3339 with nanoseconds).
   Lines of all containers come in timestamp order (held back about 250 ms for that).
 - \`container\`: \`{ "container", "container_id", "service", "project", "action": "start"|"stop", "time" }\`.
-- \`end\`: \`{ "reason": "asleep", "status", "message" }\` when the sandbox goes to sleep; the stream then closes.
+- \`end\`: \`{ "reason": "asleep", "status", "message" }\` when the sandbox goes to sleep (\`engine-disconnected\` if its
+  engine went away while it kept running); the stream then closes.
   Start the sandbox and reconnect to continue.
 - Comment lines (\`: heartbeat\`) every 15 s keep proxies from closing a quiet stream.
 
@@ -82,13 +84,20 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
         write(`event: container\ndata: ${JSON.stringify(event)}\n\n`);
       },
       gone() {
-        void endIfAsleep(true);
+        goneAt = Date.now();
+        void endIfAsleep();
       },
     }, { after, since, tail: request.query.tail ? Number(request.query.tail) : undefined });
-    const endIfAsleep = async (engineGone: boolean) => {
+    // The inner engine goes away first while the sandbox stops (its container takes up to
+    // 20 s more): once it is gone, the sandbox's state is polled until it says asleep.
+    let goneAt: number | undefined;
+    const endIfAsleep = async (): Promise<void> => {
+      if (closed) return;
       const state = await lifecycle.status(name).catch(() => ({ status: 'unknown' }));
-      if (state.status !== 'running') finish({ reason: 'asleep', status: state.status });
-      else if (engineGone) finish({ reason: 'engine-disconnected', status: state.status });
+      if (state.status !== 'running') return finish({ reason: 'asleep', status: state.status });
+      if (goneAt === undefined) return;
+      if (Date.now() - goneAt > ENGINE_GONE_GRACE_MS) return finish({ reason: 'engine-disconnected', status: state.status });
+      setTimeout(() => void endIfAsleep(), 500);
     };
 
     try {
@@ -110,7 +119,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
     if (closed) return void res.end();
     timer = setInterval(() => {
       write(`: heartbeat ${new Date().toISOString()}\n\n`);
-      void endIfAsleep(false);
+      if (goneAt === undefined) void endIfAsleep();
     }, heartbeatMs);
     request.raw.on('close', () => finish());
     res.on('close', () => finish());

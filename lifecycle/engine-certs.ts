@@ -1,22 +1,7 @@
-import 'reflect-metadata';
-import { webcrypto } from 'node:crypto';
-import * as x509 from '@peculiar/x509';
 import type { EngineCerts } from '../store/records.ts';
+import { ALG, generateKeys, privateKeyPem, randomSerial, x509 } from '../core/x509.ts';
 
-x509.cryptoProvider.set(webcrypto as unknown as Crypto);
-
-const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 const TEN_YEARS_MS = 10 * 365 * 86_400_000;
-
-function toPem(der: ArrayBuffer, label: string): string {
-  const b64 = Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '');
-  return `-----BEGIN ${label}-----\n${b64}\n-----END ${label}-----\n`;
-}
-
-function serial(): string {
-  // Positive, non-zero serial: a leading byte below 0x80.
-  return '01' + Buffer.from(webcrypto.getRandomValues(new Uint8Array(15))).toString('hex');
-}
 
 async function leaf(
   ca: { cert: x509.X509Certificate; keys: CryptoKeyPair },
@@ -24,10 +9,10 @@ async function leaf(
   usage: 'server' | 'client',
   sans: x509.JsonGeneralNames,
 ) {
-  const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const keys = await generateKeys();
   const now = Date.now();
   const cert = await x509.X509CertificateGenerator.create({
-    serialNumber: serial(),
+    serialNumber: randomSerial(),
     subject,
     issuer: ca.cert.subject,
     notBefore: new Date(now - 3_600_000),
@@ -43,7 +28,7 @@ async function leaf(
       await x509.AuthorityKeyIdentifierExtension.create(ca.cert),
     ],
   });
-  return { cert: cert.toString('pem') + '\n', key: toPem(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY') };
+  return { cert: cert.toString('pem') + '\n', key: await privateKeyPem(keys.privateKey) };
 }
 
 /**
@@ -52,10 +37,10 @@ async function leaf(
  * nobody, not even the service, can mint another client certificate for this engine.
  */
 export async function issueEngineCerts(sandbox: string, engineHost: string): Promise<EngineCerts> {
-  const caKeys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const caKeys = await generateKeys();
   const now = Date.now();
   const caCert = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: serial(),
+    serialNumber: randomSerial(),
     name: `CN=${sandbox} engine CA`,
     notBefore: new Date(now - 3_600_000),
     notAfter: new Date(now + TEN_YEARS_MS),

@@ -4,7 +4,7 @@ import tls from 'node:tls';
 import type { Config } from '../../core/config.ts';
 import type { Logger } from '../../core/logger.ts';
 import { caDir, issueServerCert, loadOrCreateServiceCa, sameKey, writeFileAtomic, type ServiceCa } from './service-ca.ts';
-import { DAY_MS, generateKeys, x509 } from './x509.ts';
+import { DAY_MS, generateKeys, x509 } from '../../core/x509.ts';
 
 /**
  * Where the edge gets the certificate for a name it terminates.

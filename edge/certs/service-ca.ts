@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { ALG, DAY_MS, generateKeys, importPrivateKey, privateKeyPem, randomSerial, x509 } from './x509.ts';
+import { ALG, DAY_MS, generateKeys, importPrivateKey, privateKeyPem, randomSerial, x509 } from '../../core/x509.ts';
 
 /** The service's own certificate authority, kept in `<dataDir>/ca/` (design.md: SVC_TLS_CERT unset). */
 export interface ServiceCa {

@@ -12,6 +12,7 @@ import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
 import { WakeLimits } from './lifecycle/wake-limits.ts';
 import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
+import { startRegistry, type Registry } from './registry/index.ts';
 
 export interface Service {
   config: Config;
@@ -20,6 +21,7 @@ export interface Service {
   api: FastifyInstance;
   edge: Edge;
   docker: Docker;
+  registry: Registry;
   close(): Promise<void>;
 }
 
@@ -54,10 +56,12 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   await lifecycle.reconcile();
   const api = await buildApi({ store, lifecycle, logger, caPem: () => serviceCaPem(config), docker, filesMaxUpload: config.filesMaxUpload, sseHeartbeatMs: config.sseHeartbeatMs });
   await api.ready();
+  const registry: Registry = await startRegistry({ config, store, logger });
   const edge = await startEdge({
     config,
     backend: new LifecycleEdgeBackend(lifecycle, apps, new WakeLimits(redis, config.redisPrefix, config.wakesPerHour), logger),
     api: api.server,
+    registry: registry.front.server,
     logger,
   });
 
@@ -68,9 +72,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     api,
     edge,
     docker,
+    registry,
     async close() {
       await edge.close();
       await api.close();
+      await registry.close();
       apps.close();
       await worker.close();
       await queue.close();

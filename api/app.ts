@@ -10,6 +10,7 @@ import { errorsPlugin } from './plugins/errors.ts';
 import { swaggerPlugin } from './plugins/swagger.ts';
 import { meRoutes } from './routes/me.ts';
 import { sandboxRoutes } from './routes/sandboxes.ts';
+import { registryRoutes } from './routes/registry.ts';
 import { fileRoutes } from './routes/files.ts';
 import { volumeRoutes } from './routes/volumes.ts';
 import { logRoutes } from './routes/logs.ts';
@@ -61,6 +62,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(authPlugin, { store: deps.store });
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle });
+      await api.register(registryRoutes, { store: deps.store });
       const files = new SandboxFiles(new SandboxExec(deps.docker), deps.lifecycle, deps.filesMaxUpload);
       await api.register(fileRoutes, { store: deps.store, files });
       await api.register(volumeRoutes, { store: deps.store, lifecycle: deps.lifecycle });

@@ -1,0 +1,31 @@
+import { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../core/logger.ts';
+import { SCAN_QUEUE, type ScanJob } from '../queue/scan-queue.ts';
+import type { ImageScanner } from './image-scanner.ts';
+
+/**
+ * Scan workers: BullMQ consumers of the scan queue. Scale with `concurrency` here, and with more
+ * processes (`npm run scan-worker`, each with its own concurrency) on the same Redis and store.
+ * A job that fails for good (the upstream stayed away through every retry) leaves its version
+ * unscannable, so the image stays private, never public by accident.
+ */
+export function startScanWorkers(scanner: ImageScanner, connection: Redis, prefix: string, logger: Logger, concurrency = 2): Worker<ScanJob> {
+  const worker = new Worker<ScanJob>(
+    SCAN_QUEUE,
+    async (job) => {
+      await scanner.scanVersion(job.data.repo, job.data.digest, job.data.pushed_at);
+    },
+    { connection, prefix, concurrency, lockDuration: 60_000 },
+  );
+  worker.on('failed', (job, err) => {
+    if (!job) return;
+    const final = job.attemptsMade >= (job.opts.attempts ?? 1);
+    logger.error({ job: job.id, repo: job.data.repo, digest: job.data.digest, err, final }, 'scan job failed');
+    if (final) {
+      scanner.giveUp(job.data.repo, job.data.digest, err.message).catch((e) => logger.error({ err: e }, 'scan: could not record the failure'));
+    }
+  });
+  worker.on('error', (err) => logger.error({ err }, 'scan worker error'));
+  return worker;
+}

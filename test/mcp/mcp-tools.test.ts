@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startTestService, type TestService } from '../helpers/service.ts';
+
+const run = promisify(execFile);
+
+/** The MCP tools at /api/mcp, driven by the SDK's own client against a real sandbox. */
+describe('MCP tools', () => {
+  let t: TestService;
+  let alice: { id: string; token: string };
+  let name: string;
+  let agent: Client;
+  const clients: Client[] = [];
+
+  const connect = async (token: string | undefined) => {
+    const client = new Client({ name: 'test-agent', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(`${t.url}/api/mcp`), {
+      requestInit: { headers: token ? { authorization: `Bearer ${token}` } : {} },
+    });
+    await client.connect(transport);
+    clients.push(client);
+    return client;
+  };
+  /** A tool's JSON result as `value`, or its error text as `error` ('' when it succeeded). */
+  const call = async (client: Client, tool: string, args: Record<string, unknown> = {}): Promise<{ value: any; error: string }> => {
+    const res = await client.callTool({ name: tool, arguments: args });
+    const text = (res.content as Array<{ type: string; text: string }>)[0]!.text;
+    return res.isError ? { value: undefined, error: text } : { value: JSON.parse(text), error: '' };
+  };
+  const inSandbox = async (cmd: string) => (await run('docker', ['exec', name, 'sh', '-c', cmd])).stdout;
+
+  before(async () => {
+    t = await startTestService();
+    alice = await t.user('alice');
+    const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `mcp-${t.config.redisPrefix}`, idle_timeout: '1h' });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    name = res.body.name;
+    agent = await connect(await t.limitedToken(alice.id, name));
+  });
+  after(async () => {
+    for (const c of clients) await c.close().catch(() => undefined);
+    await t?.close();
+  });
+
+  it('refuses a client without a valid token', async () => {
+    await assert.rejects(connect(undefined), /401|Unauthorized|SVC_UNAUTHENTICATED/i);
+    await assert.rejects(connect('svc_not-a-token'), /401|Unauthorized|SVC_UNAUTHENTICATED/i);
+  });
+
+  it('lists the tools', async () => {
+    const { tools } = await agent.listTools();
+    assert.deepEqual(tools.map((x) => x.name).sort(), [
+      'create_sandbox_folder', 'delete_sandbox_file', 'get_sandbox', 'keep_awake', 'list_sandbox_files', 'list_sandbox_volumes',
+      'list_sandboxes', 'read_sandbox_file', 'start_sandbox', 'write_sandbox_file',
+    ]);
+    assert.ok(tools.every((x) => x.description && x.inputSchema));
+  });
+
+  it('shows the limited token its one sandbox, without engine keys', async () => {
+    const list = await call(agent, 'list_sandboxes');
+    assert.deepEqual(list.value.map((s: { name: string }) => s.name), [name]);
+    const got = await call(agent, 'get_sandbox');
+    assert.equal(got.value.name, name);
+    assert.equal(got.value.status, 'running');
+    assert.equal(got.value.client_key, undefined);
+    assert.ok((await call(agent, 'keep_awake', { sandbox: name })).value.stops_at);
+  });
+
+  it('does file work with the same rules as the routes', async () => {
+    assert.deepEqual((await call(agent, 'create_sandbox_folder', { path: '/srv/site' })).value, { path: '/srv/site' });
+    assert.deepEqual((await call(agent, 'write_sandbox_file', { path: '/srv/site/index.html', text: '<h1>héllo</h1>\n' })).value, { path: '/srv/site/index.html', size: 16 });
+    assert.equal((await inSandbox('stat -c "%U %a" /srv/site/index.html && cat /srv/site/index.html')), 'root 644\n<h1>héllo</h1>\n');
+    const listing = (await call(agent, 'list_sandbox_files', { path: '/srv' })).value;
+    assert.equal(listing.path, '/srv');
+    assert.deepEqual(listing.entries.map((e: { name: string; type: string }) => [e.name, e.type]), [['site', 'dir']]);
+    assert.deepEqual((await call(agent, 'read_sandbox_file', { path: '/srv/site/index.html' })).value, { path: '/srv/site/index.html', text: '<h1>héllo</h1>\n' });
+    assert.deepEqual((await call(agent, 'delete_sandbox_file', { path: '/srv/site' })).value, { path: '/srv/site', deleted: true });
+    assert.equal((await inSandbox('ls -A /srv')).trim(), '');
+    const volumes = (await call(agent, 'list_sandbox_volumes')).value;
+    assert.ok(Array.isArray(volumes));
+  });
+
+  it('gives tool errors with the API\'s codes for bad input', async () => {
+    await inSandbox('ln -sfn /etc /root/etc-link');
+    assert.match((await call(agent, 'read_sandbox_file', { path: '/etc/passwd' })).error, /^SVC_PATH_NOT_ALLOWED/);
+    assert.match((await call(agent, 'read_sandbox_file', { path: '/root/../etc/passwd' })).error, /^SVC_BAD_PATH/);
+    assert.match((await call(agent, 'read_sandbox_file', { path: '/root/etc-link/passwd' })).error, /^SVC_PATH_ESCAPES/);
+    assert.match((await call(agent, 'write_sandbox_file', { path: '/root/etc-link/evil', text: 'x' })).error, /^SVC_PATH_ESCAPES/);
+    assert.match((await call(agent, 'write_sandbox_file', { path: '/root/a\nb', text: 'x' })).error, /^SVC_BAD_PATH/);
+    assert.match((await call(agent, 'delete_sandbox_file', { path: '/root' })).error, /^SVC_TOP_FOLDER/);
+    assert.equal((await inSandbox('test -e /etc/evil || echo absent')).trim(), 'absent');
+    const bob = await t.user('bob');
+    const other = await connect(bob.token);
+    assert.match((await call(other, 'list_sandbox_files', { sandbox: name })).error, /^SVC_SANDBOX_NOT_FOUND/);
+    assert.match((await call(other, 'list_sandbox_files', {})).error, /^SVC_BAD_REQUEST: name the sandbox/);
+  });
+
+  it('runs a session across sleep: asleep is an error that says to start it, start_sandbox wakes it', async () => {
+    await call(agent, 'write_sandbox_file', { path: 'notes.txt', text: 'kept over sleep' });
+    await t.service.lifecycle.sleep(name, 'test');
+    assert.match((await call(agent, 'read_sandbox_file', { path: 'notes.txt' })).error, /^SVC_SANDBOX_NOT_RUNNING: .*asleep: start it first/);
+    const started = await call(agent, 'start_sandbox');
+    assert.equal(started.value.status, 'running');
+    assert.equal((await call(agent, 'read_sandbox_file', { path: 'notes.txt' })).value.text, 'kept over sleep');
+  });
+});

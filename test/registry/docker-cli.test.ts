@@ -1,0 +1,149 @@
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import Docker from 'dockerode';
+import { serviceCaPem } from '../../edge/index.ts';
+import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { OciClient, privateKeyPem } from './oci.ts';
+
+const run = promisify(execFile);
+
+/**
+ * The real docker CLI and a real Docker daemon against the registry at registry.<domain>.
+ *
+ * The pushes are made from INSIDE a sandbox: its own dockerd (docker.io 20.10, Go) resolves
+ * `registry.localhost` through the sandbox container's /etc/hosts (one line added by this test:
+ * the host's address on the sandbox network, where the edge listens) and trusts the service CA
+ * from /etc/docker/certs.d/registry.localhost:<port>/ca.crt, read on every push. The host dockerd
+ * is never touched: it cannot resolve *.localhost (its Go resolver asks DNS) and must not be
+ * restarted, and the machine's /etc/hosts is never edited.
+ */
+describe('registry with the real docker CLI (pushing from inside a sandbox)', () => {
+  let t: TestService;
+  let alice: { id: string; token: string };
+  let sb: string;
+  let registry: string;
+  let oci: OciClient;
+  const docker = new Docker();
+
+  /** Runs a shell script in the sandbox container (where the inner docker CLI and engine live). */
+  const sh = async (script: string, input?: string | Buffer, allowFail = false): Promise<{ code: number; out: string }> => {
+    const child = spawn('docker', ['exec', '-i', sb, 'sh', '-c', script], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    child.stdin.end(input ?? '');
+    const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
+    if (code !== 0 && !allowFail) throw new Error(`in the sandbox: ${script}\nexit ${code}\n${out}`);
+    return { code, out };
+  };
+  const build = async (dir: string, tag: string, dockerfile: string, files: Record<string, string> = {}) => {
+    await sh(`rm -rf ${dir} && mkdir -p ${dir}`);
+    for (const [name, content] of Object.entries(files)) await sh(`cat > ${dir}/${name}`, content);
+    await sh(`cat > ${dir}/Dockerfile && DOCKER_BUILDKIT=0 docker build -q -t ${registry}/${sb}/${tag} ${dir}`, dockerfile);
+  };
+  const report = async () => {
+    const res = await t.api('GET', `/api/sandboxes/${sb}/registry`, alice.token);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    return res.body as { images: Array<{ name: string; visibility: string; reason: string; versions: Array<{ digest: string; tags: string[]; kind: string; platform?: string; scan: { state: string }; findings: Array<{ path: string; rule: string; layer: string }> }> }> };
+  };
+  const settledImage = (name: string) =>
+    eventually(async () => {
+      const img = (await report()).images.find((i) => i.name === `${sb}/${name}`);
+      return img && img.versions.every((v) => v.scan.state !== 'pending' && v.scan.state !== 'scanning') ? img : undefined;
+    }, `scans of ${name}`, 60_000);
+
+  before(async () => {
+    t = await startTestService({ domain: 'localhost' });
+    alice = await t.user('alice');
+    const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `dcli-${t.config.redisPrefix}` });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    sb = created.body.name;
+    const port = t.service.edge.httpsPort;
+    registry = `registry.localhost:${port}`;
+    const info = await docker.getContainer(sb).inspect();
+    const gateway = Object.values(info.NetworkSettings.Networks)[0]?.Gateway;
+    assert.ok(gateway, `the sandbox container ${sb} has no network gateway; cannot reach the edge from inside it`);
+    const ca = (await serviceCaPem(t.config))!;
+    await sh(`echo "${gateway} registry.localhost" >> /etc/hosts && mkdir -p /etc/docker/certs.d/${registry} && cat > /etc/docker/certs.d/${registry}/ca.crt`, ca);
+    await eventually(async () => (await sh('docker info >/dev/null 2>&1', undefined, true)).code === 0, 'the inner engine', 60_000);
+    // Go's resolver re-reads /etc/hosts at most every 5 s: wait until the inner dockerd sees the line.
+    await eventually(async () => !/no such host/.test((await sh(`docker pull ${registry}/probe/probe:none`, undefined, true)).out), 'the inner dockerd to resolve registry.localhost', 30_000, 1000);
+    const saved = await run('sh', ['-c', 'docker save svc-fixture-busybox:latest | base64 -w0'], { maxBuffer: 64 * 1024 * 1024 }).catch((err) => {
+      throw new Error(`the fixture image svc-fixture-busybox:latest is missing on the host engine (run "npm run setup"): ${err.message}`);
+    });
+    await sh('base64 -d | docker load -q', saved.stdout);
+    oci = new OciClient({ port, host: 'registry.localhost', ca, auth: OciClient.basic(alice.token) });
+  });
+  after(async () => {
+    oci?.close();
+    await t?.close();
+  });
+
+  it('docker login takes the access token as password and refuses a wrong one', async () => {
+    const bad = await sh(`docker login ${registry} -u alice --password-stdin`, 'svc_' + 'x'.repeat(43), true);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.out, /unauthorized|unknown or revoked/i);
+    const ok = await sh(`docker login ${registry} -u alice --password-stdin`, alice.token);
+    assert.match(ok.out, /Login Succeeded/);
+  });
+
+  it('pushes a clean image and flagged ones; the report shows each finding and the rule keeps the image private', async () => {
+    await build('/tmp/b-clean', 'app:clean', 'FROM svc-fixture-busybox:latest\nRUN mkdir -p /app && echo hello > /app/hello.txt\n');
+    await build('/tmp/b-env', 'app:envfile', 'FROM svc-fixture-busybox:latest\nRUN mkdir -p /app && echo DB_PASSWORD=hunter2hunter2 > /app/.env\n');
+    await build('/tmp/b-key', 'keys:deleted', 'FROM svc-fixture-busybox:latest\nCOPY deploy_key /root/.ssh/deploy_key\nRUN rm /root/.ssh/deploy_key\n', { deploy_key: privateKeyPem() });
+    const token = 'ghp_' + 'aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5';
+    await build('/tmp/b-tok', 'tokens:env', `FROM svc-fixture-busybox:latest\nENV GITHUB_TOKEN=${token}\n`);
+    for (const tag of ['app:clean', 'app:envfile', 'keys:deleted', 'tokens:env']) {
+      const pushed = await sh(`docker push -q ${registry}/${sb}/${tag} 2>&1 || docker push ${registry}/${sb}/${tag}`);
+      assert.doesNotMatch(pushed.out, /denied|unauthorized/i, pushed.out);
+    }
+    const app = await settledImage('app');
+    assert.equal(app.visibility, 'private');
+    assert.equal(app.versions.find((v) => v.tags.includes('clean'))!.scan.state, 'clean');
+    const env = app.versions.find((v) => v.tags.includes('envfile'))!;
+    assert.equal(env.scan.state, 'flagged');
+    assert.deepEqual(env.findings.map((f) => [f.path, f.rule]), [['app/.env', 'env-file']]);
+    const keys = await settledImage('keys');
+    assert.deepEqual(keys.versions[0]!.findings.map((f) => [f.path, f.rule]), [['root/.ssh/deploy_key', 'private-key']], 'a key deleted by a later layer still counts');
+    const tokens = await settledImage('tokens');
+    assert.ok(tokens.versions[0]!.findings.some((f) => f.path === 'config:Env/GITHUB_TOKEN' && f.rule === 'github-token'), JSON.stringify(tokens.versions[0]!.findings));
+    assert.ok(!JSON.stringify(await report()).includes(token), 'the report never shows the secret');
+  });
+
+  it('pulls: the owner always; anonymous only once every version is clean (after the flagged one is deleted)', async () => {
+    const clean = `${registry}/${sb}/app:clean`;
+    await sh(`docker rmi -f ${clean} >/dev/null`);
+    await sh(`docker pull -q ${clean}`);
+    await sh(`docker rmi -f ${clean} >/dev/null && docker logout ${registry}`);
+    const refused = await sh(`docker pull ${clean}`, undefined, true);
+    assert.notEqual(refused.code, 0, 'anonymous pull of a private image is refused');
+    assert.match(refused.out, /unauthorized|denied|authentication required/i);
+
+    const env = (await settledImage('app')).versions.find((v) => v.tags.includes('envfile'))!;
+    const del = await oci.request('DELETE', `/v2/${sb}/app/manifests/${env.digest}`);
+    assert.equal(del.status, 202);
+    const app = await settledImage('app');
+    assert.equal(app.visibility, 'public', app.reason);
+    const pulled = await sh(`docker pull ${clean}`);
+    assert.match(pulled.out, /Downloaded newer image|Image is up to date/);
+    const stillPrivate = await sh(`docker pull ${registry}/${sb}/keys:deleted`, undefined, true);
+    assert.notEqual(stillPrivate.code, 0);
+  });
+
+  it('pushes a multi-platform index made with docker manifest create', async () => {
+    await sh(`docker login ${registry} -u alice --password-stdin`, alice.token);
+    await build('/tmp/b-amd', 'multi:amd64', 'FROM svc-fixture-busybox:latest\nRUN echo amd64 > /arch\n');
+    await build('/tmp/b-arm', 'multi:arm64', 'FROM svc-fixture-busybox:latest\nRUN echo arm64 > /arch && mkdir -p /srv && echo X=1 > /srv/prod.env\n');
+    await sh(`docker push -q ${registry}/${sb}/multi:amd64 && docker push -q ${registry}/${sb}/multi:arm64`);
+    const list = `${registry}/${sb}/multi:latest`;
+    await sh(`docker manifest create ${list} ${registry}/${sb}/multi:amd64 ${registry}/${sb}/multi:arm64 && docker manifest annotate --arch arm64 ${list} ${registry}/${sb}/multi:arm64 && docker manifest push ${list}`);
+    const multi = await settledImage('multi');
+    const index = multi.versions.find((v) => v.tags.includes('latest'))!;
+    assert.equal(index.kind, 'index');
+    assert.equal(index.scan.state, 'flagged');
+    assert.deepEqual(index.findings.map((f) => [f.path, f.rule]), [['srv/prod.env', 'env-file']]);
+    assert.equal(multi.visibility, 'private');
+  });
+});

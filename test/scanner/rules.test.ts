@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { Readable } from 'node:stream';
+import { describe, it } from 'node:test';
+import { matchPath, scanBuffer, ContentScanner } from '../../scanner/rules.ts';
+import { scanLayer } from '../../scanner/layer-reader.ts';
+import { gzip, makeTar, sha256, zstd } from '../registry/oci.ts';
+
+const pem = (type: string) => execFileSync('openssl', ['genpkey', '-algorithm', type], { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
+
+/** Scan rules on byte buffers and paths: pure logic, no registry. */
+describe('scan rules', () => {
+  it('flags env files by name: .env, .env.*, *.env, svc.env; not examples', () => {
+    for (const p of ['.env', 'app/.env', 'app/.env.production', 'srv/prod.env', 'root/svc-demo/svc.env', 'svc.env']) {
+      assert.deepEqual(matchPath(p).map((m) => m.rule), ['env-file'], p);
+    }
+    for (const p of ['app/.env.example', 'app/.envrc', 'usr/bin/env', 'app/environment.txt', 'etc/default/env']) {
+      assert.deepEqual(matchPath(p).map((m) => m.rule), [], p);
+    }
+  });
+
+  it('flags key and credential files by name (some only with credentials inside)', () => {
+    assert.deepEqual(matchPath('root/.ssh/id_rsa').map((m) => m.rule), ['ssh-private-key-file']);
+    assert.deepEqual(matchPath('root/.ssh/id_rsa.pub').map((m) => m.rule), []);
+    assert.deepEqual(matchPath('certs/client.p12').map((m) => m.rule), ['pkcs12']);
+    assert.deepEqual(matchPath('root/.aws/credentials').map((m) => m.rule), ['aws-credentials']);
+    const docker = matchPath('root/.docker/config.json');
+    assert.equal(docker[0]!.rule, 'docker-registry-credentials');
+    assert.ok(docker[0]!.content!.test('{"auths":{"r":{"auth":"dXNlcjpwYXNz"}}}'));
+    assert.ok(!docker[0]!.content!.test('{"auths":{}}'));
+    assert.ok(matchPath('home/u/.npmrc')[0]!.content!.test('//registry.npmjs.org/:_authToken=abc'));
+  });
+
+  it('finds private keys with a body (PKCS#8, EC, OpenSSH, inside JSON), not certificates, public keys or docs', () => {
+    assert.deepEqual(scanBuffer(pem('RSA')), ['private-key']);
+    assert.deepEqual(scanBuffer(pem('ed25519')), ['private-key']);
+    const ec = execFileSync('openssl', ['ecparam', '-name', 'prime256v1', '-genkey', '-noout'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
+    assert.deepEqual(scanBuffer(ec), ['private-key'], 'SEC1 EC keys (base64 starting MH) too');
+    assert.deepEqual(scanBuffer(JSON.stringify({ type: 'service_account', private_key: pem('RSA') })), ['private-key'], 'a key inside JSON with \\n escapes');
+    const openssh = `-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACB0ZXN0dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdAAAAJA=\n-----END OPENSSH PRIVATE KEY-----\n`;
+    assert.deepEqual(scanBuffer(openssh), ['private-key']);
+    const cert = execFileSync('openssl', ['req', '-x509', '-newkey', 'ed25519', '-nodes', '-keyout', '/dev/null', '-subj', '/CN=x', '-days', '1'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
+    assert.deepEqual(scanBuffer(cert), [], 'a certificate');
+    assert.deepEqual(scanBuffer('-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA' + 'A'.repeat(40) + '\n-----END PUBLIC KEY-----\n'), [], 'a public key');
+    assert.deepEqual(scanBuffer('ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBx me@host'), []);
+    assert.deepEqual(scanBuffer('Keys look like -----BEGIN RSA PRIVATE KEY----- ... -----END RSA PRIVATE KEY----- in a file.'), [], 'docs that mention a key');
+  });
+
+  it('finds this service\'s tokens and well-known provider tokens, not look-alikes', () => {
+    const cases: Array<[string, string]> = [
+      ['SVC_TOKEN=svc_' + 'Ab1_-'.repeat(8) + 'xyz', 'svc-access-token'],
+      ['ghp_' + 'a1B2c3D4e5'.repeat(3) + 'F6g7H8', 'github-token'],
+      ['glpat-' + 'x1Y2z3'.repeat(4), 'gitlab-token'],
+      ['AKIA' + 'Q2W3E4R5T6Y7U8I9', 'aws-access-key-id'],
+      ['xoxb-123456789012-abcdefghijkl', 'slack-token'],
+      ['sk_live_' + 'a1'.repeat(12), 'stripe-secret-key'],
+      ['AIza' + 'B'.repeat(35), 'google-api-key'],
+      ['npm_' + 'a'.repeat(36), 'npm-token'],
+      ['hf_' + 'abcdefghij'.repeat(3) + 'abcd', 'huggingface-token'],
+    ];
+    for (const [text, rule] of cases) assert.deepEqual(scanBuffer(`x ${text} y`), [rule], text);
+    assert.deepEqual(scanBuffer('svc_short'), []);
+    assert.deepEqual(scanBuffer('AKIAIOSFODNN7EXAMPLE'), [], "AWS's documentation key");
+    assert.deepEqual(scanBuffer('the ghp_ prefix marks GitHub tokens'), []);
+  });
+
+  it('finds a token or key split across chunks', () => {
+    const token = 'svc_' + 'Z'.repeat(43);
+    const key = pem('RSA');
+    const text = Buffer.from('a'.repeat(1000) + ' ' + token + '\n' + 'b'.repeat(5000) + key);
+    const scanner = new ContentScanner();
+    for (let i = 0; i < text.length; i += 777) scanner.feed(text.subarray(i, i + 777));
+    assert.deepEqual(scanner.end().sort(), ['private-key', 'svc-access-token']);
+  });
+});
+
+describe('layer reader', () => {
+  const layer = async (files: Parameters<typeof makeTar>[0]) => makeTar(files);
+
+  it('reads gzip, zstd and plain tar layers and reports each finding once with its path', async () => {
+    const tarball = await layer([{ path: 'app/.env', content: 'A=1' }, { path: './etc/key.pem', content: pem('RSA') }, { path: 'ok.txt', content: 'fine' }]);
+    for (const blob of [gzip(tarball), zstd(tarball), tarball]) {
+      const r = await scanLayer(Readable.from([blob]), { digest: sha256(blob), size: blob.length });
+      assert.equal(r.state, 'flagged', r.reason);
+      assert.deepEqual(r.findings, [{ path: 'app/.env', rule: 'env-file' }, { path: 'etc/key.pem', rule: 'private-key' }]);
+    }
+  });
+
+  it('marks a digest or size mismatch, a bomb, absurd paths, garbage and truncation unscannable', async () => {
+    const ok = gzip(await layer([{ path: 'a', content: 'b' }]));
+    assert.match((await scanLayer(Readable.from([ok]), { digest: sha256(Buffer.from('x')) })).reason!, /digest mismatch/);
+    assert.match((await scanLayer(Readable.from([ok]), { digest: sha256(ok), size: ok.length - 1 })).reason!, /larger than its declared size/);
+    const bomb = gzip(Buffer.alloc(64 * 1024 * 1024));
+    const r = await scanLayer(Readable.from([bomb]), { digest: sha256(bomb), limits: { ratioFloor: 1024 * 1024, maxRatio: 100 } });
+    assert.match(r.reason!, /compression bomb/);
+    const escape = await layer([{ path: 'a/../../etc/shadow', content: 'x' }]);
+    assert.match((await scanLayer(Readable.from([escape]), { digest: sha256(escape) })).reason!, /escapes the layer root/);
+    const longName = await layer([{ path: 'd/'.repeat(3000) + 'f', content: 'x' }]);
+    assert.match((await scanLayer(Readable.from([longName]), { digest: sha256(longName) })).reason!, /longer than 4096/);
+    const garbage = Buffer.from('x'.repeat(2000));
+    assert.equal((await scanLayer(Readable.from([garbage]), { digest: sha256(garbage) })).state, 'unscannable');
+    const truncated = ok.subarray(0, ok.length - 10);
+    assert.equal((await scanLayer(Readable.from([truncated]), { digest: sha256(truncated) })).state, 'unscannable');
+    const badZstd = Buffer.concat([Buffer.from([0x28, 0xb5, 0x2f, 0xfd]), Buffer.alloc(100, 1)]);
+    assert.match((await scanLayer(Readable.from([badZstd]), { digest: sha256(badZstd) })).reason!, /zstd/);
+  });
+
+  it('does not read the content of ELF binaries (libraries embed self-test keys)', async () => {
+    const elf = Buffer.concat([Buffer.from([0x7f, 0x45, 0x4c, 0x46]), Buffer.from(pem('RSA'))]);
+    const t = gzip(await layer([{ path: 'usr/lib/libx.so', content: elf }]));
+    assert.equal((await scanLayer(Readable.from([t]), { digest: sha256(t) })).state, 'clean');
+  });
+});

@@ -138,6 +138,23 @@ async function preflight() {
   }
   await access(join(ROOT, 'fixtures/busybox/.build/rootfs/bin/busybox')).catch(() =>
     assert.fail('fixtures/busybox/.build is missing; run: bash scripts/setup.sh'));
+  await removeLeftovers();
+}
+
+/** Sandboxes of runs that were killed before their cleanup (older than an hour: not a parallel run's). */
+async function removeLeftovers() {
+  const filters = { label: ['svc.test=sandbox-image'] };
+  const old = (created: number | string) => Date.now() - new Date(typeof created === 'number' ? created * 1000 : created).getTime() > 3600_000;
+  for (const c of await docker.listContainers({ all: true, filters })) {
+    if (old(c.Created)) await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => {});
+  }
+  for (const v of (await docker.listVolumes({ filters })).Volumes ?? []) {
+    const created = (v as { CreatedAt?: string }).CreatedAt;
+    if (created && old(created)) await docker.getVolume(v.Name).remove().catch(() => {});
+  }
+  for (const n of await docker.listNetworks({ filters })) {
+    if (old(n.Created)) await docker.getNetwork(n.Id).remove().catch(() => {});
+  }
 }
 
 /** A network, five volumes and a sandbox container from sandboxContainerOptions, all removed after t. */

@@ -3,10 +3,11 @@
 # Debian packages, node_modules, a running host Docker engine, Redis, PostgreSQL with database svc_test,
 # the sandbox image (svc-sandbox:latest) and the fixture images.
 #
-#   bash scripts/setup.sh           full run: checks everything, installs and builds what is missing
-#   bash scripts/setup.sh --ensure  the same, quicker to print: meant for `npm test` / `npm start`
+#   bash scripts/setup.sh           checks everything, installs and builds what is missing, then runs a
+#                                   container to prove the engine works
+#   bash scripts/setup.sh --ensure  the same without that last proof (run by `npm test` / `npm start`)
 #
-# Idempotent: on a machine already set up either mode only checks (about a second). Works without a
+# Idempotent: on a machine already set up either mode only checks (about half a second). Works without a
 # terminal (CI). Concurrent runs wait for each other (lock in /run/lock).
 set -euo pipefail
 

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 
 /** Service configuration, read once from the environment (design.md, "Contracts: Operator"). */
@@ -21,6 +22,8 @@ export interface Config {
   sandboxRuntime: string;
   /** Prefix for Redis keys and BullMQ queues, so several services (or test runs) can share one Redis. */
   redisPrefix: string;
+  /** Nameservers for containers inside sandboxes (the sandbox's own 127.0.0.11 is out of their reach). */
+  sandboxDns: string[];
   /** Wakes per owner per hour that app traffic may trigger (spec 3: "within the owner's wake limits"). */
   wakesPerHour: number;
   /** Comment lines on the log stream (GET logs/stream) this often, so proxies keep it open. */
@@ -35,6 +38,18 @@ function int(name: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
   return n;
+}
+
+/** The host's own nameservers, less loopback ones (which mean nothing inside a container). */
+function hostNameservers(): string {
+  try {
+    return [...fs.readFileSync('/etc/resolv.conf', 'utf8').matchAll(/^nameserver\s+(\S+)/gm)]
+      .map((m) => m[1]!)
+      .filter((ns) => !ns.startsWith('127.') && ns !== '::1')
+      .join(',');
+  } catch {
+    return '';
+  }
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -54,6 +69,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sandboxRuntime: env.SVC_SANDBOX_RUNTIME || 'default',
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc',
     wakesPerHour: int('SVC_WAKES_PER_HOUR', 60),
+    sandboxDns: (env.SVC_SANDBOX_DNS ?? hostNameservers()).split(/[\s,]+/).filter(Boolean),
     sseHeartbeatMs: int('SVC_SSE_HEARTBEAT_MS', 15_000),
   };
 }

@@ -189,6 +189,7 @@ export class Lifecycle {
     const owner = await this.deps.store.users.get(record.owner_id);
     const env: Record<string, string> = {
       SVC_SANDBOX: record.name,
+      SVC_DNS: this.deps.config.sandboxDns.join(','),
       SVC_SSH_AUTHORIZED_KEYS: (owner?.ssh_keys ?? []).map((k) => k.key).join('\n'),
     };
     if (record.certs) {

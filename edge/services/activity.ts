@@ -11,6 +11,7 @@ import type { Logger } from '../../core/logger.ts';
  */
 export class ActivityMeter {
   private readonly last = new Map<string, number>();
+  private readonly listeners = new Map<string, () => void>();
   private readonly sweep: NodeJS.Timeout;
 
   constructor(
@@ -21,7 +22,11 @@ export class ActivityMeter {
     // Forget sandboxes that went quiet, so the map stays as small as the set of busy sandboxes.
     this.sweep = setInterval(() => {
       const cutoff = Date.now() - Math.max(intervalMs, 1000) * 10;
-      for (const [k, t] of this.last) if (t < cutoff) this.last.delete(k);
+      for (const [k, t] of this.last) {
+        if (t >= cutoff) continue;
+        this.last.delete(k);
+        this.listeners.delete(k);
+      }
     }, 30_000).unref();
   }
 
@@ -39,7 +44,12 @@ export class ActivityMeter {
 
   /** A `data` listener that touches `sandbox`; attach it to each side of a proxied connection. */
   listener(sandbox: string): () => void {
-    return () => this.touch(sandbox);
+    let fn = this.listeners.get(sandbox);
+    if (!fn) {
+      fn = () => this.touch(sandbox);
+      this.listeners.set(sandbox, fn);
+    }
+    return fn;
   }
 
   close(): void {

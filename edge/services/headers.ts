@@ -78,6 +78,19 @@ export function responseHeadersForClient(raw: string[]): string[] {
   return out;
 }
 
+/** The same for headers as an object (undici's parsed form: lowercase names, arrays for repeats). */
+export function responseHeadersObject(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const conn = headers.connection;
+  const listed = conn ? new Set((Array.isArray(conn) ? conn.join(',') : conn).split(',').map((t) => t.trim().toLowerCase())) : null;
+  const out: Record<string, string | string[]> = {};
+  for (const name in headers) {
+    const v = headers[name];
+    if (v === undefined || HOP_BY_HOP.has(name) || listed?.has(name)) continue;
+    out[name] = v;
+  }
+  return out;
+}
+
 /** `::ffff:1.2.3.4` → `1.2.3.4`. */
 export function plainIp(addr: string | undefined): string {
   if (!addr) return '';

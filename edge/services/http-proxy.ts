@@ -1,6 +1,7 @@
-import http from 'node:http';
+import type http from 'node:http';
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
+import { Agent, type Dispatcher } from 'undici';
 import type { Logger } from '../../core/logger.ts';
 import { TOO_MANY_WAKES, type AppRoute, type EdgeBackend, type ResolvedApp } from '../backend.ts';
 import {
@@ -15,7 +16,7 @@ import {
 } from '../pages/pages.ts';
 import { sendPage, writeRawPage } from '../pages/respond.ts';
 import type { ActivityMeter } from './activity.ts';
-import { hostWithoutPort, requestHeadersForApp, responseHeadersForClient, type ForwardedFor } from './headers.ts';
+import { hostWithoutPort, requestHeadersForApp, responseHeadersObject, type ForwardedFor } from './headers.ts';
 import { createEdgeHttpServer, type HttpLimits } from './http-server.ts';
 import { forwardTcp } from './tcp-forward.ts';
 import type { WakeGate } from './wake-gate.ts';
@@ -43,6 +44,8 @@ export interface AppProxyOptions {
 /** Methods Node sends with chunked framing by default; a body-less one gets `content-length: 0` instead. */
 const BODY_BY_DEFAULT = new Set(['POST', 'PUT', 'PATCH']);
 const RETRYABLE = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** Errors of a kept-alive connection that the app closed while we picked it. */
+const STALE_SOCKET = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
 
 function requestHasBody(req: http.IncomingMessage): boolean {
   if (req.headers['transfer-encoding'] !== undefined) return true;
@@ -62,9 +65,19 @@ type Decision =
 export class AppHttpProxy {
   readonly server: http.Server;
   private readonly conns = new WeakMap<object, AppConnection>();
-  private readonly agent = new http.Agent({ keepAlive: true, scheduling: 'lifo', maxFreeSockets: 64 });
+  private readonly agent: Agent;
 
   constructor(private readonly opts: AppProxyOptions) {
+    // undici keeps connections to apps alive (honouring their Keep-Alive hints) and costs about a
+    // quarter less CPU per request than node:http's client (bench/edge.ts). No response timeouts:
+    // long polls and quiet SSE streams are legitimate; only the connect is bounded.
+    this.agent = new Agent({
+      connect: { timeout: opts.connectTimeoutMs },
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      pipelining: 1,
+      keepAliveTimeout: 4_000,
+    });
     this.server = createEdgeHttpServer(opts.limits, (req, res) => {
       this.onRequest(req, res).catch((err) => {
         opts.logger.error({ err }, 'edge: app request failed');
@@ -87,7 +100,7 @@ export class AppHttpProxy {
   }
 
   close(): void {
-    this.agent.destroy();
+    this.agent.destroy().catch(() => {});
   }
 
   /** Decides what a request gets: a page, or the app. */
@@ -125,14 +138,20 @@ export class AppHttpProxy {
     return { conn, decision: { kind: 'page', page: waitingPage(conn.serverName, 'waking') } };
   }
 
+  /** @internal The activity callback for a sandbox. */
+  activityFor(sandbox: string): () => void {
+    return this.opts.activity.listener(sandbox);
+  }
+
   private forwarded(conn: AppConnection, req: http.IncomingMessage): ForwardedFor {
     return { clientIp: conn.clientIp, host: req.headers.host ?? conn.serverName, port: this.opts.publicPort };
   }
 
   /** The page for an app that could not be reached. */
-  private connectErrorPage(host: string, target: AppRoute, err: NodeJS.ErrnoException): Page {
+  private connectErrorPage(host: string, target: AppRoute, err: Error & { code?: string }): Page {
     if (err.code === 'ECONNREFUSED') return target.loopbackOnly ? loopbackOnlyPage(host, target.port) : waitingPage(host, 'starting');
-    return badGatewayPage(host, err.code === 'ETIMEDOUT' ? 'the connection timed out' : `the connection failed (${err.code ?? err.message})`);
+    const timedOut = err.code === 'ETIMEDOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT';
+    return badGatewayPage(host, timedOut ? 'the connection timed out' : `the connection failed (${err.code ?? err.message})`);
   }
 
   private async onRequest(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -151,56 +170,33 @@ export class AppHttpProxy {
     target: AppRoute,
     retried: boolean,
   ): void {
-    const onBytes = this.opts.activity.listener(sandbox);
-    onBytes();
-    const hasBody = requestHasBody(req);
+    const exchange = new Exchange(this, req, res, conn, sandbox, target, retried);
     const headers = requestHeadersForApp(req.rawHeaders, this.forwarded(conn, req));
-    if (!hasBody && BODY_BY_DEFAULT.has(req.method ?? '')) headers.push('content-length', '0');
-    const up = http.request({
-      host: target.host,
-      port: target.port,
-      method: req.method,
-      path: req.url,
-      headers: headers as unknown as http.OutgoingHttpHeaders, // a flat raw list: order, case and repeats kept
-      agent: this.agent,
-      timeout: this.opts.connectTimeoutMs,
-    });
-    let responded = false;
-    // The timeout guards the connect and the wait for the response head; once the app answers,
-    // a slow stream (SSE, long download) may be quiet as long as it likes.
-    up.once('timeout', () => {
-      if (!responded) up.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' }));
-    });
-    up.on('error', (err: NodeJS.ErrnoException) => {
-      if (responded || res.headersSent) return void res.destroy();
-      // A kept-alive connection the app closed meanwhile: safe to try once more when nothing was sent.
-      if (!retried && up.reusedSocket && err.code === 'ECONNRESET' && !hasBody && RETRYABLE.has(req.method ?? '')) {
-        return this.forward(req, res, conn, sandbox, target, true);
-      }
-      if (res.destroyed) return;
-      sendPage(req, res, this.connectErrorPage(conn.serverName, target, err));
-    });
-    up.on('response', (upRes) => {
-      responded = true;
-      up.setTimeout(0);
-      upRes.on('data', onBytes);
-      res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, responseHeadersForClient(upRes.rawHeaders));
-      // Streams without a length (SSE, chunked) must show their head at once, not with the first chunk.
-      if (upRes.headers['content-length'] === undefined) res.flushHeaders();
-      upRes.pipe(res);
-      upRes.once('close', () => {
-        if (!upRes.complete) res.destroy(); // the app died mid-answer: the client must see a cut, not an end
-      });
-    });
-    res.once('close', () => {
-      if (!res.writableFinished) up.destroy(); // the client went away: stop the app's work too
-    });
-    if (!hasBody) {
-      up.end();
-      return;
+    if (!exchange.hasBody && BODY_BY_DEFAULT.has(req.method ?? '')) headers.push('content-length', '0');
+    if (exchange.hasBody) {
+      req.on('data', exchange.onBytes);
+      req.pause(); // undici resumes the body when it starts sending it; no chunk may flow past it before
     }
-    req.on('data', onBytes);
-    req.pipe(up);
+    res.once('close', exchange.onClientGone);
+    this.agent.dispatch(
+      {
+        origin: target.host.includes(':') ? `http://[${target.host}]:${target.port}` : `http://${target.host}:${target.port}`,
+        path: req.url ?? '/',
+        method: (req.method ?? 'GET') as Dispatcher.HttpMethod,
+        headers, // a flat raw list: order, case and repeats kept
+        body: exchange.hasBody ? req : null,
+      },
+      exchange,
+    );
+  }
+
+  /** @internal Called by an Exchange whose request failed before any answer. */
+  retryOrFail(x: Exchange, err: Error & { code?: string }): void {
+    // A kept-alive connection the app closed meanwhile: safe to try once more when nothing was sent.
+    if (!x.retried && !x.hasBody && RETRYABLE.has(x.req.method ?? '') && STALE_SOCKET.has(err.code ?? '')) {
+      return this.forward(x.req, x.res, x.conn, x.sandbox, x.target, true);
+    }
+    sendPage(x.req, x.res, this.connectErrorPage(x.conn.serverName, x.target, err));
   }
 
   private async onUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
@@ -224,5 +220,71 @@ export class AppHttpProxy {
     });
     upstream.write(headText + '\r\n');
     if (head.length) upstream.write(head);
+  }
+}
+
+/**
+ * One request to an app, as undici's dispatch handler: streams the answer to the client with
+ * backpressure. A class rather than closures: nothing is allocated per request beyond it.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  readonly hasBody: boolean;
+  readonly onBytes: () => void;
+  private controller: Dispatcher.DispatchController | null = null;
+  private started = false;
+
+  constructor(
+    private readonly proxy: AppHttpProxy,
+    readonly req: http.IncomingMessage,
+    readonly res: http.ServerResponse,
+    readonly conn: AppConnection,
+    readonly sandbox: string,
+    readonly target: AppRoute,
+    readonly retried: boolean,
+  ) {
+    this.hasBody = requestHasBody(req);
+    this.onBytes = proxy.activityFor(sandbox);
+    this.onBytes();
+  }
+
+  /** The client went away before the answer was complete: stop the app's work too. */
+  readonly onClientGone = (): void => {
+    if (!this.res.writableFinished) this.controller?.abort(new Error('client went away'));
+  };
+
+  private readonly onDrain = (): void => {
+    this.controller?.resume();
+  };
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+  }
+
+  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    if (statusCode < 200) return; // 1xx: Node answered 100-continue to the client already
+    this.started = true;
+    this.res.writeHead(statusCode, statusMessage, responseHeadersObject(headers));
+    // Streams without a length (SSE, chunked) must show their head at once, not with the first chunk.
+    if (headers['content-length'] === undefined) this.res.flushHeaders();
+  }
+
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.onBytes();
+    if (!this.res.write(chunk)) {
+      c.pause(); // backpressure: the app waits for a slow client instead of filling our memory
+      this.res.once('drain', this.onDrain);
+    }
+  }
+
+  onResponseEnd(): void {
+    this.res.off('close', this.onClientGone);
+    this.res.end();
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error & { code?: string }): void {
+    this.res.off('close', this.onClientGone);
+    if (this.started || this.res.headersSent) return void this.res.destroy(); // a cut, not an end
+    if (this.res.destroyed) return;
+    this.proxy.retryOrFail(this, err);
   }
 }

@@ -1,0 +1,419 @@
+/**
+ * Edge benchmark (design.md, "Tests": figures against a baseline measured in the same run).
+ *
+ *   npx tsx bench/edge.ts [--seconds 10] [--connections 50] [--passthrough-mb 200]
+ *
+ * 1. HTTP through the edge vs straight to the app vs nginx (TLS reverse proxy to the same app):
+ *    requests/s with autocannon (N connections, keep-alive) and per-request latency (one
+ *    connection, sequential requests, measured with hrtime so sub-millisecond differences show).
+ * 2. Engine passthrough: bytes from a TLS server through `<sb>-engine.<domain>` vs a direct TLS
+ *    connection to the same server.
+ *
+ * Every server runs in its own process (app, edge, nginx with one worker); the load generator
+ * runs in this one. Traffic stays on loopback and every phase is bounded in time.
+ * Targets: added p50 < 1 ms, throughput >= 70 % of nginx, passthrough >= 90 % of direct.
+ */
+import 'reflect-metadata';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import tls from 'node:tls';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { pino } from 'pino';
+import { issueServerCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
+import type { EdgeBackend } from '../edge/backend.ts';
+import { startEdge } from '../edge/index.ts';
+
+const SELF = fileURLToPath(import.meta.url);
+const APP_HOST = 'svc-bench-web.localhost';
+const ENGINE_HOST = 'svc-bench-engine.localhost';
+const BODY = 'hello world\n';
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+}
+
+/** Children print one JSON line with their ports when ready. */
+function announce(o: object): void {
+  process.stdout.write(JSON.stringify(o) + '\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Roles run in child processes
+
+async function roleApp(dir: string): Promise<void> {
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-length': BODY.length });
+    res.end(BODY);
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  // A TLS server standing in for the inner dockerd: send N bytes on request ("N\n").
+  const blob = tls.createServer({ cert: fs.readFileSync(path.join(dir, 'engine.pem')), key: fs.readFileSync(path.join(dir, 'engine-key.pem')) }, (s) => {
+    s.once('data', (line: Buffer) => {
+      let left = Number(line.toString().trim());
+      const chunk = Buffer.alloc(64 * 1024, 'z');
+      Readable.from(
+        (function* () {
+          while (left > 0) {
+            const n = Math.min(left, chunk.length);
+            left -= n;
+            yield n === chunk.length ? chunk : chunk.subarray(0, n);
+          }
+        })(),
+      ).pipe(s);
+    });
+    s.on('error', () => {});
+  });
+  await new Promise<void>((r) => blob.listen(0, '127.0.0.1', r));
+  announce({ http: (server.address() as net.AddressInfo).port, blob: (blob.address() as net.AddressInfo).port, pid: process.pid });
+}
+
+async function roleEdge(dir: string, appPort: number, blobPort: number): Promise<void> {
+  const backend: EdgeBackend = {
+    resolveApp: async (label) =>
+      label === 'svc-bench-web' ? { sandbox: 'svc-bench', status: 'running', target: { sandbox: 'svc-bench', host: '127.0.0.1', port: appPort } } : null,
+    resolveSandbox: async (name) => (name === 'svc-bench' ? { status: 'running', address: '127.0.0.1' } : null),
+    requestWake: async () => {},
+    recordActivity: () => {},
+  };
+  const edge = await startEdge({
+    config: { domain: 'localhost', httpsPort: 0, httpPort: 0, dataDir: dir, tlsCertFile: undefined, tlsKeyFile: undefined },
+    backend,
+    logger: pino({ level: 'silent' }),
+    host: '127.0.0.1',
+    sandboxPorts: { engine: blobPort },
+  });
+  process.on('SIGTERM', () => process.exit(0)); // a clean exit writes the --cpu-prof profile
+  announce({ https: edge.httpsPort, pid: process.pid });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Orchestration
+
+const children: ChildProcess[] = [];
+
+function child(cmd: string, args: string[], waitForJson: boolean): Promise<Record<string, number>> {
+  const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(p);
+  if (!waitForJson) return Promise.resolve({});
+  return new Promise((resolve, reject) => {
+    let out = '';
+    p.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const nl = out.indexOf('\n');
+      if (nl >= 0) resolve(JSON.parse(out.slice(0, nl)));
+    });
+    p.once('exit', (code) => reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}`)));
+  });
+}
+
+function tsxChild(...args: string[]) {
+  return child(process.execPath, [...nodeFlags(args), '--import', 'tsx', SELF, ...args], true);
+}
+
+/** `--profile DIR` profiles the edge process (node --cpu-prof). */
+function nodeFlags(args: string[]): string[] {
+  const i = process.argv.indexOf('--profile');
+  if (i < 0 || args[1] !== 'edge') return [];
+  return ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.argv[i + 1])}`];
+}
+
+async function waitForPort(port: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const ok = await new Promise<boolean>((r) => {
+      const s = net.connect(port, '127.0.0.1', () => {
+        s.destroy();
+        r(true);
+      });
+      s.on('error', () => r(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+function ensureNginx(): string | null {
+  const which = spawnSync('sh', ['-c', 'command -v nginx || ls /usr/sbin/nginx 2>/dev/null'], { encoding: 'utf8' }).stdout.trim().split('\n')[0];
+  if (which) return which;
+  console.log('# nginx missing: apt-get install -y nginx-light');
+  const r = spawnSync('sh', ['-c', 'apt-get install -y -qq nginx-light >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nginx-light >/dev/null 2>&1)'], { stdio: 'inherit' });
+  if (r.status !== 0) return null;
+  return fs.existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : null;
+}
+
+async function startNginx(bin: string, dir: string, appPort: number): Promise<{ port: number; pid: number }> {
+  const port = await freePort();
+  const prefix = path.join(dir, 'nginx');
+  fs.mkdirSync(path.join(prefix, 'logs'), { recursive: true });
+  const conf = `
+worker_processes 1;
+daemon off;
+${process.getuid?.() === 0 ? 'user root;' : ''}
+pid ${prefix}/nginx.pid;
+error_log ${prefix}/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
+  fastcgi_temp_path ${prefix}/fastcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
+  upstream app { server 127.0.0.1:${appPort}; keepalive 128; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:${port} ssl;
+    server_name ${APP_HOST};
+    ssl_certificate ${dir}/web.pem;
+    ssl_certificate_key ${dir}/web-key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    keepalive_requests 1000000;
+    location / {
+      proxy_pass http://app;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $host;
+      proxy_set_header X-Forwarded-For $remote_addr;
+      proxy_set_header X-Forwarded-Proto https;
+    }
+  }
+}
+`;
+  const file = path.join(prefix, 'nginx.conf');
+  fs.writeFileSync(file, conf);
+  await child(bin, ['-p', prefix, '-c', file], false);
+  await waitForPort(port);
+  return { port, pid: children[children.length - 1].pid! };
+}
+
+interface Target {
+  name: string;
+  port: number;
+  tls: boolean;
+  /** Processes doing the serving, for CPU time per request (Linux /proc). */
+  pids: () => number[];
+}
+
+/** utime + stime of the processes, in ms (clock ticks are 10 ms). */
+function cpuMs(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      /* gone */
+    }
+  }
+  return ticks * 10;
+}
+
+function childPids(pid: number): number[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+async function throughput(t: Target, seconds: number, connections: number) {
+  const pids = t.pids();
+  const cpu0 = cpuMs(pids);
+  const r = await autocannon({
+    url: `${t.tls ? 'https' : 'http'}://127.0.0.1:${t.port}/`,
+    connections,
+    duration: seconds,
+    headers: { host: APP_HOST },
+    ...(t.tls ? { servername: APP_HOST } : {}),
+  } as autocannon.Options);
+  const cpuUsPerReq = ((cpuMs(pids) - cpu0) * 1000) / Math.max(1, r.requests.total);
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx, cpuUsPerReq };
+}
+
+/** One request, to check that a target really reaches the app (and not, say, a waiting page). */
+function fetchOnce(t: Target): Promise<string> {
+  const mod = t.tls ? https : http;
+  return new Promise((resolve, reject) => {
+    mod
+      .get({ host: '127.0.0.1', port: t.port, path: '/', headers: { host: APP_HOST }, servername: APP_HOST, rejectUnauthorized: false, agent: false }, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve(body));
+      })
+      .on('error', reject);
+  });
+}
+
+/** One keep-alive connection, sequential requests: per-request latency in microseconds. */
+async function latency(t: Target, seconds: number) {
+  const agent = t.tls ? new https.Agent({ keepAlive: true, maxSockets: 1, rejectUnauthorized: false, servername: APP_HOST }) : new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const mod = t.tls ? https : http;
+  const one = () =>
+    new Promise<number>((resolve, reject) => {
+      const t0 = process.hrtime.bigint();
+      mod
+        .get({ host: '127.0.0.1', port: t.port, path: '/', agent, headers: { host: APP_HOST } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(Number(process.hrtime.bigint() - t0) / 1000));
+        })
+        .on('error', reject);
+    });
+  for (let i = 0; i < 200; i++) await one(); // warm-up (JIT, TLS session, upstream keep-alive)
+  const samples: number[] = [];
+  const end = Date.now() + seconds * 1000;
+  while (Date.now() < end) samples.push(await one());
+  agent.destroy();
+  samples.sort((a, b) => a - b);
+  const q = (p: number) => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))];
+  return { n: samples.length, p50: q(0.5), p99: q(0.99) };
+}
+
+async function download(port: number, bytes: number, ca: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    let got = 0;
+    const s = tls.connect({ host: '127.0.0.1', port, servername: ENGINE_HOST, ca }, () => s.write(`${bytes}\n`));
+    s.on('data', (c: Buffer) => (got += c.length));
+    s.on('end', () => {
+      s.destroy();
+      if (got !== bytes) return reject(new Error(`got ${got} of ${bytes} bytes`));
+      resolve((bytes / (1024 * 1024)) / (Number(process.hrtime.bigint() - t0) / 1e9));
+    });
+    s.on('error', reject);
+  });
+}
+
+async function main(): Promise<void> {
+  const seconds = arg('seconds', 10);
+  const connections = arg('connections', 50);
+  const passMb = arg('passthrough-mb', 200);
+  const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : null;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-edge-'));
+  const cleanup = () => {
+    for (const c of children) c.kill('SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+  process.on('SIGINT', () => {
+    cleanup();
+    process.exit(130);
+  });
+  try {
+    // Certificates: one CA; the edge makes its own from it, nginx and the engine stand-in get theirs.
+    const ca = await loadOrCreateServiceCa(dir, 'localhost');
+    for (const [file, name] of [['web', APP_HOST], ['engine', ENGINE_HOST]] as const) {
+      const c = await issueServerCert(ca, [name]);
+      fs.writeFileSync(path.join(dir, `${file}.pem`), c.certPem + ca.certPem);
+      fs.writeFileSync(path.join(dir, `${file}-key.pem`), c.keyPem, { mode: 0o600 });
+    }
+    const app = await tsxChild('--role', 'app', dir);
+    const edge = await tsxChild('--role', 'edge', dir, String(app.http), String(app.blob));
+    const nginxBin = ensureNginx();
+    const nginx = nginxBin ? await startNginx(nginxBin, dir, app.http) : null;
+
+    console.log(`# edge bench: ${os.cpus().length} CPUs, node ${process.version}, ${seconds} s per load run, ${connections} connections`);
+    const targets: Target[] = [
+      { name: 'direct (plain HTTP)', port: app.http, tls: false, pids: () => [app.pid] },
+      { name: 'edge (TLS)', port: edge.https, tls: true, pids: () => [edge.pid] },
+      ...(nginx ? [{ name: 'nginx (TLS)', port: nginx.port, tls: true, pids: () => [nginx.pid, ...childPids(nginx.pid)] }] : []),
+    ];
+    const pick = process.argv.includes('--targets') ? process.argv[process.argv.indexOf('--targets') + 1].split(',') : null;
+    if (pick) targets.splice(0, targets.length, ...targets.filter((t) => pick.some((p) => t.name.startsWith(p))));
+    if (process.argv.includes('--verbose')) console.log(`# pids: app ${app.pid}, edge ${edge.pid}${nginx ? `, nginx ${nginx.pid}` : ''}`);
+    for (const t of targets) {
+      const body = await fetchOnce(t);
+      if (body !== BODY) throw new Error(`${t.name} answered ${JSON.stringify(body.slice(0, 80))} instead of the app`);
+    }
+    type Result = { rps: number; p50: number; p99: number; errors: number; cpuUsPerReq: number; lat: { n: number; p50: number; p99: number } };
+    const results: Record<string, Result> = {};
+    // Rounds interleave the targets, so a burst of load from elsewhere hits them alike; medians kept.
+    const httpRounds = arg('http-rounds', 1);
+    const runs: Record<string, Result[]> = {};
+    for (let round = 0; round < httpRounds; round++) {
+      for (const t of only === 'passthrough' ? [] : targets) {
+        const lat = await latency(t, Math.max(3, Math.floor(seconds / 2)));
+        const thr = await throughput(t, seconds, connections);
+        (runs[t.name] ??= []).push({ ...thr, lat });
+      }
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    for (const [name, rs] of Object.entries(runs)) {
+      const r: Result = {
+        rps: median(rs.map((x) => x.rps)),
+        p50: median(rs.map((x) => x.p50)),
+        p99: median(rs.map((x) => x.p99)),
+        errors: rs.reduce((a, x) => a + x.errors, 0),
+        cpuUsPerReq: median(rs.map((x) => x.cpuUsPerReq)),
+        lat: { n: median(rs.map((x) => x.lat.n)), p50: median(rs.map((x) => x.lat.p50)), p99: median(rs.map((x) => x.lat.p99)) },
+      };
+      results[name] = r;
+      console.log(
+        `${name.padEnd(20)} ${r.rps.toFixed(0).padStart(7)} req/s, ${r.cpuUsPerReq.toFixed(0).padStart(4)} us CPU/req  (under load p50 ${r.p50} ms, p99 ${r.p99} ms, errors ${r.errors})` +
+          `   1 conn: p50 ${r.lat.p50.toFixed(0)} us, p99 ${r.lat.p99.toFixed(0)} us`,
+      );
+    }
+
+    // Passthrough throughput: alternate direct and edge rounds after a warm-up of each, keep the
+    // best of each (the first transfers on a fresh process run well below speed: JIT, TCP windows).
+    let direct = 0;
+    let through = 0;
+    const rounds = arg('rounds', 4);
+    if (only !== 'http') {
+      const mb = passMb * 1024 * 1024;
+      await download(app.blob, mb, ca.certPem);
+      await download(edge.https, mb, ca.certPem);
+      for (let i = 0; i < rounds; i++) {
+        direct = Math.max(direct, await download(app.blob, mb, ca.certPem));
+        through = Math.max(through, await download(edge.https, mb, ca.certPem));
+      }
+      console.log(`passthrough ${passMb} MB: direct TLS ${direct.toFixed(0)} MB/s, through the edge ${through.toFixed(0)} MB/s (best of ${rounds} after a warm-up)`);
+    }
+
+    console.log('');
+    if (only !== 'passthrough' && !pick) {
+      const d = results['direct (plain HTTP)'];
+      const e = results['edge (TLS)'];
+      const n = results['nginx (TLS)'] ?? null;
+      const addedP50 = (e.lat.p50 - d.lat.p50) / 1000;
+      console.log(`added p50 latency (edge - direct, 1 connection): ${addedP50.toFixed(3)} ms   target < 1 ms: ${addedP50 < 1 ? 'ok' : 'MISSED'}`);
+      if (n) {
+        const ratio = e.rps / n.rps;
+        console.log(`added p50 latency (nginx - direct, 1 connection): ${((n.lat.p50 - d.lat.p50) / 1000).toFixed(3)} ms`);
+        console.log(`throughput edge / nginx: ${(ratio * 100).toFixed(0)} %   target >= 70 %: ${ratio >= 0.7 ? 'ok' : 'MISSED'}`);
+        console.log(`CPU per request nginx / edge: ${((n.cpuUsPerReq / e.cpuUsPerReq) * 100).toFixed(0)} % (the same figure measured by CPU time, less sensitive to other load on the machine)`);
+      } else {
+        console.log('throughput edge / nginx: nginx not available');
+      }
+      console.log(`throughput edge / direct: ${((e.rps / d.rps) * 100).toFixed(0)} %`);
+    }
+    if (only !== 'http') {
+      const pr = through / direct;
+      console.log(`passthrough edge / direct: ${(pr * 100).toFixed(0)} %   target >= 90 %: ${pr >= 0.9 ? 'ok' : 'MISSED'}`);
+    }
+  } finally {
+    cleanup();
+  }
+}
+
+const role = process.argv.indexOf('--role');
+if (role > 0) {
+  const [name, ...rest] = process.argv.slice(role + 1);
+  if (name === 'app') await roleApp(rest[0]);
+  else if (name === 'edge') await roleEdge(rest[0], Number(rest[1]), Number(rest[2]));
+  else throw new Error(`unknown role ${name}`);
+} else {
+  await main();
+}

@@ -1,0 +1,12 @@
+import autocannon from 'autocannon';
+import { startApp, startTestEdge, TestBackend } from './helpers.ts';
+const conns = new Set<number>();
+let closes = 0;
+const app = await startApp((req, res) => { conns.add(req.socket.remotePort!); res.writeHead(200, { 'content-length': 12 }); res.end('hello world\n'); });
+app.server.on('connection', (s) => s.on('close', () => closes++));
+const backend = new TestBackend();
+backend.addApp('svc-b-web', 'svc-b', { host: '127.0.0.1', port: app.port });
+const e = await startTestEdge(backend);
+const r = await autocannon({ url: `https://127.0.0.1:${e.port}/`, connections: Number(process.argv[2] ?? 50), amount: 3000, headers: { host: 'svc-b-web.localhost' }, servername: 'svc-b-web.localhost' } as autocannon.Options);
+console.log('requests', r.requests.total, 'non2xx', r.non2xx, 'app connections', conns.size, 'closed', closes);
+await e.close(); await app.close();

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { Transform, type Readable } from 'node:stream';
+import { PassThrough, Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { errors } from '../core/errors.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
 import type { ExecResult, SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
 import { leafName, parseSandboxPath, type SandboxPath } from './paths.ts';
 import * as scripts from './scripts.ts';
+import { fileHeader, fileTrailer } from './tar-header.ts';
 
 /** Spec 8: text reads are UTF-8 up to 1 MB. */
 export const MAX_TEXT_BYTES = 1024 * 1024;
@@ -55,23 +56,33 @@ export class SandboxFiles {
     return { path: p.path, entries };
   }
 
-  /** A file's bytes, or a folder as a tar stream; nothing is read before the caller consumes it. */
+  /**
+   * A file's bytes, or a folder as a tar stream, through the engine's archive API (what
+   * `docker cp` uses): the path is checked and resolved in the sandbox first, then read at its
+   * real location; a file's tar entry must still be that regular file of that size.
+   */
   async download(sandbox: string, path: string | undefined): Promise<Download> {
     const p = parseSandboxPath(path);
-    await this.ensureRunning(sandbox);
-    const proc = await this.start(sandbox, [scripts.DOWNLOAD, p.root, p.path]);
-    const header = await readHeader(proc.stdout);
-    if (header === null) {
-      const result = await proc.done;
-      throw this.failure(result, p);
-    }
+    const { stdout } = await this.run(sandbox, p, scripts.LOCATE, [p.path]);
+    const text = stdout.toString('utf8');
+    const nl = text.indexOf('\n');
+    const [head, real] = [text.slice(0, nl), text.slice(nl + 1)];
     const name = p.parts.at(-1) ?? p.root.split('/').filter(Boolean).at(-1)!;
-    proc.done.then((r) => {
-      if (r.exitCode !== 0 && r.exitCode !== 1) proc.stdout.destroy(new Error(`download ended with exit code ${r.exitCode}: ${r.stderr}`));
-    }, () => undefined);
-    this.lifecycle.recordActivity(sandbox);
-    if (header.startsWith('F ')) return { kind: 'file', name, size: Number(header.slice(2)), stream: proc.stdout };
-    return { kind: 'folder', name, stream: proc.stdout };
+    const tar = await this.archive(sandbox, p, real);
+    if (head === 'D') return { kind: 'folder', name, stream: tar };
+    const size = Number(head.slice(2));
+    return { kind: 'file', name, size, stream: await fileFromTar(tar, size, p.path) };
+  }
+
+  private async archive(sandbox: string, p: SandboxPath, real: string): Promise<Readable> {
+    try {
+      return await this.exec.getArchive(sandbox, real);
+    } catch (err) {
+      const code = (err as { statusCode?: number }).statusCode;
+      if (code === 404) throw new errors.FileNotFound(p.path);
+      if (code === 409) throw notRunning(sandbox, 'exited');
+      throw err;
+    }
   }
 
   async readText(sandbox: string, path: string | undefined): Promise<{ path: string; text: string }> {
@@ -98,6 +109,7 @@ export class SandboxFiles {
     await this.ensureRunning(sandbox);
     const dir = parentOf(p);
     const tmp = `.svc-upload-${randomBytes(8).toString('hex')}`;
+    if (declaredLength !== undefined) return this.uploadArchive(sandbox, p, dir, name, tmp, body, declaredLength);
     const proc = await this.start(sandbox, [scripts.UPLOAD_WRITE, p.root, dir, name, tmp], true);
     const out: Buffer[] = [];
     proc.stdout.on('data', (c: Buffer) => out.push(c));
@@ -144,6 +156,44 @@ export class SandboxFiles {
     if (committed.exitCode !== 0) throw this.failure(committed, p);
     this.lifecycle.recordActivity(sandbox);
     return { path: p.path, size: received };
+  }
+
+  /**
+   * An upload of known length goes to the archive API (what `docker cp` uses) as a one-file tar
+   * built on the fly, into the folder's real path checked just before; then the commit script
+   * checks the size and renames it over the target.
+   */
+  private async uploadArchive(sandbox: string, p: SandboxPath, dir: string, name: string, tmp: string, body: Readable, length: number) {
+    const { stdout } = await this.run(sandbox, p, scripts.UPLOAD_PREPARE, [dir, name]);
+    const real = stdout.toString('utf8');
+    let received = 0;
+    async function* tar() {
+      yield fileHeader(tmp, length);
+      for await (const chunk of body) {
+        received += (chunk as Buffer).length;
+        yield chunk as Buffer;
+      }
+      if (received !== length) throw new errors.UploadIncomplete(received, length);
+      yield fileTrailer(length);
+    }
+    try {
+      await this.exec.putArchive(sandbox, real, tar(), 512 + length + fileTrailer(length).length);
+    } catch (err) {
+      await this.execQuiet(sandbox, [scripts.UPLOAD_ABORT, p.root, dir, tmp]);
+      // the engine may still be writing what it got: sweep once more when it has stopped
+      setTimeout(() => void this.execQuiet(sandbox, [scripts.UPLOAD_ABORT, p.root, dir, tmp]), 2_000).unref();
+      if (err instanceof errors.UploadIncomplete || (received < length && !(err as { statusCode?: number }).statusCode)) throw new errors.UploadIncomplete(received, length);
+      const code = (err as { statusCode?: number }).statusCode;
+      if (code === 404) throw new errors.FileNotFound(p.path);
+      if (code === 409) throw notRunning(sandbox, 'exited');
+      throw new errors.FileOperationFailed((err as Error).message);
+    }
+    const commit = await this.start(sandbox, [scripts.UPLOAD_COMMIT, p.root, dir, name, tmp, String(length)]);
+    commit.stdout.resume();
+    const committed = await commit.done;
+    if (committed.exitCode !== 0) throw this.failure(committed, p);
+    this.lifecycle.recordActivity(sandbox);
+    return { path: p.path, size: length };
   }
 
   async mkdir(sandbox: string, path: string | undefined): Promise<{ path: string }> {
@@ -223,36 +273,65 @@ export function notRunning(sandbox: string, status: string): Error {
   return new errors.SandboxNotRunning(sandbox, state, sandbox);
 }
 
-/** Reads the first line of a download (`F <size>` or `D`) and leaves the rest in the stream. */
-function readHeader(stream: Readable): Promise<string | null> {
+/**
+ * The content of the single regular file in an archive-API tar, as a plain Node stream: a small
+ * state machine over the tar's 512-byte headers (PAX and GNU long-name records are skipped), the
+ * content passed on as slices of the engine's chunks. Anything else there (a link that replaced
+ * the file meanwhile, another size) is refused.
+ */
+function fileFromTar(tar: Readable, size: number, path: string): Promise<Readable> {
   return new Promise((resolve, reject) => {
-    let buf = Buffer.alloc(0);
-    const onReadable = () => {
-      let chunk: Buffer | null;
-      while ((chunk = stream.read() as Buffer | null) !== null) {
-        buf = Buffer.concat([buf, chunk]);
-        const nl = buf.indexOf(10);
-        if (nl >= 0) {
-          cleanup();
-          const rest = buf.subarray(nl + 1);
-          if (rest.length) stream.unshift(rest);
-          return resolve(buf.subarray(0, nl).toString('utf8'));
+    const out = new PassThrough({ highWaterMark: 256 * 1024 });
+    let header = Buffer.alloc(0);
+    let skip = 0;
+    let remaining = -1; // bytes of content still to pass on; -1 while reading headers
+    let started = false;
+    const fail = (err: Error) => {
+      tar.destroy();
+      if (started) out.destroy(err);
+      else reject(err);
+    };
+    const onData = (chunk: Buffer) => {
+      let at = 0;
+      while (at < chunk.length) {
+        if (remaining > 0) {
+          const take = Math.min(remaining, chunk.length - at);
+          remaining -= take;
+          const ok = out.write(chunk.subarray(at, at + take));
+          at += take;
+          if (remaining === 0) { tar.off('data', onData); tar.destroy(); out.end(); return; }
+          if (!ok) { tar.pause(); out.once('drain', () => tar.resume()); }
+          continue;
         }
-        if (buf.length > 64) {
-          cleanup();
-          return reject(new errors.FileOperationFailed('unexpected output from the sandbox'));
+        if (skip > 0) {
+          const take = Math.min(skip, chunk.length - at);
+          skip -= take;
+          at += take;
+          continue;
         }
+        const take = Math.min(512 - header.length, chunk.length - at);
+        header = Buffer.concat([header, chunk.subarray(at, at + take)]);
+        at += take;
+        if (header.length < 512) continue;
+        const type = String.fromCharCode(header[156]!);
+        const entrySize = parseInt(header.toString('ascii', 124, 136).replace(/\0.*$/, '').trim() || '0', 8);
+        header = Buffer.alloc(0);
+        if (type === 'x' || type === 'g' || type === 'L' || type === 'K') {
+          skip = Math.ceil(entrySize / 512) * 512;
+          continue;
+        }
+        if ((type !== '0' && type !== '\0') || entrySize !== size) {
+          return fail(new errors.FileOperationFailed(`${path} changed while it was being read; try again`));
+        }
+        started = true;
+        resolve(out);
+        if (size === 0) { tar.off('data', onData); tar.destroy(); out.end(); return; }
+        remaining = size;
       }
     };
-    const onEnd = () => { cleanup(); resolve(null); };
-    const onError = (err: Error) => { cleanup(); reject(err); };
-    const cleanup = () => {
-      stream.off('readable', onReadable);
-      stream.off('end', onEnd);
-      stream.off('error', onError);
-    };
-    stream.on('readable', onReadable);
-    stream.on('end', onEnd);
-    stream.on('error', onError);
+    tar.on('data', onData);
+    tar.on('error', (err: Error) => fail(err));
+    tar.on('end', () => { if (!started) reject(new errors.FileNotFound(path)); else if (remaining > 0) out.destroy(new Error('the archive ended early')); });
+    out.on('close', () => { if (!out.writableFinished) tar.destroy(); });
   });
 }

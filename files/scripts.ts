@@ -6,7 +6,9 @@
  *   a symbolic link that leads out of it is refused, never followed;
  * - writes and deletes first `cd -P` into the resolved parent folder (pinning it) and then act on
  *   `./<name>`: `rm` and `mv` act on a link itself, not on what it points to;
- * - folder tars name the folder as the command-line argument; GNU tar stores links as links.
+ * - downloads and known-length uploads then go through the engine's archive API (what `docker cp`
+ *   uses) at the real path printed by LOCATE / UPLOAD_PREPARE; the engine resolves it inside the
+ *   container, and stores links in a tar as links.
  *
  * Arguments are passed as separate argv entries, never spliced into the script. Exit codes:
  * 10 not found, 11 leads outside $ROOT, 12 not a folder, 13 is a folder, 14 not a regular file,
@@ -40,21 +42,6 @@ enter "$1"
 exec find . -mindepth 1 -maxdepth 1 -printf '%y\t%s\t%T@\t%P\0'
 `);
 
-/** Args: ROOT PATH. Prints `F <size>\n` then the file, or `D\n` then a tar of the folder. */
-export const DOWNLOAD = script(String.raw`
-resolve "$1"
-if [ -d "$t" ]; then
-  cd -P -- "$t/.." || fail 10 "$1"
-  printf 'D\n'
-  exec tar -cf - -- "$(basename -- "$t")"
-elif [ -f "$t" ]; then
-  s=$(stat -c %s -- "$t") || fail 10 "$1"
-  printf 'F %s\n' "$s"
-  exec head -c "$s" -- "$t"
-fi
-fail 14 "$1"
-`);
-
 /** Args: ROOT PATH MAX. Prints at most MAX+1 bytes of the file. */
 export const READ_TEXT = script(String.raw`
 resolve "$1"
@@ -75,10 +62,27 @@ cat > "./$3" || { rm -f -- "./$3"; fail 16 "writing $3 failed"; }
 stat -c %s -- "./$3"
 `);
 
-/** Args: ROOT DIR NAME TMP. Gives TMP to root, mode 0644, and renames it over NAME. */
+/** Args: ROOT PATH. Prints `F <size>\n<real path>` or `D\n<real path>` for the archive API. */
+export const LOCATE = script(String.raw`
+resolve "$1"
+if [ -d "$t" ]; then printf 'D\n%s' "$t"; exit 0; fi
+[ -f "$t" ] || fail 14 "$1"
+s=$(stat -c %s -- "$t") || fail 10 "$1"
+printf 'F %s\n%s' "$s" "$t"
+`);
+
+/** Args: ROOT DIR NAME. Checks where an upload goes and prints that folder's real path. */
+export const UPLOAD_PREPARE = script(String.raw`
+enter "$1"
+if [ -d "./$2" ] && [ ! -L "./$2" ]; then fail 13 "$2"; fi
+printf '%s' "$(pwd -P)"
+`);
+
+/** Args: ROOT DIR NAME TMP [SIZE]. Gives TMP to root, mode 0644, and renames it over NAME. */
 export const UPLOAD_COMMIT = script(String.raw`
 enter "$1"
 { [ -f "./$3" ] && [ ! -L "./$3" ]; } || fail 16 "the uploaded data is gone"
+if [ $# -ge 4 ] && [ "$(stat -c %s -- "./$3")" != "$4" ]; then rm -f -- "./$3"; fail 16 "the upload arrived incomplete"; fi
 if [ -d "./$2" ] && [ ! -L "./$2" ]; then rm -f -- "./$3"; fail 13 "$2"; fi
 chown 0:0 -- "./$3" && chmod 0644 -- "./$3" && mv -f -T -- "./$3" "./$2" || { rm -f -- "./$3"; fail 16 "renaming the upload failed"; }
 `);

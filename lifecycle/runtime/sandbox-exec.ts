@@ -1,9 +1,14 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import https from 'node:https';
 import { PassThrough, Writable, type Duplex, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import { resourceNames } from '../names.ts';
 
 /** Most of a failed command's stderr that is kept for its error message. */
 const STDERR_LIMIT = 64 * 1024;
+/** Archive uploads are written in pieces of about this size. */
+const PUT_BATCH = 1024 * 1024;
 
 export interface ExecResult {
   exitCode: number;
@@ -53,6 +58,68 @@ export class SandboxExec {
     return { stdout, stdin: opts.stdin ? halfCloser(socket) : undefined, done };
   }
 
+  /**
+   * A tar stream of `path` from the engine's archive API (what `docker cp` reads): the engine
+   * resolves the path inside the container, never on the host. Callers check the path first.
+   */
+  async getArchive(sandbox: string, path: string): Promise<Readable> {
+    return (await this.docker.getContainer(resourceNames(sandbox).container).getArchive({ path })) as unknown as Readable;
+  }
+
+  /**
+   * Extracts a tar of known length into folder `dir` of the container through the archive API.
+   * Sent with its length and in writes of up to 1 MB: dockerode's chunked 64 KB writes run at
+   * half the speed of `docker cp`; this runs at its speed, in the same flat memory.
+   */
+  async putArchive(sandbox: string, dir: string, tar: AsyncIterable<Buffer>, length: number): Promise<void> {
+    const modem = this.docker.modem as unknown as { socketPath?: unknown; getSocketPath(): Promise<string | undefined>; host?: string; port?: number; protocol?: string; ca?: string; cert?: string; key?: string };
+    const socketPath = modem.socketPath ? await modem.getSocketPath() : undefined;
+    const path = `/containers/${encodeURIComponent(resourceNames(sandbox).container)}/archive?path=${encodeURIComponent(dir)}&noOverwriteDirNonDir=true`;
+    const options: http.RequestOptions & https.RequestOptions = {
+      method: 'PUT', path,
+      headers: { 'content-type': 'application/x-tar', 'content-length': String(length) },
+      ...(socketPath ? { socketPath } : { host: modem.host, port: modem.port, ca: modem.ca, cert: modem.cert, key: modem.key }),
+    };
+    const req = (modem.protocol === 'https' ? https : http).request(options);
+    const response = new Promise<void>((resolve, reject) => {
+      req.on('response', (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => { if (body.length < 4096) body += c.toString('utf8'); });
+        res.on('end', () => {
+          if (res.statusCode === 200) return resolve();
+          let message = body.trim();
+          try { message = (JSON.parse(body) as { message?: string }).message ?? message; } catch { /* not JSON */ }
+          reject(Object.assign(new Error(`(HTTP code ${res.statusCode}) ${message}`), { statusCode: res.statusCode }));
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+    });
+    response.catch(() => undefined);
+    try {
+      let batch: Buffer[] = [];
+      let batched = 0;
+      const send = async () => {
+        if (!batched) return;
+        const data = batch.length === 1 ? batch[0]! : Buffer.concat(batch, batched);
+        batch = [];
+        batched = 0;
+        if (!req.write(data)) await Promise.race([once(req, 'drain'), response]);
+      };
+      for await (const chunk of tar) {
+        batch.push(chunk);
+        batched += chunk.length;
+        if (batched >= PUT_BATCH) await send();
+      }
+      await send();
+      req.end();
+    } catch (err) {
+      req.destroy(err as Error);
+      throw err;
+    }
+    await response;
+  }
+
   /** Runs a command to its end and collects its (small) stdout. */
   async run(sandbox: string, cmd: string[], input?: Buffer | string): Promise<ExecResult & { stdout: Buffer }> {
     const proc = await this.start(sandbox, cmd, { stdin: input !== undefined });
@@ -70,7 +137,12 @@ export class SandboxExec {
  */
 function demux(source: Duplex, stdout: PassThrough, onStderr: (chunk: Buffer) => void): Promise<void> {
   return new Promise((resolve, reject) => {
-    let pending: Buffer = Buffer.alloc(0);
+    // A small state machine over the chunks as they come: payloads are passed on as slices of
+    // the chunks, never copied, so a download costs no more than the bytes themselves.
+    const header = Buffer.alloc(8);
+    let headerFill = 0;
+    let kind = 0;
+    let remaining = 0;
     let settled = false;
     const finish = (err?: Error) => {
       if (settled) return;
@@ -84,14 +156,24 @@ function demux(source: Duplex, stdout: PassThrough, onStderr: (chunk: Buffer) =>
       }
     };
     source.on('data', (chunk: Buffer) => {
-      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+      let at = 0;
       let blocked = false;
-      while (pending.length >= 8) {
-        const size = pending.readUInt32BE(4);
-        if (pending.length < 8 + size) break;
-        const kind = pending[0];
-        const payload = pending.subarray(8, 8 + size);
-        pending = pending.subarray(8 + size);
+      while (at < chunk.length) {
+        if (remaining === 0) {
+          const take = Math.min(8 - headerFill, chunk.length - at);
+          chunk.copy(header, headerFill, at, at + take);
+          headerFill += take;
+          at += take;
+          if (headerFill < 8) break;
+          headerFill = 0;
+          kind = header[0]!;
+          remaining = header.readUInt32BE(4);
+          continue;
+        }
+        const take = Math.min(remaining, chunk.length - at);
+        const payload = chunk.subarray(at, at + take);
+        at += take;
+        remaining -= take;
         if (kind === 2) onStderr(payload);
         else if (kind === 1 && !stdout.write(payload)) blocked = true;
       }

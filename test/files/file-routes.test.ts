@@ -88,9 +88,15 @@ describe('file routes on a real sandbox', () => {
     const file = path.join(tmp, 'big.bin');
     fs.writeFileSync(file, randomBytes(50 * MB));
     const sha = createHash('sha256').update(fs.readFileSync(file)).digest('hex');
-    const up = await put('/root/big.bin', Readable.toWeb(fs.createReadStream(file)) as unknown as BodyInit);
-    assert.equal(up.status, 200, await up.text());
+    // chunked (no length up front: streamed through a command in the sandbox) and with a length
+    // (streamed through the engine's archive API as a one-file tar)
+    const chunked = await put('/root/big.bin', Readable.toWeb(fs.createReadStream(file)) as unknown as BodyInit);
+    assert.equal(chunked.status, 200, await chunked.text());
     assert.equal((await inSandbox('sha256sum /root/big.bin')).split(' ')[0], sha);
+    await inSandbox('rm /root/big.bin');
+    const sized = await put('/root/big.bin', fs.readFileSync(file));
+    assert.equal(sized.status, 200, await sized.text());
+    assert.equal((await inSandbox('sha256sum /root/big.bin && stat -c "%U:%G %a" /root/big.bin')).replace(/ +\/root\/big.bin/, ''), `${sha}\nroot:root 644\n`);
     const down = await raw('GET', files(`/content?path=${enc('/root/big.bin')}`));
     assert.equal(down.status, 200);
     assert.equal(down.headers.get('content-length'), String(50 * MB));

@@ -117,6 +117,12 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
     internalRewriteLocationHeader: false,
     undici: { connections: 64, pipelining: 1, headersTimeout: 300_000, bodyTimeout: 300_000 },
     replyOptions: {
+      // `Expect: 100-continue` (curl sends it for large bodies) was answered by our server already;
+      // undici refuses to forward it.
+      rewriteRequestHeaders: (_request, headers) => {
+        delete headers.expect;
+        return headers;
+      },
       rewriteHeaders: (headers) => {
         // An operator's upstream may answer absolute Locations naming itself: keep clients on the front.
         const location = headers.location;

@@ -1,0 +1,212 @@
+/**
+ * bench/registry: the registry front and the scanner against baselines measured in the same run.
+ *
+ *  1. push and pull of a 200 MB blob through the front (edge TLS → front → upstream) versus
+ *     straight to the upstream registry on loopback (target: ≥ 90% of direct throughput);
+ *  2. scan throughput on a real Debian root filesystem layer (the sandbox image's debootstrap
+ *     layer, gzip) versus plain `gunzip` of the same blob (target: ≥ 70% of gunzip's speed);
+ *  3. time from the end of a 200 MB image push to its finished report (target: < 5 s).
+ *
+ * Usage: npx tsx bench/registry.ts [--mb 200] [--runs 3]
+ */
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import tar from 'tar-stream';
+import { serviceCaPem } from '../edge/index.ts';
+import { scanLayer } from '../scanner/layer-reader.ts';
+import { startTestService } from '../test/helpers/service.ts';
+import { OciClient, sha256 } from '../test/registry/oci.ts';
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const MB = arg('mb', 200);
+const RUNS = arg('runs', 3);
+const curl = async (args: string[]) => {
+  const { stdout, stderr } = await promisify(execFile)('curl', args, { maxBuffer: 1 << 20 }).catch((e) => ({ stdout: String(e.stdout ?? ''), stderr: String(e.stderr ?? e.message) }));
+  return { stdout: String(stdout), stderr: String(stderr) };
+};
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-registry-'));
+
+/** A gzip layer of random files, `mb` MB in all (random data: the gzip is about the same size). */
+async function makeLayerFile(file: string, mb: number, seed: number): Promise<{ digest: string; size: number }> {
+  const pack = tar.pack();
+  const out = fs.createWriteStream(file);
+  const gz = zlib.createGzip({ level: 1 });
+  const done = new Promise<void>((resolve, reject) => out.on('finish', () => resolve()).on('error', reject));
+  pack.pipe(gz).pipe(out);
+  for (let i = 0; i < mb / 10; i++) {
+    const data = randomBytes(10 * 1024 * 1024);
+    data[0] = seed;
+    await new Promise<void>((resolve, reject) => pack.entry({ name: `data/file-${i}.bin` }, data, (err) => (err ? reject(err) : resolve())));
+  }
+  pack.finalize();
+  await done;
+  const bytes = fs.readFileSync(file);
+  return { digest: sha256(bytes), size: bytes.length };
+}
+
+type Target = { url: string; curl: string[]; agent: http.Agent; headers: Record<string, string>; servername?: string };
+
+/**
+ * Monolithic upload of a file; the PUT that carries the bytes is timed and made by curl, in its own
+ * process, so the client never shares the service's event loop (returns seconds).
+ */
+async function uploadBlob(base: Target, repo: string, file: string, digest: string, size: number): Promise<number> {
+  const start = await new Promise<{ status: number; location: string; text: string }>((resolve, reject) => {
+    const u = new URL(`/v2/${repo}/blobs/uploads/`, base.url);
+    const mod = u.protocol === 'https:' ? https : http;
+    const r = mod.request(u, { method: 'POST', agent: base.agent, headers: { ...base.headers, 'content-length': '0' }, ...(base.servername ? { servername: base.servername } : {}) }, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode!, location: String(res.headers.location), text }));
+    });
+    r.on('error', reject);
+    r.end();
+  });
+  if (start.status !== 202) throw new Error(`upload start: ${start.status} ${start.text}`);
+  const loc = start.location;
+  const url = new URL(`${loc}${loc.includes('?') ? '&' : '?'}digest=${digest}`, base.url).toString();
+  const t0 = performance.now();
+  const r = await curl([...base.curl, '-sS', '-o', '/dev/null', '-w', '%{http_code}', '-X', 'PUT', '-H', 'content-type: application/octet-stream', '--data-binary', `@${file}`, url]);
+  const seconds = (performance.now() - t0) / 1000;
+  if (r.stdout !== '201') throw new Error(`upload: ${r.stdout} ${r.stderr}`);
+  void size;
+  return seconds;
+}
+
+async function downloadBlob(base: Target, repo: string, digest: string): Promise<number> {
+  const url = new URL(`/v2/${repo}/blobs/${digest}`, base.url).toString();
+  const t0 = performance.now();
+  const r = await curl([...base.curl, '-sS', '-o', '/dev/null', '-w', '%{http_code}', url]);
+  const seconds = (performance.now() - t0) / 1000;
+  if (r.stdout !== '200') throw new Error(`download: ${r.stdout} ${r.stderr}`);
+  return seconds;
+}
+
+/** The sandbox image's debootstrap layer (a real Debian rootfs), gzip-compressed, cached in tmp. */
+function debianLayer(): string {
+  const cached = path.join(os.tmpdir(), 'svc-bench-debian-rootfs.tar.gz');
+  if (fs.existsSync(cached)) return cached;
+  const image = execFileSync('docker', ['images', 'svc-sandbox-base', '--format', '{{.Repository}}:{{.Tag}}']).toString().split('\n')[0]?.trim()
+    || execFileSync('docker', ['images', 'svc-sandbox', '--format', '{{.Repository}}:{{.Tag}}']).toString().split('\n')[0]?.trim();
+  if (!image) throw new Error('no svc-sandbox-base or svc-sandbox image: run "npm run setup" (builds it with debootstrap)');
+  const dir = path.join(tmp, 'save');
+  fs.mkdirSync(dir);
+  execFileSync('sh', ['-c', `docker save "$1" | tar -x -C "$2"`, 'sh', image, dir]);
+  const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'manifest.json'), 'utf8')) as Array<{ Layers: string[] }>;
+  const layer = path.join(dir, manifest[0]!.Layers[0]!);
+  execFileSync('sh', ['-c', `gzip -c "$1" > "$2.part" && mv "$2.part" "$2"`, 'sh', layer, cached]);
+  fs.rmSync(dir, { recursive: true, force: true });
+  return cached;
+}
+
+async function main() {
+  console.log(`bench/registry: ${MB} MB blobs, ${RUNS} runs each, medians (${os.cpus().length} cores)`);
+  const t = await startTestService();
+  try {
+    const alice = await t.user('bench');
+    const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `bench-${t.config.redisPrefix}` });
+    if (created.status !== 201) throw new Error(`create sandbox: ${JSON.stringify(created.body)}`);
+    const sb = created.body.name as string;
+    const ca = (await serviceCaPem(t.config))!;
+    const caFile = path.join(tmp, 'ca.pem');
+    fs.writeFileSync(caFile, ca);
+    const host = `registry.${t.config.domain}`;
+    const port = t.service.edge.httpsPort;
+    const front: Target = {
+      url: `https://${host}:${port}`,
+      curl: ['--resolve', `${host}:${port}:127.0.0.1`, '--cacert', caFile, '-u', `bench:${alice.token}`],
+      agent: new https.Agent({ keepAlive: true, ca, servername: host, lookup: (_h, o, cb) => (o as { all?: boolean }).all ? (cb as any)(null, [{ address: '127.0.0.1', family: 4 }]) : (cb as any)(null, '127.0.0.1', 4) }),
+      headers: { authorization: OciClient.basic(alice.token) },
+      servername: host,
+    };
+    const direct: Target = { url: t.service.registry.upstream.url, curl: [], agent: new http.Agent({ keepAlive: true }), headers: {} };
+
+    // 1. push / pull throughput
+    const blobs = [];
+    for (let i = 0; i < RUNS * 2 + 1; i++) {
+      const file = path.join(tmp, `blob-${i}.tar.gz`);
+      blobs.push({ file, ...(await makeLayerFile(file, MB, i)) });
+    }
+    const push = { front: [] as number[], direct: [] as number[] };
+    const pull = { front: [] as number[], direct: [] as number[] };
+    for (let i = 0; i < RUNS; i++) {
+      const a = blobs[2 * i]!;
+      const b = blobs[2 * i + 1]!;
+      push.direct.push(await uploadBlob(direct, `${sb}/direct`, a.file, a.digest, a.size));
+      push.front.push(await uploadBlob(front, `${sb}/front`, b.file, b.digest, b.size));
+      pull.direct.push(await downloadBlob(direct, `${sb}/direct`, a.digest));
+      pull.front.push(await downloadBlob(front, `${sb}/front`, b.digest));
+    }
+    const size = blobs[0]!.size / 1e6;
+    const rate = (s: number) => `${(size / s).toFixed(0)} MB/s`;
+    const pushRatio = median(push.direct) / median(push.front);
+    const pullRatio = median(pull.direct) / median(pull.front);
+    console.log(`push ${size.toFixed(0)} MB: front ${rate(median(push.front))}, direct ${rate(median(push.direct))} → ${(pushRatio * 100).toFixed(0)}% of direct (target ≥ 90%)`);
+    console.log(`pull ${size.toFixed(0)} MB: front ${rate(median(pull.front))}, direct ${rate(median(pull.direct))} → ${(pullRatio * 100).toFixed(0)}% of direct (target ≥ 90%)`);
+
+    // 2. scan throughput vs gunzip on a real Debian rootfs layer
+    const debian = debianLayer();
+    const debianBytes = fs.statSync(debian).size;
+    const debianDigest = sha256(fs.readFileSync(debian));
+    const gunzip: number[] = [];
+    const scan: number[] = [];
+    let last;
+    for (let i = 0; i < RUNS; i++) {
+      let t0 = performance.now();
+      const r = spawnSync('sh', ['-c', 'gunzip -c "$1" > /dev/null', 'sh', debian]);
+      if (r.status !== 0) throw new Error('gunzip failed');
+      gunzip.push((performance.now() - t0) / 1000);
+      t0 = performance.now();
+      last = await scanLayer(fs.createReadStream(debian, { highWaterMark: 1 << 20 }), { digest: debianDigest });
+      scan.push((performance.now() - t0) / 1000);
+    }
+    const scanRatio = median(gunzip) / median(scan);
+    console.log(`scan of a Debian rootfs layer (${(debianBytes / 1e6).toFixed(0)} MB gzip, ${(last!.bytes / 1e6).toFixed(0)} MB tar, ${last!.entries} entries, ${last!.state}): ` +
+      `scan ${median(scan).toFixed(2)} s, gunzip ${median(gunzip).toFixed(2)} s → ${(scanRatio * 100).toFixed(0)}% of gunzip's speed (target ≥ 70%)`);
+
+    // 3. end of push → finished report, for a 200 MB image
+    const reportTimes: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const layer = blobs[2 * RUNS - (i === 0 ? 0 : 0)]!; // fresh blob: never scanned before
+      const blob = i === 0 ? layer : { file: path.join(tmp, `img-${i}.tar.gz`), ...(await makeLayerFile(path.join(tmp, `img-${i}.tar.gz`), MB, 100 + i)) };
+      await uploadBlob(front, `${sb}/image`, blob.file, blob.digest, blob.size);
+      const client = new OciClient({ port: t.service.edge.httpsPort, host: `registry.${t.config.domain}`, ca, auth: OciClient.basic(alice.token) });
+      const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', config: { Env: [`RUN=${i}`] }, rootfs: { type: 'layers', diff_ids: [] } }));
+      await client.pushBlob(`${sb}/image`, config);
+      const manifest = { schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: sha256(config), size: config.length }, layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: blob.digest, size: blob.size }] };
+      const put = await client.pushManifest(`${sb}/image`, `v${i}`, manifest, manifest.mediaType);
+      const t0 = performance.now();
+      if (put.status !== 201) throw new Error(`manifest: ${put.status} ${put.body}`);
+      for (;;) {
+        const res = await t.api('GET', `/api/sandboxes/${sb}/registry`, alice.token);
+        const v = res.body.images?.find((x: { name: string }) => x.name === `${sb}/image`)?.versions.find((x: { digest: string }) => x.digest === put.digest);
+        if (v && !['pending', 'scanning'].includes(v.scan.state)) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      reportTimes.push((performance.now() - t0) / 1000);
+      client.close();
+    }
+    console.log(`end of a ${MB} MB push → finished report: ${median(reportTimes).toFixed(2)} s (runs: ${reportTimes.map((x) => x.toFixed(2)).join(', ')}; target < 5 s)`);
+    front.agent.destroy();
+    direct.agent.destroy();
+  } finally {
+    await t.close();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});

@@ -56,4 +56,37 @@ build_busybox() {
     say "fixture images: built $image"
 }
 
+# A context holding one dynamically linked program and the libraries it loads (ldd), for FROM scratch.
+build_redis() {
+    local ctx=$ROOT/fixtures/redis image=svc-fixture-redis:latest bin=/usr/bin/redis-server want have rootfs lib log
+    [ -x "$bin" ] || { say "fixture images: $bin is missing (apt-get install redis-server)"; exit 1; }
+    rootfs=$ctx/.build/rootfs
+    want=$({ sha256sum < "$ctx/Dockerfile"; sha256sum < "$bin"; } | sha256sum | cut -c1-16)
+    if [ "$(cat "$ctx/.build/inputs" 2> /dev/null)" != "$want" ]; then
+        rm -rf "$ctx/.build"
+        mkdir -p "$rootfs/usr/bin" "$rootfs/tmp" "$rootfs/data"
+        chmod 1777 "$rootfs/tmp"
+        cp "$bin" "$rootfs/usr/bin/redis-server"
+        for lib in $(ldd "$bin" | grep -oE '/[^ ]+\.so[^ ]*'); do
+            mkdir -p "$rootfs$(dirname "$lib")"
+            cp -L "$lib" "$rootfs$lib"
+        done
+        echo "$want" > "$ctx/.build/inputs"
+    fi
+    have=$(docker image inspect -f '{{ index .Config.Labels "svc.inputs" }}' "$image" 2> /dev/null || true)
+    if [ "$have" = "$want" ]; then
+        say "fixture images: $image up to date"
+        return 0
+    fi
+    log=$(mktemp)
+    if ! docker build --label "svc.inputs=$want" -t "$image" "$ctx" > "$log" 2>&1; then
+        cat "$log" >&2; rm -f "$log"
+        say "fixture images: docker build of $image failed"
+        exit 1
+    fi
+    rm -f "$log"
+    say "fixture images: built $image"
+}
+
 build_busybox
+build_redis

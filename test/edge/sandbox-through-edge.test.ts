@@ -82,6 +82,18 @@ describe('a sandbox through the edge', () => {
     assert.match(stdout, /hello-from-web/);
   });
 
+  it('reaches a database through its TLS address with its own client (redis-cli --tls)', async () => {
+    await cli.docker(['build', '-q', '-t', 'redis-app', path.resolve('fixtures/redis')]);
+    await cli.docker(['run', '-d', '--name', 'cache', '-p', '6379:6379', 'redis-app']);
+    const label = `${name.slice('svc-'.length)}-cache-port6379`;
+    await eventually(async () => (await t.api('GET', `/api/sandboxes/${name}`, alice.token)).body.tunnel_urls.some((u: string) => u.includes(label)), 'redis address', 30_000);
+    const redis = (...args: string[]) => run('redis-cli', ['--tls', '--sni', host(`${label}-tcp`), '--cacert', ca, '-h', '127.0.0.1', '-p', String(port), ...args]);
+    const pong = await eventually(async () => ((await redis('PING')).stdout.trim() === 'PONG' ? 'PONG' : null), 'redis PING over TLS', 20_000, 500);
+    assert.equal(pong, 'PONG');
+    assert.equal((await redis('SET', 'greeting', 'hello')).stdout.trim(), 'OK');
+    assert.equal((await redis('GET', 'greeting')).stdout.trim(), 'hello');
+  });
+
   it('lets ssh in as root with a registered key, through openssl s_client on the TLS port', async () => {
     const key = path.join(dir, 'id_ed25519');
     await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);

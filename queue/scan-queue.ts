@@ -18,7 +18,7 @@ export function scanJobId(repo: string, digest: string, pushedAt: number): strin
 
 /**
  * The producer side of the scan queue: the registry front adds a job per manifest push; scan
- * workers (scanner/worker.ts) take them, in this process or in others (`npm run scan-worker`).
+ * workers (scanner/worker.ts) take them, in this process or in other service processes on the same Redis.
  * The job id names the repository, digest and push time, so a second push of the same manifest
  * (after a delete) is scanned again. Failures are retried (the upstream may restart); after the
  * last attempt the version is unscannable, hence private.

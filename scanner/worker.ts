@@ -6,7 +6,7 @@ import type { ImageScanner } from './image-scanner.ts';
 
 /**
  * Scan workers: BullMQ consumers of the scan queue. Scale with `concurrency` here, and with more
- * processes (`npm run scan-worker`, each with its own concurrency) on the same Redis and store.
+ * service processes (`SVC_SCAN_CONCURRENCY` each) sharing one Redis, store and upstream (`SVC_REGISTRY_UPSTREAM`).
  * A job that fails for good (the upstream stayed away through every retry) leaves its version
  * unscannable, so the image stays private, never public by accident.
  */

@@ -24,7 +24,7 @@ done
 export DEBIAN_FRONTEND=noninteractive DOCKER_BUILDKIT=0
 APT_PACKAGES=(docker.io containerd runc iptables redis-server redis-tools postgresql postgresql-client
     debootstrap busybox-static docker-registry openssl ca-certificates util-linux procps iproute2
-    openssh-client curl python3 make g++) # the last three build native node modules (sqlite3)
+    openssh-client curl zstd python3 make g++) # zstd: scanner reads zstd layers; the last three build native node modules (sqlite3)
 DOCKERD_LOG=/var/log/svc-dockerd.log
 
 T_START=${EPOCHREALTIME/,/.}

@@ -95,6 +95,19 @@ async function roleEdge(dir: string, appPort: number, blobPort: number): Promise
   announce({ https: edge.httpsPort, pid: process.pid });
 }
 
+/** Reference point: the simplest Node TCP relay (net + pipe), nothing else. */
+async function rolePipe(blobPort: number): Promise<void> {
+  const server = net.createServer({ allowHalfOpen: true }, (c) => {
+    const u = net.connect({ port: blobPort, host: '127.0.0.1', allowHalfOpen: true });
+    c.pipe(u);
+    u.pipe(c);
+    c.on('error', () => u.destroy());
+    u.on('error', () => c.destroy());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  announce({ port: (server.address() as net.AddressInfo).port, pid: process.pid });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Orchestration
 
@@ -370,16 +383,21 @@ async function main(): Promise<void> {
     // best of each (the first transfers on a fresh process run well below speed: JIT, TCP windows).
     let direct = 0;
     let through = 0;
+    let piped = 0;
     const rounds = arg('rounds', 4);
     if (only !== 'http') {
+      const pipe = await tsxChild('--role', 'pipe', String(app.blob));
       const mb = passMb * 1024 * 1024;
-      await download(app.blob, mb, ca.certPem);
-      await download(edge.https, mb, ca.certPem);
+      for (const port of [app.blob, edge.https, pipe.port]) await download(port, mb, ca.certPem);
       for (let i = 0; i < rounds; i++) {
         direct = Math.max(direct, await download(app.blob, mb, ca.certPem));
         through = Math.max(through, await download(edge.https, mb, ca.certPem));
+        piped = Math.max(piped, await download(pipe.port, mb, ca.certPem));
       }
-      console.log(`passthrough ${passMb} MB: direct TLS ${direct.toFixed(0)} MB/s, through the edge ${through.toFixed(0)} MB/s (best of ${rounds} after a warm-up)`);
+      console.log(
+        `passthrough ${passMb} MB: direct TLS ${direct.toFixed(0)} MB/s, through the edge ${through.toFixed(0)} MB/s, ` +
+          `through a bare Node pipe ${piped.toFixed(0)} MB/s (best of ${rounds} after a warm-up)`,
+      );
     }
 
     console.log('');
@@ -402,6 +420,7 @@ async function main(): Promise<void> {
     if (only !== 'http') {
       const pr = through / direct;
       console.log(`passthrough edge / direct: ${(pr * 100).toFixed(0)} %   target >= 90 %: ${pr >= 0.9 ? 'ok' : 'MISSED'}`);
+      console.log(`passthrough edge / bare Node pipe: ${((through / piped) * 100).toFixed(0)} %`);
     }
   } finally {
     cleanup();
@@ -413,6 +432,7 @@ if (role > 0) {
   const [name, ...rest] = process.argv.slice(role + 1);
   if (name === 'app') await roleApp(rest[0]);
   else if (name === 'edge') await roleEdge(rest[0], Number(rest[1]), Number(rest[2]));
+  else if (name === 'pipe') await rolePipe(Number(rest[0]));
   else throw new Error(`unknown role ${name}`);
 } else {
   await main();

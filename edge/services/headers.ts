@@ -66,19 +66,7 @@ export function requestHeadersForApp(raw: string[], fwd: ForwardedFor, keepUpgra
   return out;
 }
 
-/** The response headers for the client: the app's, minus hop-by-hop ones. */
-export function responseHeadersForClient(raw: string[]): string[] {
-  const listed = connectionTokens(raw);
-  const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i].toLowerCase();
-    if (HOP_BY_HOP.has(name) || listed?.has(name)) continue;
-    out.push(raw[i], raw[i + 1]);
-  }
-  return out;
-}
-
-/** The same for headers as an object (undici's parsed form: lowercase names, arrays for repeats). */
+/** The response headers for the client: the app's (undici's parsed form: lowercase names, arrays for repeats), minus hop-by-hop ones. */
 export function responseHeadersObject(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
   const conn = headers.connection;
   const listed = conn ? new Set((Array.isArray(conn) ? conn.join(',') : conn).split(',').map((t) => t.trim().toLowerCase())) : null;

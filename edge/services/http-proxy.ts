@@ -59,7 +59,7 @@ type Decision =
 
 /**
  * The reverse proxy for app addresses: routes by the connection's SNI label, streams bodies both
- * ways without buffering (pipe keeps backpressure), keeps connections to apps alive, upgrades
+ * ways without buffering (a slow side pauses the other), keeps connections to apps alive, upgrades
  * (websockets) become a raw TCP splice, and every chunk counts as activity.
  */
 export class AppHttpProxy {
@@ -159,6 +159,7 @@ export class AppHttpProxy {
     if (!d) return void res.destroy();
     const { conn, decision } = d;
     if (decision.kind === 'page') return sendPage(req, res, decision.page);
+    if (res.destroyed) return; // the client left while we looked the route up
     this.forward(req, res, conn, decision.sandbox, decision.target, false);
   }
 
@@ -225,7 +226,7 @@ export class AppHttpProxy {
 
 /**
  * One request to an app, as undici's dispatch handler: streams the answer to the client with
- * backpressure. A class rather than closures: nothing is allocated per request beyond it.
+ * backpressure. A class rather than a handful of closures: fewer allocations per request.
  */
 class Exchange implements Dispatcher.DispatchHandler {
   readonly hasBody: boolean;

@@ -21,7 +21,6 @@ export function terminateTls(raw: net.Socket, opts: TerminateOptions): Promise<t
       secureContext: opts.secureContext,
       ALPNProtocols: opts.alpn,
       requestCert: false,
-      highWaterMark: Number(process.env.XHWM ?? 16384),
     });
     const timer = setTimeout(() => fail(new Error(`TLS handshake not done within ${opts.handshakeTimeoutMs} ms`)), opts.handshakeTimeoutMs);
     const fail = (err: Error) => {

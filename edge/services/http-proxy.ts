@@ -78,13 +78,7 @@ export class AppHttpProxy {
       pipelining: 1,
       keepAliveTimeout: 4_000,
     });
-    this.server = createEdgeHttpServer(opts.limits, (req, res) => {
-      this.onRequest(req, res).catch((err) => {
-        opts.logger.error({ err }, 'edge: app request failed');
-        if (!res.headersSent) sendPage(req, res, unavailablePage(req.headers.host ?? '', 'internal error'));
-        else res.destroy();
-      });
-    });
+    this.server = createEdgeHttpServer(opts.limits, (req, res) => void this.onRequest(req, res));
     this.server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
       this.onUpgrade(req, socket as net.Socket, head).catch((err) => {
         opts.logger.error({ err }, 'edge: app upgrade failed');
@@ -155,12 +149,18 @@ export class AppHttpProxy {
   }
 
   private async onRequest(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const d = await this.decide(req);
-    if (!d) return void res.destroy();
-    const { conn, decision } = d;
-    if (decision.kind === 'page') return sendPage(req, res, decision.page);
-    if (res.destroyed) return; // the client left while we looked the route up
-    this.forward(req, res, conn, decision.sandbox, decision.target, false);
+    try {
+      const d = await this.decide(req);
+      if (!d) return void res.destroy();
+      const { conn, decision } = d;
+      if (decision.kind === 'page') return sendPage(req, res, decision.page);
+      if (res.destroyed) return; // the client left while we looked the route up
+      this.forward(req, res, conn, decision.sandbox, decision.target, false);
+    } catch (err) {
+      this.opts.logger.error({ err }, 'edge: app request failed');
+      if (!res.headersSent) sendPage(req, res, unavailablePage(req.headers.host ?? '', 'internal error'));
+      else res.destroy();
+    }
   }
 
   private forward(
@@ -178,7 +178,8 @@ export class AppHttpProxy {
       req.on('data', exchange.onBytes);
       req.pause(); // undici resumes the body when it starts sending it; no chunk may flow past it before
     }
-    res.once('close', exchange.onClientGone);
+    (res as ExchangeResponse)[kExchange] = exchange;
+    res.once('close', onResponseClose);
     this.agent.dispatch(
       {
         origin: target.host.includes(':') ? `http://[${target.host}]:${target.port}` : `http://${target.host}:${target.port}`,
@@ -224,6 +225,17 @@ export class AppHttpProxy {
   }
 }
 
+// Listeners shared by all responses (EventEmitter calls them with `this` = the response): no
+// closure per request.
+const kExchange = Symbol('edge.exchange');
+type ExchangeResponse = http.ServerResponse & { [kExchange]?: Exchange };
+function onResponseClose(this: ExchangeResponse): void {
+  this[kExchange]?.clientGone();
+}
+function onResponseDrain(this: ExchangeResponse): void {
+  this[kExchange]?.drained();
+}
+
 /**
  * One request to an app, as undici's dispatch handler: streams the answer to the client with
  * backpressure. A class rather than a handful of closures: fewer allocations per request.
@@ -249,13 +261,13 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   /** The client went away before the answer was complete: stop the app's work too. */
-  readonly onClientGone = (): void => {
+  clientGone(): void {
     if (!this.res.writableFinished) this.controller?.abort(new Error('client went away'));
-  };
+  }
 
-  private readonly onDrain = (): void => {
+  drained(): void {
     this.controller?.resume();
-  };
+  }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
@@ -273,17 +285,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.onBytes();
     if (!this.res.write(chunk)) {
       c.pause(); // backpressure: the app waits for a slow client instead of filling our memory
-      this.res.once('drain', this.onDrain);
+      this.res.once('drain', onResponseDrain);
     }
   }
 
   onResponseEnd(): void {
-    this.res.off('close', this.onClientGone);
+    this.res.off('close', onResponseClose);
     this.res.end();
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error & { code?: string }): void {
-    this.res.off('close', this.onClientGone);
+    this.res.off('close', onResponseClose);
     if (this.started || this.res.headersSent) return void this.res.destroy(); // a cut, not an end
     if (this.res.destroyed) return;
     this.proxy.retryOrFail(this, err);

@@ -7,6 +7,12 @@ export interface TerminateOptions {
   alpn?: string[];
   /** The handshake must finish within this time (a stalled handshake holds a socket, nothing more). */
   handshakeTimeoutMs: number;
+  /**
+   * Stream buffer of the TLS socket, each way (Node's default: 16 KiB). Bulk routes set it higher:
+   * with 16 KiB every 64 KiB chunk written fills it, so the source is paused and resumed per chunk
+   * and each chunk is encrypted and sent alone; a larger buffer lets writes queue and go out together.
+   */
+  highWaterMark?: number;
 }
 
 /**
@@ -16,12 +22,15 @@ export interface TerminateOptions {
  */
 export function terminateTls(raw: net.Socket, opts: TerminateOptions): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
-    const socket = new tls.TLSSocket(raw, {
+    // `highWaterMark` is passed on to the socket's streams by Node; @types/node does not list it.
+    const options: tls.TLSSocketOptions & { highWaterMark?: number } = {
       isServer: true,
       secureContext: opts.secureContext,
       ALPNProtocols: opts.alpn,
       requestCert: false,
-    });
+    };
+    if (opts.highWaterMark) options.highWaterMark = opts.highWaterMark;
+    const socket = new tls.TLSSocket(raw, options);
     const timer = setTimeout(() => fail(new Error(`TLS handshake not done within ${opts.handshakeTimeoutMs} ms`)), opts.handshakeTimeoutMs);
     const fail = (err: Error) => {
       clearTimeout(timer);

@@ -10,6 +10,9 @@
  * 2. Engine passthrough: bytes from a TLS server through `<sb>-engine.<domain>` vs a direct TLS
  *    connection to the same server.
  *
+ * A bare Node TLS proxy (https + undici, nothing else) and a bare Node TCP pipe are measured too,
+ * as the floor the platform sets.
+ *
  * Every server runs in its own process (app, edge, nginx with one worker); the load generator
  * runs in this one. Traffic stays on loopback and every phase is bounded in time.
  * Targets: added p50 < 1 ms, throughput >= 70 % of nginx, passthrough >= 90 % of direct.
@@ -94,6 +97,38 @@ async function roleEdge(dir: string, appPort: number, blobPort: number): Promise
   });
   process.on('SIGTERM', () => process.exit(0)); // a clean exit writes the --cpu-prof profile
   announce({ https: edge.httpsPort, pid: process.pid });
+}
+
+/**
+ * Reference point for HTTP: the smallest Node TLS reverse proxy (https server + undici, no
+ * routing, no header rules, no activity): what the platform costs before the edge adds anything.
+ */
+async function roleNodeProxy(dir: string, appPort: number): Promise<void> {
+  const { Pool } = await import('undici');
+  const pool = new Pool(`http://127.0.0.1:${appPort}`, { pipelining: 1 });
+  const server = https.createServer({ cert: fs.readFileSync(path.join(dir, 'web.pem')), key: fs.readFileSync(path.join(dir, 'web-key.pem')) }, (req, res) => {
+    const headers: string[] = [];
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      if (!/^(connection|keep-alive)$/i.test(req.rawHeaders[i])) headers.push(req.rawHeaders[i], req.rawHeaders[i + 1]); // undici refuses these
+    }
+    pool.dispatch(
+      { path: req.url ?? '/', method: 'GET', headers, body: null },
+      {
+        onRequestStart: () => {}, // marks the handler as undici's new API
+        onResponseStart: (_c, status, headers, msg) => void res.writeHead(status, msg, headers as http.OutgoingHttpHeaders),
+        onResponseData: (c, chunk) => {
+          if (!res.write(chunk)) {
+            c.pause();
+            res.once('drain', () => c.resume());
+          }
+        },
+        onResponseEnd: () => void res.end(),
+        onResponseError: () => void res.destroy(),
+      },
+    );
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  announce({ port: (server.address() as net.AddressInfo).port, pid: process.pid });
 }
 
 /** Reference point: the simplest Node TCP relay (net + pipe), nothing else. */
@@ -337,12 +372,14 @@ async function main(): Promise<void> {
     const edge = await tsxChild('--role', 'edge', dir, String(app.http), String(app.blob));
     const nginxBin = ensureNginx();
     const nginx = nginxBin ? await startNginx(nginxBin, dir, app.http) : null;
+    const nodeProxy = await tsxChild('--role', 'node-proxy', dir, String(app.http));
 
     console.log(`# edge bench: ${os.cpus().length} CPUs, node ${process.version}, ${seconds} s per load run, ${connections} connections`);
     const targets: Target[] = [
       { name: 'direct (plain HTTP)', port: app.http, tls: false, pids: () => [app.pid] },
       { name: 'edge (TLS)', port: edge.https, tls: true, pids: () => [edge.pid] },
       ...(nginx ? [{ name: 'nginx (TLS)', port: nginx.port, tls: true, pids: () => [nginx.pid, ...childPids(nginx.pid)] }] : []),
+      { name: 'bare Node proxy (TLS)', port: nodeProxy.port, tls: true, pids: () => [nodeProxy.pid] },
     ];
     const pick = process.argv.includes('--targets') ? process.argv[process.argv.indexOf('--targets') + 1].split(',') : null;
     if (pick) targets.splice(0, targets.length, ...targets.filter((t) => pick.some((p) => t.name.startsWith(p))));
@@ -375,7 +412,7 @@ async function main(): Promise<void> {
       };
       results[name] = r;
       console.log(
-        `${name.padEnd(20)} ${r.rps.toFixed(0).padStart(7)} req/s, ${r.cpuUsPerReq.toFixed(0).padStart(4)} us CPU/req  (under load p50 ${r.p50} ms, p99 ${r.p99} ms, errors ${r.errors})` +
+        `${name.padEnd(22)} ${r.rps.toFixed(0).padStart(7)} req/s, ${r.cpuUsPerReq.toFixed(0).padStart(4)} us CPU/req  (under load p50 ${r.p50} ms, p99 ${r.p99} ms, errors ${r.errors})` +
           `   1 conn: p50 ${r.lat.p50.toFixed(0)} us, p99 ${r.lat.p99.toFixed(0)} us`,
       );
     }
@@ -423,6 +460,8 @@ async function main(): Promise<void> {
         console.log('throughput edge / nginx: nginx not available');
       }
       console.log(`throughput edge / direct: ${((e.rps / d.rps) * 100).toFixed(0)} %`);
+      const b = results['bare Node proxy (TLS)'];
+      if (b) console.log(`CPU per request bare Node proxy / edge: ${((b.cpuUsPerReq / e.cpuUsPerReq) * 100).toFixed(0)} % (what routing, header rules, activity and pages cost on top of Node)`);
     }
     if (only !== 'http') {
       const pr = through / direct;
@@ -440,6 +479,7 @@ if (role > 0) {
   if (name === 'app') await roleApp(rest[0]);
   else if (name === 'edge') await roleEdge(rest[0], Number(rest[1]), Number(rest[2]));
   else if (name === 'pipe') await rolePipe(Number(rest[0]));
+  else if (name === 'node-proxy') await roleNodeProxy(rest[0], Number(rest[1]));
   else throw new Error(`unknown role ${name}`);
 } else {
   await main();

@@ -43,7 +43,7 @@ test('close() stops listening and drops open streams, passthroughs and half-done
   await Promise.race([sseClosed, sleep(2000).then(() => assert.fail('the SSE stream stayed open'))]);
   assert.ok(idleEnd.closed, 'a connection still in its ClientHello is closed');
   await Promise.race([passClosed, sleep(2000).then(() => assert.fail('the passthrough stayed open'))]);
-  assert.ok(Date.now() - t0 < 1500, `close took ${Date.now() - t0} ms`);
+  assert.ok(Date.now() - t0 < 3000, `close took ${Date.now() - t0} ms`);
   for (let i = 0; i < 50 && appSide > 0; i++) await sleep(20);
   assert.equal(appSide, 0, 'the app saw its request end');
   const refused = await new Promise<string>((r) => net.connect(e.port, '127.0.0.1').on('error', (err: NodeJS.ErrnoException) => r(err.code ?? '')).on('connect', () => r('connected')));

@@ -40,12 +40,13 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const redis: Redis = createRedis(config.redisUrl);
   const workerRedis: Redis = createRedis(config.redisUrl);
   const queue = new LifecycleQueue(redis, config.redisPrefix);
-  const apps = new AppDirectory(redis, config.redisPrefix, logger.child({ part: 'apps' }));
+  const runtime = new DockerRuntime(docker, { image: config.sandboxImage, runtime: config.sandboxRuntime, instance: config.redisPrefix, logger });
+  const apps = new AppDirectory(redis, config.redisPrefix, logger.child({ part: 'apps' }), (sandbox, pid) => runtime.procNetTcp(sandbox, pid));
   await apps.load();
   const lifecycle = new Lifecycle({
     config,
     store,
-    runtime: new DockerRuntime(docker, { image: config.sandboxImage, runtime: config.sandboxRuntime, instance: config.redisPrefix, logger }),
+    runtime,
     sessions: new IdleSessions(redis, config.redisPrefix),
     queue,
     apps,

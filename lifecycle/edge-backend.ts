@@ -38,7 +38,7 @@ export class LifecycleEdgeBackend implements EdgeBackend {
     return {
       sandbox: entry.sandbox,
       status,
-      ...(status === 'running' && address ? { target: { sandbox: entry.sandbox, host: address, port: entry.hostPort } } : {}),
+      ...(status === 'running' && address ? { target: { sandbox: entry.sandbox, host: address, port: entry.hostPort, loopbackOnly: entry.loopbackOnly } } : {}),
     };
   }
 

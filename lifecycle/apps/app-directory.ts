@@ -3,8 +3,11 @@ import type Docker from 'dockerode';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../core/logger.ts';
 import { appEntries, type AppContainer, type AppEntry, type PublishedPort } from './app-labels.ts';
+import { listenState } from './listeners.ts';
 
 const REFRESH_DEBOUNCE_MS = 150;
+/** A second look after a burst of events: apps bind their port a moment after their container starts. */
+const SETTLE_MS = 3_000;
 const RESUBSCRIBE_MS = 1_000;
 
 /**
@@ -18,7 +21,16 @@ export class AppDirectory {
   private readonly watchers = new Map<string, { stop(): void }>();
   private readonly key: string;
 
-  constructor(private readonly redis: Redis, prefix: string, private readonly log: Logger) {
+  /**
+   * @param readProcNet the /proc/<pid>/net/tcp and tcp6 of a process in a sandbox (pid as the
+   * sandbox sees it), to tell loopback-only apps apart
+   */
+  constructor(
+    private readonly redis: Redis,
+    prefix: string,
+    private readonly log: Logger,
+    private readonly readProcNet: (sandbox: string, pid: number) => Promise<string>,
+  ) {
     this.key = `${prefix}:apps`;
   }
 
@@ -46,10 +58,14 @@ export class AppDirectory {
     this.unwatch(sandbox);
     let stopped = false;
     let timer: NodeJS.Timeout | undefined;
+    let settle: NodeJS.Timeout | undefined;
     let stream: NodeJS.ReadableStream | undefined;
+    const run = () => void this.refresh(sandbox, engine).catch((err) => this.log.warn({ sandbox, err: err.message }, 'app discovery failed'));
     const refresh = () => {
       clearTimeout(timer);
-      timer = setTimeout(() => void this.refresh(sandbox, engine).catch((err) => this.log.warn({ sandbox, err: err.message }, 'app discovery failed')), REFRESH_DEBOUNCE_MS);
+      clearTimeout(settle);
+      timer = setTimeout(run, REFRESH_DEBOUNCE_MS);
+      settle = setTimeout(run, SETTLE_MS);
     };
     const subscribe = async () => {
       if (stopped) return;
@@ -69,6 +85,7 @@ export class AppDirectory {
       stop() {
         stopped = true;
         clearTimeout(timer);
+        clearTimeout(settle);
         (stream as unknown as { destroy?(): void } | undefined)?.destroy?.();
       },
     });
@@ -93,12 +110,20 @@ export class AppDirectory {
 
   async refresh(sandbox: string, engine: Docker): Promise<void> {
     const containers = await Promise.all(
-      (await engine.listContainers({ all: true })).map(async (c): Promise<AppContainer> => {
+      (await engine.listContainers({ all: true })).map(async (c): Promise<AppContainer & { pid: number }> => {
         const info = await engine.getContainer(c.Id).inspect();
-        return { name: info.Name.replace(/^\//, ''), labels: info.Config.Labels ?? {}, running: info.State.Running, ports: publishedPorts(info) };
+        return { name: info.Name.replace(/^\//, ''), labels: info.Config.Labels ?? {}, running: info.State.Running, ports: publishedPorts(info), pid: info.State.Pid };
       }),
     );
-    await this.replace(sandbox, containers.flatMap((c) => appEntries(sandbox, c)));
+    const entries = await Promise.all(
+      containers.map(async (c) => {
+        const found = appEntries(sandbox, c);
+        if (!c.running || !c.pid || found.length === 0) return found;
+        const procNet = await this.readProcNet(sandbox, c.pid).catch(() => '');
+        return found.map((e) => ({ ...e, loopbackOnly: listenState(procNet, e.containerPort) === 'loopback-only' }));
+      }),
+    );
+    await this.replace(sandbox, entries.flat());
   }
 
   private async replace(sandbox: string, entries: AppEntry[]): Promise<void> {

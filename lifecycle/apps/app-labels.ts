@@ -34,6 +34,8 @@ export interface AppEntry {
   service?: string;
   containerPort: number;
   hostPort: number;
+  /** The app listens on 127.0.0.1 only: its address answers with an error saying so. */
+  loopbackOnly?: boolean;
 }
 
 function dnsSafe(s: string): string {

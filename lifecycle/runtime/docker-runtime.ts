@@ -6,6 +6,7 @@ import type Docker from 'dockerode';
 import type { Logger } from '../../core/logger.ts';
 import { resourceNames } from '../names.ts';
 import { sandboxContainerOptions } from './host-config.ts';
+import { SandboxExec } from './sandbox-exec.ts';
 
 export type SandboxStatus = 'running' | 'exited' | 'deep_sleep';
 
@@ -40,10 +41,14 @@ function statusCode(err: unknown): number | undefined {
  * Every call is idempotent: "already started", "already stopped", "already gone" are success.
  */
 export class DockerRuntime {
+  private readonly exec: SandboxExec;
+
   constructor(
     private readonly docker: Docker,
     private readonly opts: { image: string; runtime: string; instance: string; logger: Logger },
-  ) {}
+  ) {
+    this.exec = new SandboxExec(docker);
+  }
 
   async inspect(name: string): Promise<RuntimeState> {
     try {
@@ -178,14 +183,14 @@ export class DockerRuntime {
    */
   async writeAuthorizedKeys(name: string, keys: string): Promise<void> {
     const script = 'umask 077; mkdir -p /root/.ssh && cat > /root/.ssh/authorized_keys.svc-new && mv -f /root/.ssh/authorized_keys.svc-new /root/.ssh/authorized_keys';
-    const exec = await this.docker.getContainer(resourceNames(name).container).exec({
-      Cmd: ['sh', '-c', script], AttachStdin: true, AttachStdout: true, AttachStderr: true,
-    });
-    const stream = await exec.start({ hijack: true, stdin: true });
-    stream.end(keys ? keys + '\n' : '');
-    await new Promise<void>((resolve, reject) => { stream.on('end', resolve); stream.on('close', resolve); stream.on('error', reject); stream.resume(); });
-    const { ExitCode } = await exec.inspect();
-    if (ExitCode !== 0) throw new Error(`writing authorized_keys failed with exit code ${ExitCode}`);
+    const { exitCode, stderr } = await this.exec.run(resourceNames(name).container, ['sh', '-c', script], keys ? keys + '\n' : '');
+    if (exitCode !== 0) throw new Error(`writing authorized_keys failed (exit ${exitCode}): ${stderr}`);
+  }
+
+  /** The TCP sockets of a process inside a sandbox, as its /proc shows them. */
+  async procNetTcp(name: string, pid: number): Promise<string> {
+    const { stdout } = await this.exec.run(resourceNames(name).container, ['cat', `/proc/${pid}/net/tcp`, `/proc/${pid}/net/tcp6`]);
+    return stdout.toString('utf8');
   }
 
   /** Sandbox containers of this instance that the host engine knows, with their state. */

@@ -94,6 +94,18 @@ describe('a sandbox through the edge', () => {
     assert.equal((await redis('GET', 'greeting')).stdout.trim(), 'hello');
   });
 
+  it('answers with an error page for an app that listens only on 127.0.0.1 in its container', async () => {
+    const serveLocal = 'mkdir -p /www && echo local > /www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /www';
+    await cli.docker(['run', '-d', '--name', 'local', '-p', '8083:8080', 'busybox-app', 'sh', '-c', serveLocal]);
+    const label = `${name.slice('svc-'.length)}-local-port8083`;
+    const page = await eventually(async () => {
+      const res = await curl(label);
+      return /^http\/1.1 502/.test(res.head) ? res : null;
+    }, 'loopback-only error page', 30_000, 500);
+    assert.match(page.body, /listens only on 127\.0\.0\.1/);
+    assert.match(page.body, /0\.0\.0\.0/);
+  });
+
   it('lets ssh in as root with a registered key, through openssl s_client on the TLS port', async () => {
     const key = path.join(dir, 'id_ed25519');
     await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);

@@ -104,7 +104,9 @@ if [ ! -f "$ROOT/node_modules/.package-lock.json" ] \
     npm_install() { (cd "$ROOT" && npm install --no-save --no-audit --no-fund > /tmp/svc-npm-ci.log 2>&1) || { tail -n 30 /tmp/svc-npm-ci.log >&2; return 1; }; }
     if ! step "node modules" "npm ci" npm_ci; then
         if grep -q 'can only install packages when your package.json and package-lock.json' /tmp/svc-npm-ci.log; then
-            say "WARNING: package-lock.json is out of sync with package.json ($(grep -m1 'Missing:' /tmp/svc-npm-ci.log | sed 's/^npm error //')); run 'npm install' and commit package-lock.json"
+            # Seen with registries that carry only some platforms' optional packages: the lock cannot
+            # list the others, so npm ci refuses it even right after npm install wrote it.
+            say "note: npm ci refused the lock ($(grep -m1 'Missing:' /tmp/svc-npm-ci.log | sed 's/^npm error //')); installing the locked versions with npm install instead"
             step "node modules" "npm install --no-save (fallback)" npm_install || fail "npm install failed, log in /tmp/svc-npm-ci.log"
         else
             tail -n 30 /tmp/svc-npm-ci.log >&2

@@ -2,6 +2,7 @@ import net from 'node:net';
 import type { Logger } from '../../core/logger.ts';
 import { plainHttpOnTlsPage } from '../pages/pages.ts';
 import { writeRawPage } from '../pages/respond.ts';
+import { bindPort, type BoundPort } from './bound-port.ts';
 import { PeekError, peekClientHello, type PeekedHello } from './sni-peek.ts';
 
 export interface TlsPortOptions {
@@ -14,10 +15,7 @@ export interface TlsPortOptions {
   dispatch(socket: net.Socket, hello: PeekedHello): void | Promise<void>;
 }
 
-export interface TlsPort {
-  readonly port: number;
-  close(): Promise<void>;
-}
+export type TlsPort = BoundPort;
 
 const HTTP_METHOD = /^(GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) /;
 
@@ -27,10 +25,7 @@ const HTTP_METHOD = /^(GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) /;
  * a plain-HTTP request gets a short "use HTTPS" answer first.
  */
 export async function listenTlsPort(opts: TlsPortOptions): Promise<TlsPort> {
-  const sockets = new Set<net.Socket>();
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, keepAlive: true, keepAliveInitialDelay: 60_000 }, (socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
     socket.on('error', (err) => opts.logger.debug({ err }, 'edge: client socket error'));
     peekClientHello(socket, opts.clientHelloTimeoutMs).then(
       (hello) => {
@@ -57,19 +52,5 @@ export async function listenTlsPort(opts: TlsPortOptions): Promise<TlsPort> {
     socket.destroy();
   };
   server.on('error', (err) => opts.logger.error({ err }, 'edge: TLS port error'));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-      }),
-  };
+  return bindPort(server, opts.port, opts.host);
 }

@@ -8,6 +8,8 @@ import type { Logger } from './core/logger.ts';
 import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { AppDirectory } from './lifecycle/apps/app-directory.ts';
+import { SandboxExec } from './lifecycle/runtime/sandbox-exec.ts';
+import { SandboxFiles } from './files/index.ts';
 import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
 import { WakeLimits } from './lifecycle/wake-limits.ts';
 import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
@@ -55,7 +57,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   await queue.startReconciling();
   await lifecycle.reconcile();
-  const api = await buildApi({ store, lifecycle, logger, caPem: () => serviceCaPem(config), docker, filesMaxUpload: config.filesMaxUpload, sseHeartbeatMs: config.sseHeartbeatMs });
+  const files = new SandboxFiles(new SandboxExec(docker), lifecycle, config.filesMaxUpload);
+  const api = await buildApi({ store, lifecycle, files, logger, caPem: () => serviceCaPem(config), sseHeartbeatMs: config.sseHeartbeatMs });
   await api.ready();
   const registry: Registry = await startRegistry({ config, store, logger });
   const edge = await startEdge({

@@ -1,4 +1,3 @@
-import type Docker from 'dockerode';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
@@ -15,8 +14,7 @@ import { fileRoutes } from './routes/files.ts';
 import { volumeRoutes } from './routes/volumes.ts';
 import { logRoutes } from './routes/logs.ts';
 import { mcpRoutes } from './mcp/route.ts';
-import { SandboxFiles } from '../files/index.ts';
-import { SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
+import type { SandboxFiles } from '../files/index.ts';
 import { ErrorBody } from './schemas/common.ts';
 
 export interface ApiDeps {
@@ -25,10 +23,8 @@ export interface ApiDeps {
   logger: Logger;
   /** The service CA that signs the edge certificate, served at /ca.pem; null with an operator's certificate. */
   caPem: () => Promise<string | null>;
-  /** The host engine: file routes run their commands in sandbox containers through it. */
-  docker: Docker;
-  /** FILES_MAX_UPLOAD. */
-  filesMaxUpload: number;
+  /** File operations inside sandboxes, shared by the file routes and the MCP tools. */
+  files: SandboxFiles;
   /** Heartbeat of the log stream; 15 s when absent. */
   sseHeartbeatMs?: number;
 }
@@ -63,7 +59,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(registryRoutes, { store: deps.store });
-      const files = new SandboxFiles(new SandboxExec(deps.docker), deps.lifecycle, deps.filesMaxUpload);
+      const { files } = deps;
       await api.register(fileRoutes, { store: deps.store, files });
       await api.register(volumeRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(logRoutes, { store: deps.store, lifecycle: deps.lifecycle, heartbeatMs: deps.sseHeartbeatMs });

@@ -106,10 +106,11 @@ export class SandboxFiles {
     const p = parseSandboxPath(path);
     const name = leafName(p, 'an upload');
     if (declaredLength !== undefined && declaredLength > this.maxUpload) throw new errors.UploadTooLarge(this.maxUpload);
-    await this.ensureRunning(sandbox);
     const dir = parentOf(p);
     const tmp = `.svc-upload-${randomBytes(8).toString('hex')}`;
+    // The archive path checks the state itself (in run), once.
     if (declaredLength !== undefined) return this.uploadArchive(sandbox, p, dir, name, tmp, body, declaredLength);
+    await this.ensureRunning(sandbox);
     const proc = await this.start(sandbox, [scripts.UPLOAD_WRITE, p.root, dir, name, tmp], true);
     const out: Buffer[] = [];
     proc.stdout.on('data', (c: Buffer) => out.push(c));

@@ -144,6 +144,15 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     server.emit('connection', tlsSocket);
   };
 
+  /** Where a sandbox's engine and sshd listen, only while it runs (spec 3 rule 1: never wake for these). */
+  const runningAddress = async (sandbox: string): Promise<string | null> => {
+    const sb = await backend.resolveSandbox(sandbox).catch((err) => {
+      log.warn({ err, sandbox }, 'edge: resolveSandbox failed');
+      return null;
+    });
+    return sb?.status === 'running' && sb.address ? sb.address : null;
+  };
+
   const dispatch = async (socket: net.Socket, hello: PeekedHello): Promise<void> => {
     const route = routeFor(hello.serverName, domain);
     const serverName = hello.serverName;
@@ -164,12 +173,9 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
 
       case 'engine': {
         // Passthrough: the edge never sees the engine's TLS (mutual TLS ends at the inner dockerd).
-        const sb = await backend.resolveSandbox(route.sandbox).catch((err) => {
-          log.warn({ err, sandbox: route.sandbox }, 'edge: resolveSandbox failed');
-          return null;
-        });
-        if (!sb || sb.status !== 'running' || !sb.address) return reset(socket);
-        forwardTcp(socket, { host: sb.address, port: enginePort }, {
+        const address = await runningAddress(route.sandbox);
+        if (!address) return reset(socket);
+        forwardTcp(socket, { host: address, port: enginePort }, {
           connectTimeoutMs: t.upstreamConnectMs,
           onBytes: activity.listener(route.sandbox),
           onConnectError: (err) => {
@@ -181,13 +187,10 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       }
 
       case 'shell': {
-        const sb = await backend.resolveSandbox(route.sandbox).catch((err) => {
-          log.warn({ err, sandbox: route.sandbox }, 'edge: resolveSandbox failed');
-          return null;
-        });
-        if (!sb || sb.status !== 'running' || !sb.address) return reset(socket);
+        const address = await runningAddress(route.sandbox);
+        if (!address) return reset(socket);
         const tlsSocket = await terminate(socket, serverName);
-        forwardTcp(tlsSocket, { host: sb.address, port: shellPort }, {
+        forwardTcp(tlsSocket, { host: address, port: shellPort }, {
           connectTimeoutMs: t.upstreamConnectMs,
           onBytes: activity.listener(route.sandbox),
           onConnectError: (err) => {

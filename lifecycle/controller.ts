@@ -107,13 +107,13 @@ export class Lifecycle {
       this.deps.sessions.get(record.name),
       this.deps.store.users.get(record.owner_id),
     ]);
-    const view = fullView(record, owner?.name ?? record.owner_id, state, session, this.ctx);
-    const apps = this.deps.apps.appsOf(record.name);
-    view.tunnel_urls = apps.map((a) => this.appUrl(a.label));
-    view.apps = await Promise.all(
-      apps.map(async (a) => ({ url: this.appUrl(a.label), answers: state.address ? await probe(state.address, a.hostPort) : false })),
+    const apps = await Promise.all(
+      this.deps.apps.appsOf(record.name).map(async (a) => ({
+        url: this.appUrl(a.label),
+        answers: state.address ? await probe(state.address, a.hostPort) : false,
+      })),
     );
-    return view;
+    return fullView(record, owner?.name ?? record.owner_id, state, session, apps, this.ctx);
   }
 
   appUrl(label: string): string {
@@ -125,10 +125,15 @@ export class Lifecycle {
     return Promise.all(
       records
         .filter((r) => !r.archived_at)
-        .map(async (r) => ({
-          ...summarise(r, await this.deps.runtime.inspect(r.name), await this.deps.sessions.get(r.name), this.ctx),
-          tunnel_urls: this.deps.apps.appsOf(r.name).map((a) => this.appUrl(a.label)),
-        })),
+        .map(async (r) =>
+          summarise(
+            r,
+            await this.deps.runtime.inspect(r.name),
+            await this.deps.sessions.get(r.name),
+            this.deps.apps.appsOf(r.name).map((a) => this.appUrl(a.label)),
+            this.ctx,
+          ),
+        ),
     );
   }
 

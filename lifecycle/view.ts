@@ -55,7 +55,7 @@ export function deepSleepAt(record: SandboxRecord, state: RuntimeState): number 
   return after === null ? null : Date.parse(state.finishedAt) + after;
 }
 
-export function summarise(record: SandboxRecord, state: RuntimeState, session: IdleSession | null, ctx: ViewContext): SandboxSummary {
+export function summarise(record: SandboxRecord, state: RuntimeState, session: IdleSession | null, tunnelUrls: string[], ctx: ViewContext): SandboxSummary {
   const host = engineHost(record.name, ctx.domain);
   const deepAt = deepSleepAt(record, state);
   return {
@@ -74,7 +74,7 @@ export function summarise(record: SandboxRecord, state: RuntimeState, session: I
       state: record.certs ? 'ready' : 'needs-certs',
     },
     ...(state.status === 'running' ? {} : { hint: NOT_RUNNING_HINT }),
-    tunnel_urls: [],
+    tunnel_urls: tunnelUrls,
   };
 }
 
@@ -83,15 +83,16 @@ export function fullView(
   ownerName: string,
   state: RuntimeState,
   session: IdleSession | null,
+  apps: SandboxView['apps'],
   ctx: ViewContext,
 ): SandboxView {
   return {
-    ...summarise(record, state, session, ctx),
+    ...summarise(record, state, session, apps.map((a) => a.url), ctx),
     owner: ownerName,
     ...(record.certs
       ? { ca_cert: record.certs.ca_cert, client_cert: record.certs.client_cert, client_key: record.certs.client_key }
       : {}),
-    apps: [],
+    apps,
     extras: {},
   };
 }

@@ -3,9 +3,10 @@ import { PassThrough, Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { errors } from '../core/errors.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
-import type { ExecResult, SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
+import type { SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
 import { leafName, parseSandboxPath, type SandboxPath } from './paths.ts';
-import * as scripts from './scripts.ts';
+import { ScriptRunner, ShellGone, type ScriptResult } from './script-runner.ts';
+import { UPLOAD_WRITE, type Operation } from './scripts.ts';
 import { fileHeader, fileTrailer } from './tar-header.ts';
 
 /** Spec 8: text reads are UTF-8 up to 1 MB. */
@@ -32,15 +33,24 @@ const TYPES: Record<string, FileEntry['type']> = { d: 'dir', f: 'file', l: 'link
  * the work inside the sandbox container with one checked script per operation (scripts.ts).
  */
 export class SandboxFiles {
+  private readonly scripts: ScriptRunner;
+
   constructor(
     private readonly exec: SandboxExec,
     private readonly lifecycle: Lifecycle,
     readonly maxUpload: number,
-  ) {}
+  ) {
+    this.scripts = new ScriptRunner(exec);
+  }
+
+  /** Ends the shells kept in sandboxes (the service is closing). */
+  close(): void {
+    this.scripts.close();
+  }
 
   async list(sandbox: string, path?: string): Promise<{ path: string; entries: FileEntry[] }> {
     const p = parseSandboxPath(path);
-    const { stdout } = await this.run(sandbox, p, scripts.LIST, [p.path]);
+    const { stdout } = await this.run(sandbox, p, 'LIST', [p.path]);
     const entries: FileEntry[] = [];
     for (const record of stdout.toString('utf8').split('\0')) {
       if (!record) continue;
@@ -63,7 +73,7 @@ export class SandboxFiles {
    */
   async download(sandbox: string, path: string | undefined): Promise<Download> {
     const p = parseSandboxPath(path);
-    const { stdout } = await this.run(sandbox, p, scripts.LOCATE, [p.path]);
+    const { stdout } = await this.run(sandbox, p, 'LOCATE', [p.path]);
     const text = stdout.toString('utf8');
     const nl = text.indexOf('\n');
     const [head, real] = [text.slice(0, nl), text.slice(nl + 1)];
@@ -87,7 +97,7 @@ export class SandboxFiles {
 
   async readText(sandbox: string, path: string | undefined): Promise<{ path: string; text: string }> {
     const p = parseSandboxPath(path);
-    const { stdout } = await this.run(sandbox, p, scripts.READ_TEXT, [p.path, String(MAX_TEXT_BYTES)]);
+    const { stdout } = await this.run(sandbox, p, 'READ_TEXT', [p.path, String(MAX_TEXT_BYTES)]);
     if (stdout.length > MAX_TEXT_BYTES) throw new errors.TextTooLarge(p.path, `more than ${MAX_TEXT_BYTES}`);
     let text: string;
     try {
@@ -111,7 +121,7 @@ export class SandboxFiles {
     // The archive path checks the state itself (in run), once.
     if (declaredLength !== undefined) return this.uploadArchive(sandbox, p, dir, name, tmp, body, declaredLength);
     await this.ensureRunning(sandbox);
-    const proc = await this.start(sandbox, [scripts.UPLOAD_WRITE, p.root, dir, name, tmp], true);
+    const proc = await this.start(sandbox, [UPLOAD_WRITE, p.root, dir, name, tmp]);
     const out: Buffer[] = [];
     proc.stdout.on('data', (c: Buffer) => out.push(c));
     let received = 0;
@@ -146,16 +156,12 @@ export class SandboxFiles {
     const aborted = (body as { readableAborted?: boolean }).readableAborted;
     const incomplete = streamError !== undefined || aborted || (declaredLength !== undefined && received !== declaredLength);
     if (result.exitCode !== 0 || incomplete || written !== received) {
-      await this.execQuiet(sandbox, [scripts.UPLOAD_ABORT, p.root, dir, tmp]);
+      await this.abortUpload(sandbox, p, dir, tmp);
       if (streamError instanceof errors.UploadTooLarge) throw streamError;
       if (result.exitCode !== 0) throw this.failure(result, p);
       throw new errors.UploadIncomplete(received, declaredLength ?? 'the announced number of');
     }
-    const commit = await this.start(sandbox, [scripts.UPLOAD_COMMIT, p.root, dir, name, tmp]);
-    commit.stdout.resume();
-    const committed = await commit.done;
-    if (committed.exitCode !== 0) throw this.failure(committed, p);
-    this.lifecycle.recordActivity(sandbox);
+    await this.run(sandbox, p, 'UPLOAD_COMMIT', [dir, name, tmp], { checked: true });
     return { path: p.path, size: received };
   }
 
@@ -165,7 +171,7 @@ export class SandboxFiles {
    * checks the size and renames it over the target.
    */
   private async uploadArchive(sandbox: string, p: SandboxPath, dir: string, name: string, tmp: string, body: Readable, length: number) {
-    const { stdout } = await this.run(sandbox, p, scripts.UPLOAD_PREPARE, [dir, name]);
+    const { stdout } = await this.run(sandbox, p, 'UPLOAD_PREPARE', [dir, name]);
     const real = stdout.toString('utf8');
     let received = 0;
     async function* tar() {
@@ -180,27 +186,23 @@ export class SandboxFiles {
     try {
       await this.exec.putArchive(sandbox, real, tar(), 512 + length + fileTrailer(length).length);
     } catch (err) {
-      await this.execQuiet(sandbox, [scripts.UPLOAD_ABORT, p.root, dir, tmp]);
+      await this.abortUpload(sandbox, p, dir, tmp);
       // the engine may still be writing what it got: sweep once more when it has stopped
-      setTimeout(() => void this.execQuiet(sandbox, [scripts.UPLOAD_ABORT, p.root, dir, tmp]), 2_000).unref();
+      setTimeout(() => void this.abortUpload(sandbox, p, dir, tmp), 2_000).unref();
       if (err instanceof errors.UploadIncomplete || (received < length && !(err as { statusCode?: number }).statusCode)) throw new errors.UploadIncomplete(received, length);
       const code = (err as { statusCode?: number }).statusCode;
       if (code === 404) throw new errors.FileNotFound(p.path);
       if (code === 409) throw notRunning(sandbox, 'exited');
       throw new errors.FileOperationFailed((err as Error).message);
     }
-    const commit = await this.start(sandbox, [scripts.UPLOAD_COMMIT, p.root, dir, name, tmp, String(length)]);
-    commit.stdout.resume();
-    const committed = await commit.done;
-    if (committed.exitCode !== 0) throw this.failure(committed, p);
-    this.lifecycle.recordActivity(sandbox);
+    await this.run(sandbox, p, 'UPLOAD_COMMIT', [dir, name, tmp, String(length)], { checked: true });
     return { path: p.path, size: length };
   }
 
   async mkdir(sandbox: string, path: string | undefined): Promise<{ path: string }> {
     const p = parseSandboxPath(path);
     leafName(p, 'a new folder');
-    await this.run(sandbox, p, scripts.MKDIR, p.parts);
+    await this.run(sandbox, p, 'MKDIR', p.parts);
     return { path: p.path };
   }
 
@@ -209,7 +211,7 @@ export class SandboxFiles {
     if (path === undefined || path === '') throw new errors.BadPath('give the path to delete');
     const p = parseSandboxPath(path);
     if (p.parts.length === 0) throw new errors.TopFolder(p.path);
-    await this.run(sandbox, p, scripts.DELETE, [parentOf(p), p.parts.at(-1)!]);
+    await this.run(sandbox, p, 'DELETE', [parentOf(p), p.parts.at(-1)!]);
     return { path: p.path, deleted: true };
   }
 
@@ -219,38 +221,47 @@ export class SandboxFiles {
     if (state.status !== 'running') throw notRunning(sandbox, state.status);
   }
 
-  private async run(sandbox: string, p: SandboxPath, script: string, args: string[]) {
-    await this.ensureRunning(sandbox);
-    const proc = await this.start(sandbox, [script, p.root, ...args]);
-    const chunks: Buffer[] = [];
-    proc.stdout.on('data', (c: Buffer) => chunks.push(c));
-    const result = await proc.done;
+  /** Runs one operation of scripts.ts on `p.root` (after checking the sandbox runs, unless `checked`). */
+  private async run(sandbox: string, p: SandboxPath, op: Operation, args: string[], opts: { checked?: boolean } = {}) {
+    if (!opts.checked) await this.ensureRunning(sandbox);
+    let result: ScriptResult;
+    try {
+      result = await this.scripts.run(sandbox, op, [p.root, ...args]);
+    } catch (err) {
+      throw await this.execFailure(sandbox, err);
+    }
     if (result.exitCode !== 0) throw this.failure(result, p);
     this.lifecycle.recordActivity(sandbox);
-    return { stdout: Buffer.concat(chunks) };
+    return { stdout: result.stdout };
   }
 
-  private async start(sandbox: string, [script, ...args]: string[], stdin = false) {
+  /** A command of its own (the upload that streams into its stdin). */
+  private async start(sandbox: string, [script, ...args]: string[]) {
     try {
-      return await this.exec.start(sandbox, ['sh', '-c', script!, 'svc-files', ...args], { stdin });
+      return await this.exec.start(sandbox, ['sh', '-c', script!, 'svc-files', ...args], { stdin: true });
     } catch (err) {
-      const code = (err as { statusCode?: number }).statusCode;
-      if (code === 404 || code === 409) throw notRunning(sandbox, code === 404 ? 'deep_sleep' : 'exited');
-      throw err;
+      throw await this.execFailure(sandbox, err);
     }
   }
 
-  private async execQuiet(sandbox: string, cmd: string[]): Promise<void> {
-    try {
-      const proc = await this.start(sandbox, cmd);
-      proc.stdout.resume();
-      await proc.done;
-    } catch {
-      /* best effort: a leftover .svc-upload-* file never carries the final name */
+  /** Why a command could not run: mostly because the sandbox stopped under it. */
+  private async execFailure(sandbox: string, err: unknown): Promise<unknown> {
+    const code = (err as { statusCode?: number }).statusCode;
+    if (code === 404 || code === 409) return notRunning(sandbox, code === 404 ? 'deep_sleep' : 'exited');
+    if (err instanceof ShellGone) {
+      const state = await this.lifecycle.status(sandbox);
+      if (state.status !== 'running') return notRunning(sandbox, state.status);
+      return new errors.FileOperationFailed(`${err.message}; try again`);
     }
+    return err;
   }
 
-  private failure(result: ExecResult, p: SandboxPath): Error {
+  /** Best effort: a leftover .svc-upload-* file never carries the final name. */
+  private async abortUpload(sandbox: string, p: SandboxPath, dir: string, tmp: string): Promise<void> {
+    await this.run(sandbox, p, 'UPLOAD_ABORT', [dir, tmp], { checked: true }).catch(() => undefined);
+  }
+
+  private failure(result: { exitCode: number; stderr: string }, p: SandboxPath): Error {
     const detail = result.stderr.trim();
     switch (result.exitCode) {
       case 10: return new errors.FileNotFound(p.path);

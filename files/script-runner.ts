@@ -1,0 +1,182 @@
+import type { ExecProcess, SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
+import { SHELL_SERVER, type Operation } from './scripts.ts';
+
+/** How many shells one sandbox may have: a long listing then does not hold up a small read. */
+const SHELLS_PER_SANDBOX = 2;
+/** A shell nobody has used for this long is ended. */
+const IDLE_MS = 30_000;
+
+export interface ScriptResult {
+  exitCode: number;
+  stdout: Buffer;
+  stderr: string;
+}
+
+/** A shell that was running an operation when it ended (its sandbox stopped, most likely). */
+export class ShellGone extends Error {}
+
+/**
+ * Runs the file operations of scripts.ts in a few long-lived shells per sandbox (SHELL_SERVER),
+ * so each costs about a millisecond of forks inside the sandbox instead of a `docker exec`.
+ * Shells end by themselves when their sandbox stops or after a while unused; the next operation
+ * starts a new one. Errors from starting one (the container is gone or stopped) reach the caller
+ * with the engine's status code.
+ */
+export class ScriptRunner {
+  private readonly pools = new Map<string, Pool>();
+
+  constructor(private readonly exec: SandboxExec) {}
+
+  async run(sandbox: string, op: Operation, args: string[]): Promise<ScriptResult> {
+    let pool = this.pools.get(sandbox);
+    if (!pool) {
+      const created = new Pool(
+        () => this.exec.start(sandbox, ['sh', '-c', SHELL_SERVER, 'svc-files'], { stdin: true }),
+        () => { if (this.pools.get(sandbox) === created) this.pools.delete(sandbox); },
+      );
+      this.pools.set(sandbox, (pool = created));
+    }
+    const shell = await pool.acquire();
+    try {
+      return await shell.request(op, args);
+    } finally {
+      pool.release(shell);
+    }
+  }
+
+  /** Ends every shell (the service is closing). */
+  close(): void {
+    for (const pool of this.pools.values()) pool.close();
+    this.pools.clear();
+  }
+}
+
+/** The shells of one sandbox, and the operations waiting for one. */
+class Pool {
+  private readonly shells = new Set<Shell>();
+  private readonly idle: Shell[] = [];
+  private readonly waiting: Array<{ resolve: (shell: Shell) => void; reject: (err: unknown) => void }> = [];
+  private starting = 0;
+
+  constructor(
+    private readonly spawn: () => Promise<ExecProcess>,
+    private readonly onEmpty: () => void,
+  ) {}
+
+  async acquire(): Promise<Shell> {
+    const idle = this.idle.pop();
+    if (idle) return idle;
+    if (this.shells.size + this.starting >= SHELLS_PER_SANDBOX) return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+    this.starting++;
+    try {
+      const shell: Shell = new Shell(await this.spawn(), () => this.forget(shell));
+      this.shells.add(shell);
+      return shell;
+    } catch (err) {
+      // those waiting would meet the same stopped sandbox
+      for (const waiter of this.waiting.splice(0)) waiter.reject(err);
+      throw err;
+    } finally {
+      this.starting--;
+      this.checkEmpty();
+    }
+  }
+
+  release(shell: Shell): void {
+    if (shell.ended) {
+      // a waiter gets a fresh shell rather than waiting for one that no longer exists
+      const next = this.waiting.shift();
+      if (next) this.acquire().then(next.resolve, next.reject);
+      return;
+    }
+    const next = this.waiting.shift();
+    if (next) next.resolve(shell);
+    else this.idle.push(shell);
+  }
+
+  close(): void {
+    for (const shell of this.shells) shell.end();
+  }
+
+  private forget(shell: Shell): void {
+    this.shells.delete(shell);
+    const at = this.idle.indexOf(shell);
+    if (at >= 0) this.idle.splice(at, 1);
+    this.checkEmpty();
+  }
+
+  private checkEmpty(): void {
+    if (this.shells.size === 0 && this.starting === 0 && this.waiting.length === 0) this.onEmpty();
+  }
+}
+
+/** One shell running SHELL_SERVER: one request at a time, its reply read off the demuxed stdout. */
+class Shell {
+  ended = false;
+  private readonly chunks: Buffer[] = [];
+  private buffered = 0;
+  private reply: { code: number; out: number; err: number } | undefined;
+  private pending: { resolve: (r: ScriptResult) => void; reject: (e: Error) => void } | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly proc: ExecProcess, private readonly onEnd: () => void) {
+    proc.stdout.on('data', (chunk: Buffer) => this.receive(chunk));
+    proc.stdout.on('close', () => this.finish());
+    proc.stdout.on('error', () => this.finish());
+    proc.done.then(() => this.finish(), () => this.finish());
+    this.armIdle();
+  }
+
+  request(op: Operation, args: string[]): Promise<ScriptResult> {
+    if (this.ended) return Promise.reject(new ShellGone('the file shell ended'));
+    clearTimeout(this.idleTimer);
+    return new Promise((resolve, reject) => {
+      this.pending = { resolve, reject };
+      this.proc.stdin!.write(`${op} ${args.length}\n${args.map((a) => `${a}\n`).join('')}`);
+    });
+  }
+
+  end(): void {
+    clearTimeout(this.idleTimer);
+    this.proc.stdin!.end();
+  }
+
+  private armIdle(): void {
+    this.idleTimer = setTimeout(() => this.end(), IDLE_MS);
+    this.idleTimer.unref();
+  }
+
+  private receive(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    if (!this.reply) {
+      const head = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+      const nl = head.indexOf(0x0a);
+      if (nl < 0) return;
+      const [code, out, err] = head.toString('ascii', 0, nl).split(' ').map(Number);
+      this.reply = { code: code!, out: out!, err: err! };
+      this.chunks.length = 0;
+      this.chunks.push(head.subarray(nl + 1));
+      this.buffered = head.length - nl - 1;
+    }
+    const { code, out, err } = this.reply;
+    if (this.buffered < out + err) return;
+    const body = Buffer.concat(this.chunks);
+    const pending = this.pending;
+    this.reply = undefined;
+    this.pending = undefined;
+    this.chunks.length = 0;
+    this.buffered = 0;
+    this.armIdle();
+    pending?.resolve({ exitCode: code, stdout: body.subarray(0, out), stderr: body.toString('utf8', out, out + err) });
+  }
+
+  private finish(): void {
+    if (this.ended) return;
+    this.ended = true;
+    clearTimeout(this.idleTimer);
+    this.onEnd();
+    this.pending?.reject(new ShellGone('the file shell ended during the operation'));
+    this.pending = undefined;
+  }
+}

@@ -341,4 +341,18 @@ describe('file routes on a real sandbox', () => {
     const up = await put('/root/x', 'x');
     assert.equal(up.status, 409);
   });
+
+  it('serves many operations at once, and again after a sleep ended the shells that served them', async () => {
+    await t.service.lifecycle.start(name); // asleep since the test before
+    // operations run in at most two shells per sandbox; the rest wait their turn
+    const reads = await Promise.all(Array.from({ length: 8 }, (_, i) =>
+      i % 2 ? api('GET', files('?path=/srv')) : api('POST', files('/mkdir'), { path: `/opt/many/d${i}` })));
+    assert.deepEqual(reads.map((r) => r.status), [201, 200, 201, 200, 201, 200, 201, 200]);
+    assert.equal((await inSandbox('ls /opt/many')).split('\n').filter(Boolean).length, 4);
+    await t.service.lifecycle.sleep(name, 'test');
+    await t.service.lifecycle.start(name);
+    const after = await api('GET', files('?path=/opt/many'));
+    assert.equal(after.status, 200, JSON.stringify(after.body));
+    assert.equal(after.body.length, 4);
+  });
 });

@@ -18,7 +18,7 @@
  * Targets: added p50 < 1 ms, throughput >= 70 % of nginx, passthrough >= 90 % of direct.
  */
 import 'reflect-metadata';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
@@ -33,6 +33,7 @@ import { pino } from 'pino';
 import { issueServerCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
 import type { EdgeBackend } from '../edge/backend.ts';
 import { startEdge } from '../edge/index.ts';
+import { ensureNginx, startNginxProxy } from './support/nginx.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const APP_HOST = 'svc-bench-web.localhost';
@@ -175,79 +176,6 @@ function nodeFlags(args: string[]): string[] {
   return ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.argv[i + 1])}`];
 }
 
-async function waitForPort(port: number): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const ok = await new Promise<boolean>((r) => {
-      const s = net.connect(port, '127.0.0.1', () => {
-        s.destroy();
-        r(true);
-      });
-      s.on('error', () => r(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`nothing listens on ${port}`);
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-function ensureNginx(): string | null {
-  const which = spawnSync('sh', ['-c', 'command -v nginx || ls /usr/sbin/nginx 2>/dev/null'], { encoding: 'utf8' }).stdout.trim().split('\n')[0];
-  if (which) return which;
-  console.log('# nginx missing: apt-get install -y nginx-light');
-  const r = spawnSync('sh', ['-c', 'apt-get install -y -qq nginx-light >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nginx-light >/dev/null 2>&1)'], { stdio: 'inherit' });
-  if (r.status !== 0) return null;
-  return fs.existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : null;
-}
-
-async function startNginx(bin: string, dir: string, appPort: number): Promise<{ port: number; pid: number }> {
-  const port = await freePort();
-  const prefix = path.join(dir, 'nginx');
-  fs.mkdirSync(path.join(prefix, 'logs'), { recursive: true });
-  const conf = `
-worker_processes 1;
-daemon off;
-${process.getuid?.() === 0 ? 'user root;' : ''}
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
-  fastcgi_temp_path ${prefix}/fastcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
-  upstream app { server 127.0.0.1:${appPort}; keepalive 128; keepalive_requests 1000000; }
-  server {
-    listen 127.0.0.1:${port} ssl;
-    server_name ${APP_HOST};
-    ssl_certificate ${dir}/web.pem;
-    ssl_certificate_key ${dir}/web-key.pem;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    keepalive_requests 1000000;
-    location / {
-      proxy_pass http://app;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-For $remote_addr;
-      proxy_set_header X-Forwarded-Proto https;
-    }
-  }
-}
-`;
-  const file = path.join(prefix, 'nginx.conf');
-  fs.writeFileSync(file, conf);
-  await child(bin, ['-p', prefix, '-c', file], false);
-  await waitForPort(port);
-  return { port, pid: children[children.length - 1].pid! };
-}
-
 interface Target {
   name: string;
   port: number;
@@ -371,19 +299,22 @@ async function main(): Promise<void> {
     const app = await tsxChild('--role', 'app', dir);
     const edge = await tsxChild('--role', 'edge', dir, String(app.http), String(app.blob));
     const nginxBin = ensureNginx();
-    const nginx = nginxBin ? await startNginx(nginxBin, dir, app.http) : null;
+    const nginx = nginxBin
+      ? await startNginxProxy(nginxBin, { dir, serverName: APP_HOST, certFile: path.join(dir, 'web.pem'), keyFile: path.join(dir, 'web-key.pem'), upstreamPort: app.http })
+      : null;
+    if (nginx) children.push(nginx.process);
     const nodeProxy = await tsxChild('--role', 'node-proxy', dir, String(app.http));
 
     console.log(`# edge bench: ${os.cpus().length} CPUs, node ${process.version}, ${seconds} s per load run, ${connections} connections`);
     const targets: Target[] = [
       { name: 'direct (plain HTTP)', port: app.http, tls: false, pids: () => [app.pid] },
       { name: 'edge (TLS)', port: edge.https, tls: true, pids: () => [edge.pid] },
-      ...(nginx ? [{ name: 'nginx (TLS)', port: nginx.port, tls: true, pids: () => [nginx.pid, ...childPids(nginx.pid)] }] : []),
+      ...(nginx ? [{ name: 'nginx (TLS)', port: nginx.port, tls: true, pids: () => [nginx.process.pid!, ...childPids(nginx.process.pid!)] }] : []),
       { name: 'bare Node proxy (TLS)', port: nodeProxy.port, tls: true, pids: () => [nodeProxy.pid] },
     ];
     const pick = process.argv.includes('--targets') ? process.argv[process.argv.indexOf('--targets') + 1].split(',') : null;
     if (pick) targets.splice(0, targets.length, ...targets.filter((t) => pick.some((p) => t.name.startsWith(p))));
-    if (process.argv.includes('--verbose')) console.log(`# pids: app ${app.pid}, edge ${edge.pid}${nginx ? `, nginx ${nginx.pid}` : ''}`);
+    if (process.argv.includes('--verbose')) console.log(`# pids: app ${app.pid}, edge ${edge.pid}${nginx ? `, nginx ${nginx.process.pid!}` : ''}`);
     for (const t of targets) {
       const body = await fetchOnce(t);
       if (body !== BODY) throw new Error(`${t.name} answered ${JSON.stringify(body.slice(0, 80))} instead of the app`);

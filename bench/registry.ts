@@ -4,7 +4,9 @@
  *  1. push and pull of a 200 MB blob through the front (edge TLS → front → upstream) versus
  *     straight to the upstream registry on loopback (plain HTTP; target: ≥ 90% of direct
  *     throughput), and versus the upstream behind a bare Node TLS relay in this process (the same
- *     TLS work the edge does, and nothing else: what "through the front" can reach at best);
+ *     TLS work the edge does, and nothing else: what "through the front" can reach at best), and
+ *     versus nginx as a TLS reverse proxy to the upstream (one worker, bodies streamed both ways:
+ *     what the usual C proxy reaches for the same TLS hop on this machine);
  *  2. scan throughput on a real Debian root filesystem layer (the sandbox image's debootstrap
  *     layer, gzip) versus plain `gunzip` of the same blob (target: ≥ 70% of gunzip's speed);
  *  3. time from the end of a 200 MB image push to its finished report (target: < 5 s).
@@ -23,10 +25,12 @@ import path from 'node:path';
 import tls from 'node:tls';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
+import { issueServerCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
 import { serviceCaPem } from '../edge/index.ts';
 import { scanLayer } from '../scanner/layer-reader.ts';
 import { startTestService } from '../test/helpers/service.ts';
 import { OciClient, sha256 } from '../test/registry/oci.ts';
+import { ensureNginx, startNginxProxy, type NginxProxy } from './support/nginx.ts';
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -117,6 +121,23 @@ async function tlsRelay(upstreamUrl: string, secureContext: tls.SecureContext): 
   return server;
 }
 
+/** nginx as a TLS proxy to the upstream with a certificate of the service CA; null without nginx. */
+async function nginxInFront(dataDir: string, domain: string, host: string, upstreamPort: number): Promise<NginxProxy | null> {
+  const bin = ensureNginx();
+  if (!bin) {
+    console.log('# nginx could not be installed: no nginx figures');
+    return null;
+  }
+  const ca = await loadOrCreateServiceCa(dataDir, domain);
+  const c = await issueServerCert(ca, [host]);
+  const certFile = path.join(tmp, 'nginx-cert.pem');
+  const keyFile = path.join(tmp, 'nginx-key.pem');
+  fs.writeFileSync(certFile, c.certPem + ca.certPem);
+  fs.writeFileSync(keyFile, c.keyPem, { mode: 0o600 });
+  const location = 'client_max_body_size 0; proxy_request_buffering off; proxy_buffering off;';
+  return startNginxProxy(bin, { dir: tmp, serverName: host, certFile, keyFile, upstreamPort, location });
+}
+
 /** The sandbox image's debootstrap layer (a real Debian rootfs), gzip-compressed, cached in tmp. */
 function debianLayer(): string {
   const cached = path.join(os.tmpdir(), 'svc-bench-debian-rootfs.tar.gz');
@@ -165,6 +186,14 @@ async function main() {
       headers: {},
       servername: host,
     };
+    const nginx = await nginxInFront(t.config.dataDir, t.config.domain, host, Number(new URL(t.service.registry.upstream.url).port));
+    const viaNginx: Target | null = nginx && {
+      url: `https://${host}:${nginx.port}`,
+      curl: ['--resolve', `${host}:${nginx.port}:127.0.0.1`, '--cacert', caFile],
+      agent: new https.Agent({ keepAlive: true, ca, servername: host, lookup: loopback }),
+      headers: {},
+      servername: host,
+    };
 
     // 1. push / pull throughput. One fresh blob per round, pushed by each path to its own
     // repository and pulled back; the order of the paths rotates from round to round.
@@ -173,16 +202,21 @@ async function main() {
       const file = path.join(tmp, `blob-${i}.tar.gz`);
       blobs.push({ file, ...(await makeLayerFile(file, MB, i)) });
     }
-    const paths = { front: { target: front, repo: `${sb}/front` }, direct: { target: direct, repo: `${sb}/direct` }, tls: { target: viaTls, repo: `${sb}/tls` } };
-    type PathName = keyof typeof paths;
-    const order: PathName[] = ['direct', 'tls', 'front'];
-    const push: Record<PathName, number[]> = { front: [], direct: [], tls: [] };
-    const pull: Record<PathName, number[]> = { front: [], direct: [], tls: [] };
+    type PathName = 'front' | 'direct' | 'tls' | 'nginx';
+    const paths: Partial<Record<PathName, { target: Target; repo: string }>> = {
+      front: { target: front, repo: `${sb}/front` },
+      direct: { target: direct, repo: `${sb}/direct` },
+      tls: { target: viaTls, repo: `${sb}/tls` },
+      ...(viaNginx ? { nginx: { target: viaNginx, repo: `${sb}/nginx` } } : {}),
+    };
+    const order = Object.keys(paths) as PathName[];
+    const push: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
+    const pull: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
     for (let i = 0; i < RUNS; i++) {
       const b = blobs[i]!;
-      const round = [...order.slice(i % 3), ...order.slice(0, i % 3)];
-      for (const name of round) push[name].push(await uploadBlob(paths[name].target, `${paths[name].repo}-${i}`, b.file, b.digest, b.size));
-      for (const name of round) pull[name].push(await downloadBlob(paths[name].target, `${paths[name].repo}-${i}`, b.digest));
+      const round = [...order.slice(i % order.length), ...order.slice(0, i % order.length)];
+      for (const name of round) push[name].push(await uploadBlob(paths[name]!.target, `${paths[name]!.repo}-${i}`, b.file, b.digest, b.size));
+      for (const name of round) pull[name].push(await downloadBlob(paths[name]!.target, `${paths[name]!.repo}-${i}`, b.digest));
     }
     const size = blobs[0]!.size / 1e6;
     const rate = (s: number) => `${(size / s).toFixed(0)} MB/s`;
@@ -191,12 +225,15 @@ async function main() {
     for (const [what, m] of [['push', push], ['pull', pull]] as const) {
       console.log(
         `${what} ${size.toFixed(0)} MB: front ${rate(median(m.front))}, direct ${rate(median(m.direct))}, TLS relay ${rate(median(m.tls))} ` +
-          `→ ${pct(m.direct, m.front)} of direct (target ≥ 90%), ${pct(m.tls, m.front)} of the TLS relay ` +
-          `(runs MB/s: front ${runs(m.front)}, direct ${runs(m.direct)}, TLS relay ${runs(m.tls)})`,
+          `→ ${pct(m.direct, m.front)} of direct (target ≥ 90%), ${pct(m.tls, m.front)} of the TLS relay` +
+          (m.nginx.length ? `; nginx TLS proxy ${rate(median(m.nginx))}: front at ${pct(m.nginx, m.front)} of nginx, nginx at ${pct(m.direct, m.nginx)} of direct` : '') +
+          ` (runs MB/s: front ${runs(m.front)}, direct ${runs(m.direct)}, TLS relay ${runs(m.tls)}${m.nginx.length ? `, nginx ${runs(m.nginx)}` : ''})`,
       );
     }
     relay.close();
     viaTls.agent.destroy();
+    nginx?.process.kill('SIGTERM');
+    viaNginx?.agent.destroy();
     if (TRANSFER_ONLY) {
       front.agent.destroy();
       direct.agent.destroy();

@@ -1,0 +1,101 @@
+/**
+ * nginx (Debian's nginx-light) as the reference TLS reverse proxy of the benches: one worker,
+ * its own prefix folder, started as a child process that the caller stops.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+export interface NginxProxy {
+  port: number;
+  process: ChildProcess;
+}
+
+export interface NginxProxyOptions {
+  /** Folder for its config, logs and temp files. */
+  dir: string;
+  serverName: string;
+  /** PEM files: the certificate (with its chain) and the key. */
+  certFile: string;
+  keyFile: string;
+  upstreamPort: number;
+  /** Extra directives for `location /` (e.g. streaming bodies both ways). */
+  location?: string;
+}
+
+/** The nginx binary, installed from Debian's packages when missing; null when that fails. */
+export function ensureNginx(): string | null {
+  const which = spawnSync('sh', ['-c', 'command -v nginx || ls /usr/sbin/nginx 2>/dev/null'], { encoding: 'utf8' }).stdout.trim().split('\n')[0];
+  if (which) return which;
+  console.log('# nginx missing: apt-get install -y nginx-light');
+  const r = spawnSync('sh', ['-c', 'apt-get install -y -qq nginx-light >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nginx-light >/dev/null 2>&1)'], { stdio: 'inherit' });
+  if (r.status !== 0) return null;
+  return fs.existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : null;
+}
+
+/** A TLS reverse proxy on a free loopback port to `127.0.0.1:<upstreamPort>`, with kept-alive upstream connections. */
+export async function startNginxProxy(bin: string, opts: NginxProxyOptions): Promise<NginxProxy> {
+  const port = await freePort();
+  const prefix = path.join(opts.dir, 'nginx');
+  fs.mkdirSync(path.join(prefix, 'logs'), { recursive: true });
+  const conf = `
+worker_processes 1;
+daemon off;
+${process.getuid?.() === 0 ? 'user root;' : ''}
+pid ${prefix}/nginx.pid;
+error_log ${prefix}/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
+  fastcgi_temp_path ${prefix}/fastcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
+  upstream app { server 127.0.0.1:${opts.upstreamPort}; keepalive 128; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:${port} ssl;
+    server_name ${opts.serverName};
+    ssl_certificate ${opts.certFile};
+    ssl_certificate_key ${opts.keyFile};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    keepalive_requests 1000000;
+    location / {
+      proxy_pass http://app;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $http_host;
+      proxy_set_header X-Forwarded-For $remote_addr;
+      proxy_set_header X-Forwarded-Proto https;
+      ${opts.location ?? ''}
+    }
+  }
+}
+`;
+  const file = path.join(prefix, 'nginx.conf');
+  fs.writeFileSync(file, conf);
+  const child = spawn(bin, ['-p', prefix, '-c', file], { stdio: ['ignore', 'ignore', 'inherit'] });
+  await waitForPort(port);
+  return { port, process: child };
+}
+
+export async function waitForPort(port: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const ok = await new Promise<boolean>((r) => {
+      const s = net.connect(port, '127.0.0.1', () => {
+        s.destroy();
+        r(true);
+      });
+      s.on('error', () => r(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
+export async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}

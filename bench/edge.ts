@@ -11,7 +11,8 @@
  *    connection to the same server.
  *
  * A bare Node TLS proxy (https + undici, nothing else) and a bare Node TCP pipe are measured too,
- * as the floor the platform sets.
+ * as the floor the platform sets, and socat as a TCP relay written in C (what leaving Node for the
+ * passthrough bytes would reach).
  *
  * Every server runs in its own process (app, edge, nginx with one worker); the load generator
  * runs in this one. Traffic stays on loopback and every phase is bounded in time.
@@ -33,7 +34,7 @@ import { pino } from 'pino';
 import { issueServerCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
 import type { EdgeBackend } from '../edge/backend.ts';
 import { startEdge } from '../edge/index.ts';
-import { ensureNginx, startNginxProxy } from './support/nginx.ts';
+import { ensureNginx, ensureTool, freePort, startNginxProxy, waitForPort } from './support/reference-tools.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const APP_HOST = 'svc-bench-web.localhost';
@@ -143,6 +144,16 @@ async function rolePipe(blobPort: number): Promise<void> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   announce({ port: (server.address() as net.AddressInfo).port, pid: process.pid });
+}
+
+/** socat relaying a free loopback port to `targetPort` (256 KiB buffers); null without socat. */
+async function startSocatRelay(targetPort: number): Promise<number | null> {
+  const bin = ensureTool('socat', 'socat', '/usr/bin/socat');
+  if (!bin) return null;
+  const port = await freePort();
+  void child(bin, ['-b', '262144', `TCP-LISTEN:${port},fork,reuseaddr,bind=127.0.0.1`, `TCP:127.0.0.1:${targetPort}`], false);
+  await waitForPort(port);
+  return port;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -353,19 +364,22 @@ async function main(): Promise<void> {
     let direct = 0;
     let through = 0;
     let piped = 0;
+    let relayed = 0;
     const rounds = arg('rounds', 4);
     if (only !== 'http') {
       const pipe = await tsxChild('--role', 'pipe', String(app.blob));
+      const socat = await startSocatRelay(app.blob);
       const mb = passMb * 1024 * 1024;
-      for (const port of [app.blob, edge.https, pipe.port]) await download(port, mb, ca.certPem);
+      for (const port of [app.blob, edge.https, pipe.port, ...(socat ? [socat] : [])]) await download(port, mb, ca.certPem);
       for (let i = 0; i < rounds; i++) {
         direct = Math.max(direct, await download(app.blob, mb, ca.certPem));
         through = Math.max(through, await download(edge.https, mb, ca.certPem));
         piped = Math.max(piped, await download(pipe.port, mb, ca.certPem));
+        if (socat) relayed = Math.max(relayed, await download(socat, mb, ca.certPem));
       }
       console.log(
         `passthrough ${passMb} MB: direct TLS ${direct.toFixed(0)} MB/s, through the edge ${through.toFixed(0)} MB/s, ` +
-          `through a bare Node pipe ${piped.toFixed(0)} MB/s (best of ${rounds} after a warm-up)`,
+          `through a bare Node pipe ${piped.toFixed(0)} MB/s${socat ? `, through socat ${relayed.toFixed(0)} MB/s` : ''} (best of ${rounds} after a warm-up)`,
       );
     }
 
@@ -398,6 +412,7 @@ async function main(): Promise<void> {
       const pr = through / direct;
       console.log(`passthrough edge / direct: ${(pr * 100).toFixed(0)} %   target >= 90 %: ${pr >= 0.9 ? 'ok' : 'MISSED'}`);
       console.log(`passthrough edge / bare Node pipe: ${((through / piped) * 100).toFixed(0)} %`);
+      if (relayed) console.log(`passthrough socat (C relay) / direct: ${((relayed / direct) * 100).toFixed(0)} %; edge / socat: ${((through / relayed) * 100).toFixed(0)} %`);
     }
   } finally {
     cleanup();

@@ -30,7 +30,7 @@ import { serviceCaPem } from '../edge/index.ts';
 import { scanLayer } from '../scanner/layer-reader.ts';
 import { startTestService } from '../test/helpers/service.ts';
 import { OciClient, sha256 } from '../test/registry/oci.ts';
-import { ensureNginx, startNginxProxy, type NginxProxy } from './support/nginx.ts';
+import { ensureNginx, startNginxProxy, type NginxProxy } from './support/reference-tools.ts';
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -1,6 +1,7 @@
 /**
- * nginx (Debian's nginx-light) as the reference TLS reverse proxy of the benches: one worker,
- * its own prefix folder, started as a child process that the caller stops.
+ * The C reference points of the benches, from Debian's packages: nginx (nginx-light) as the TLS
+ * reverse proxy (one worker, its own prefix folder, a child process the caller stops), and the
+ * installer they share (socat, the TCP relay of bench/edge, comes the same way).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -26,12 +27,18 @@ export interface NginxProxyOptions {
 
 /** The nginx binary, installed from Debian's packages when missing; null when that fails. */
 export function ensureNginx(): string | null {
-  const which = spawnSync('sh', ['-c', 'command -v nginx || ls /usr/sbin/nginx 2>/dev/null'], { encoding: 'utf8' }).stdout.trim().split('\n')[0];
+  return ensureTool('nginx', 'nginx-light', '/usr/sbin/nginx');
+}
+
+/** A reference tool of the benches, installed from Debian's packages when missing; null when that fails. */
+export function ensureTool(command: string, debianPackage: string, installedPath: string): string | null {
+  const which = spawnSync('sh', ['-c', `command -v ${command} || ls ${installedPath} 2>/dev/null`], { encoding: 'utf8' }).stdout.trim().split('\n')[0];
   if (which) return which;
-  console.log('# nginx missing: apt-get install -y nginx-light');
-  const r = spawnSync('sh', ['-c', 'apt-get install -y -qq nginx-light >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nginx-light >/dev/null 2>&1)'], { stdio: 'inherit' });
+  console.log(`# ${command} missing: apt-get install -y ${debianPackage}`);
+  const install = `apt-get install -y -qq ${debianPackage} >/dev/null 2>&1`;
+  const r = spawnSync('sh', ['-c', `${install} || (apt-get update -qq >/dev/null 2>&1 && ${install})`], { stdio: 'inherit' });
   if (r.status !== 0) return null;
-  return fs.existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : null;
+  return fs.existsSync(installedPath) ? installedPath : null;
 }
 
 /** A TLS reverse proxy on a free loopback port to `127.0.0.1:<upstreamPort>`, with kept-alive upstream connections. */

@@ -30,6 +30,8 @@ export interface EdgeTimeouts {
   headersMs: number;
   /** Idle HTTP keep-alive connections from clients are closed after this (default 5 s). */
   keepAliveMs: number;
+  /** A request body that the edge waits for gets no byte for this long: the connection is closed (default 60 s). */
+  bodyIdleMs: number;
   /** Connecting to an app, engine or sshd, and waiting for an app's response head (default 10 s). */
   upstreamConnectMs: number;
   /** After asking the backend to wake a sandbox, do not ask again for this long (default 30 s). */
@@ -43,6 +45,7 @@ export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
   handshakeMs: 10_000,
   headersMs: 15_000,
   keepAliveMs: 5_000,
+  bodyIdleMs: 60_000,
   upstreamConnectMs: 10_000,
   wakeHoldMs: 30_000,
   activityIntervalMs: 500,
@@ -103,7 +106,12 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   const domain = config.domain.toLowerCase();
   const enginePort = opts.sandboxPorts?.engine ?? 2376;
   const shellPort = opts.sandboxPorts?.shell ?? 22;
-  const limits: HttpLimits = { headersTimeoutMs: t.headersMs, keepAliveTimeoutMs: t.keepAliveMs, maxHeaderSize: opts.maxHeaderSize ?? 16 * 1024 };
+  const limits: HttpLimits = {
+    headersTimeoutMs: t.headersMs,
+    keepAliveTimeoutMs: t.keepAliveMs,
+    bodyIdleTimeoutMs: t.bodyIdleMs,
+    maxHeaderSize: opts.maxHeaderSize ?? 16 * 1024,
+  };
 
   const certificates = await loadEdgeCertificates(config, log);
   const activity = new ActivityMeter(backend, t.activityIntervalMs, log);

@@ -11,6 +11,7 @@ import { readUntilClose, startApp, startTestEdge, tlsConnect, TestBackend, type 
 const backend = new TestBackend();
 let edge: TestEdge;
 let app: Awaited<ReturnType<typeof startApp>>;
+let slowReader: Awaited<ReturnType<typeof startApp>>;
 const seen: string[] = [];
 
 before(async () => {
@@ -20,12 +21,22 @@ before(async () => {
     req.on('end', () => res.end('app'));
   });
   backend.addApp('svc-h-web', 'svc-h', { host: '127.0.0.1', port: app.port });
-  edge = await startTestEdge(backend, { timeouts: { clientHelloMs: 600, handshakeMs: 600, headersMs: 800 } });
+  // reads nothing of a body for 2 s, then all of it
+  slowReader = await startApp((req, res) => {
+    setTimeout(() => {
+      let n = 0;
+      req.on('data', (c: Buffer) => (n += c.length));
+      req.on('end', () => res.end(String(n)));
+    }, 2000);
+  });
+  backend.addApp('svc-h-slow', 'svc-h', { host: '127.0.0.1', port: slowReader.port });
+  edge = await startTestEdge(backend, { timeouts: { clientHelloMs: 600, handshakeMs: 600, headersMs: 800, bodyIdleMs: 800 } });
 });
 
 after(async () => {
   await edge.close();
   await app.close();
+  await slowReader.close();
 });
 
 test('garbage instead of a ClientHello: closed at once', async () => {
@@ -70,6 +81,28 @@ test('a client that stops in the middle of its request headers is dropped (heade
   assert.ok(r.closed, 'closed');
   assert.ok(ms < 5000, `closed after ${ms} ms`); // headers deadline 800 ms, the drip never ends
   assert.ok(!seen.includes('GET /slow'), 'the app never saw the request');
+});
+
+test('a client that stops sending the body it announced is dropped by the body idle deadline', async () => {
+  seen.length = 0;
+  const s = await tlsConnect(edge.port, 'svc-h-web.localhost');
+  s.write('POST /stalled HTTP/1.1\r\nHost: svc-h-web.localhost\r\nContent-Length: 1000\r\n\r\n' + 'x'.repeat(10));
+  const t0 = Date.now();
+  const r = await readUntilClose(s, 8000);
+  const ms = Date.now() - t0;
+  assert.ok(r.closed, 'closed');
+  assert.ok(ms >= 700 && ms < 5000, `closed after ${ms} ms`); // body idle deadline 800 ms
+  assert.ok(seen.includes('POST /stalled'), 'the app had the request (and sees it aborted)');
+});
+
+test('a body the app reads late is not cut by the body idle deadline: only the client\'s silence counts', async () => {
+  const body = Buffer.alloc(16 * 1024 * 1024, 'b'); // more than the socket buffers hold: the edge must wait for the app
+  const s = await tlsConnect(edge.port, 'svc-h-slow.localhost');
+  s.write(`POST /late HTTP/1.1\r\nHost: svc-h-slow.localhost\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+  s.write(body);
+  const r = await readUntilClose(s, 15000);
+  assert.match(r.data, /^HTTP\/1\.1 200/, r.data.slice(0, 200));
+  assert.ok(r.data.endsWith(String(body.length)), r.data.slice(-100));
 });
 
 /** Sends raw bytes over TLS to the app host and returns the whole answer. */

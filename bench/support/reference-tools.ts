@@ -7,6 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { freePort } from '../../test/helpers/ports.ts';
 
 export interface NginxProxy {
   port: number;
@@ -97,12 +98,4 @@ export async function waitForPort(port: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`nothing listens on ${port}`);
-}
-
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }

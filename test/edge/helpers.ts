@@ -70,13 +70,7 @@ export async function tmpDir(prefix = 'edge-test-'): Promise<string> {
   return fs.mkdtemp(path.join(os.tmpdir(), prefix));
 }
 
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
+export { freePort } from '../helpers/ports.ts';
 
 export interface TestEdge {
   edge: Edge;

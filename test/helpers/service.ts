@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Docker from 'dockerode';
@@ -10,6 +9,7 @@ import { loadConfig, type Config } from '../../core/config.ts';
 import { logger } from '../../core/logger.ts';
 import { LABEL_INSTANCE } from '../../lifecycle/runtime/docker-runtime.ts';
 import { startService, type Service } from '../../service.ts';
+import { freePort } from './ports.ts';
 
 /**
  * A whole service for one test file: its own data folder, SQLite store and Redis key prefix,
@@ -77,17 +77,6 @@ async function listen(service: Service): Promise<string> {
   const address = service.api.server.address();
   if (!address || typeof address === 'string') throw new Error('API did not bind');
   return `http://127.0.0.1:${address.port}`;
-}
-
-/** A free loopback port: the edge's public port must be known before start (records name it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
 }
 
 /** Removes everything a test instance left: containers, networks, volumes, Redis keys. */

@@ -1,10 +1,14 @@
 import type { ExecProcess, SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
 import { SHELL_SERVER, type Operation } from './scripts.ts';
 
-/** How many shells one sandbox may have: a long listing then does not hold up a small read. */
-const SHELLS_PER_SANDBOX = 2;
-/** A shell nobody has used for this long is ended. */
-const IDLE_MS = 30_000;
+export interface ScriptRunnerOptions {
+  /** How many shells one sandbox may have: a long listing then does not hold up a small read. */
+  shellsPerSandbox: number;
+  /** A shell nobody has used for this long is ended. */
+  idleMs: number;
+}
+
+const DEFAULTS: ScriptRunnerOptions = { shellsPerSandbox: 2, idleMs: 30_000 };
 
 export interface ScriptResult {
   exitCode: number;
@@ -24,13 +28,20 @@ export class ShellGone extends Error {}
  */
 export class ScriptRunner {
   private readonly pools = new Map<string, Pool>();
+  private readonly opts: ScriptRunnerOptions;
 
-  constructor(private readonly exec: SandboxExec) {}
+  constructor(
+    private readonly exec: Pick<SandboxExec, 'start'>,
+    opts: Partial<ScriptRunnerOptions> = {},
+  ) {
+    this.opts = { ...DEFAULTS, ...opts };
+  }
 
   async run(sandbox: string, op: Operation, args: string[]): Promise<ScriptResult> {
     let pool = this.pools.get(sandbox);
     if (!pool) {
       const created = new Pool(
+        this.opts,
         () => this.exec.start(sandbox, ['sh', '-c', SHELL_SERVER, 'svc-files'], { stdin: true }),
         () => { if (this.pools.get(sandbox) === created) this.pools.delete(sandbox); },
       );
@@ -59,6 +70,7 @@ class Pool {
   private starting = 0;
 
   constructor(
+    private readonly opts: ScriptRunnerOptions,
     private readonly spawn: () => Promise<ExecProcess>,
     private readonly onEmpty: () => void,
   ) {}
@@ -66,10 +78,10 @@ class Pool {
   async acquire(): Promise<Shell> {
     const idle = this.idle.pop();
     if (idle) return idle;
-    if (this.shells.size + this.starting >= SHELLS_PER_SANDBOX) return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+    if (this.shells.size + this.starting >= this.opts.shellsPerSandbox) return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
     this.starting++;
     try {
-      const shell: Shell = new Shell(await this.spawn(), () => this.forget(shell));
+      const shell: Shell = new Shell(await this.spawn(), this.opts.idleMs, () => this.forget(shell));
       this.shells.add(shell);
       return shell;
     } catch (err) {
@@ -119,10 +131,15 @@ class Shell {
   private pending: { resolve: (r: ScriptResult) => void; reject: (e: Error) => void } | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly proc: ExecProcess, private readonly onEnd: () => void) {
+  constructor(
+    private readonly proc: ExecProcess,
+    private readonly idleMs: number,
+    private readonly onEnd: () => void,
+  ) {
     proc.stdout.on('data', (chunk: Buffer) => this.receive(chunk));
     proc.stdout.on('close', () => this.finish());
     proc.stdout.on('error', () => this.finish());
+    proc.stdin!.on('error', () => this.finish());
     proc.done.then(() => this.finish(), () => this.finish());
     this.armIdle();
   }
@@ -136,13 +153,14 @@ class Shell {
     });
   }
 
+  /** Ends the shell; from now on its pool no longer hands it out (the exit itself takes a moment). */
   end(): void {
-    clearTimeout(this.idleTimer);
+    this.finish();
     this.proc.stdin!.end();
   }
 
   private armIdle(): void {
-    this.idleTimer = setTimeout(() => this.end(), IDLE_MS);
+    this.idleTimer = setTimeout(() => this.end(), this.idleMs);
     this.idleTimer.unref();
   }
 

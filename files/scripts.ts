@@ -81,13 +81,18 @@ if [ -d "./$2" ] && [ ! -L "./$2" ]; then fail 13 "$2"; fi
 printf '%s' "$(pwd -P)"
 `;
 
-/** Args: ROOT DIR NAME TMP [SIZE]. Gives TMP to root, mode 0644, and renames it over NAME. */
+/**
+ * Args: ROOT DIR NAME TMP [SIZE]. Gives TMP to root, mode 0644, and renames it over NAME. Then
+ * sweeps the folder of uploads that a crash left behind (untouched for an hour: a live upload's
+ * file changes with every write, and a silent client is cut after a minute).
+ */
 const UPLOAD_COMMIT = String.raw`
 enter "$1"
 { [ -f "./$3" ] && [ ! -L "./$3" ]; } || fail 16 "the uploaded data is gone"
 if [ $# -ge 4 ] && [ "$(stat -c %s -- "./$3")" != "$4" ]; then rm -f -- "./$3"; fail 16 "the upload arrived incomplete"; fi
 if [ -d "./$2" ] && [ ! -L "./$2" ]; then rm -f -- "./$3"; fail 13 "$2"; fi
 chown 0:0 -- "./$3" && chmod 0644 -- "./$3" && mv -f -T -- "./$3" "./$2" || { rm -f -- "./$3"; fail 16 "renaming the upload failed"; }
+find . -maxdepth 1 -type f -name '.svc-upload-*' -mmin +60 -delete 2>/dev/null || true
 `;
 
 /** Args: ROOT DIR TMP. Removes an unfinished upload. */

@@ -288,6 +288,12 @@ describe('file routes on a real sandbox', () => {
       assert.equal(await inSandbox('cat /root/keep.txt'), 'old content');
     });
 
+    it('leftovers of a crashed upload are swept by the next upload into their folder once an hour old', async () => {
+      await inSandbox("mkdir -p /srv/up && printf x > /srv/up/.svc-upload-old && touch -d '2 hours ago' /srv/up/.svc-upload-old && printf y > /srv/up/.svc-upload-recent");
+      assert.equal((await put('/srv/up/new.txt', 'new')).status, 200);
+      assert.equal((await inSandbox('ls -A /srv/up')).split('\n').filter(Boolean).sort().join(','), '.svc-upload-recent,new.txt');
+    });
+
     it('an upload just over FILES_MAX_UPLOAD is refused with 413, announced or streamed', async () => {
       const over = Buffer.alloc(LIMIT + 1, 1);
       const announced = await new Promise<{ status: number; body: string }>((resolve, reject) => {

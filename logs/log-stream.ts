@@ -96,6 +96,8 @@ export class SandboxLogStream {
   private flusher: NodeJS.Timeout | undefined;
   private stopped = false;
   private emitted: Key | undefined;
+  /** Followers being set up, with the earliest time they may still deliver: nothing newer is released meanwhile. */
+  private readonly attaching = new Map<string, bigint>();
 
   constructor(
     private readonly engine: Docker,
@@ -128,7 +130,7 @@ export class SandboxLogStream {
 
     const containers = await this.engine.listContainers({ all: replaying });
     for (const c of containers) {
-      void this.follow(c.Id, replaying || !this.opts.tail ? { since: startNs } : { tail: this.opts.tail });
+      void this.follow(c.Id, replaying || !this.opts.tail ? { since: startNs } : { tail: this.opts.tail }, startNs);
     }
   }
 
@@ -148,18 +150,32 @@ export class SandboxLogStream {
     const time = new Date(Math.floor((e.timeNano ?? Date.now() * 1e6) / 1e6)).toISOString();
     const base = { container: attrs.name ?? id.slice(0, 12), container_id: id, service: attrs[COMPOSE_SERVICE] ?? null, project: attrs[COMPOSE_PROJECT] ?? null, time };
     if (action === 'start') {
-      this.flush(true);
       this.handlers.container({ ...base, action: 'start' });
       const seen = this.last.get(id.slice(0, 12));
       const since = seen?.ns ?? (e.timeNano ? BigInt(e.timeNano) - 1_000_000_000n : BigInt(Date.now() - 1000) * NS_PER_MS);
-      void this.follow(id, { since });
+      void this.follow(id, { since }, since);
     } else if (action === 'die') {
       this.handlers.container({ ...base, action: 'stop' });
     }
   }
 
-  private async follow(id: string, from: { since?: bigint; tail?: number }): Promise<void> {
+  /**
+   * Follows one container's log. Until its first lines have had time to arrive, lines of the
+   * others newer than `barrier` stay held: a container that starts while others log must not
+   * have its first lines released after later lines of theirs.
+   */
+  private async follow(id: string, from: { since?: bigint; tail?: number }, barrier?: bigint): Promise<void> {
     if (this.stopped || this.following.has(id)) return;
+    if (barrier !== undefined) this.attaching.set(id, barrier);
+    try {
+      await this.attach(id, from);
+    } finally {
+      // the follower's backlog comes right after its stream opens; the usual hold-back covers the rest
+      if (barrier !== undefined) setTimeout(() => this.attaching.delete(id), this.opts.holdMs ?? DEFAULT_HOLD_MS).unref();
+    }
+  }
+
+  private async attach(id: string, from: { since?: bigint; tail?: number }): Promise<void> {
     const container = this.engine.getContainer(id);
     let meta: Meta;
     let stream: Readable;
@@ -243,7 +259,8 @@ export class SandboxLogStream {
   /** Releases held lines older than the hold-back (all of them with `all`), in timestamp order. */
   private flush(all: boolean): void {
     if (!this.pending.length) return;
-    const cutoff = BigInt(Date.now() - (this.opts.holdMs ?? DEFAULT_HOLD_MS)) * NS_PER_MS;
+    let cutoff = BigInt(Date.now() - (this.opts.holdMs ?? DEFAULT_HOLD_MS)) * NS_PER_MS;
+    for (const barrier of this.attaching.values()) if (barrier - 1n < cutoff) cutoff = barrier - 1n;
     const ready: LogEvent[] = [];
     const held: LogEvent[] = [];
     for (const e of this.pending) (all || this.keys.get(e)!.ns <= cutoff ? ready : held).push(e);

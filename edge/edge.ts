@@ -152,6 +152,19 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     server.emit('connection', tlsSocket);
   };
 
+  /** TLS off, then the bytes to a TCP service in a sandbox (its sshd, an app's port). */
+  const terminateAndForward = async (socket: net.Socket, serverName: string | null, target: { host: string; port: number }, sandbox: string, what: string) => {
+    const tlsSocket = await terminate(socket, serverName);
+    forwardTcp(tlsSocket, target, {
+      connectTimeoutMs: t.upstreamConnectMs,
+      onBytes: activity.listener(sandbox),
+      onConnectError: (err) => {
+        log.debug({ err, sandbox, serverName }, `edge: ${what} unreachable`);
+        tlsSocket.destroy();
+      },
+    });
+  };
+
   /** Where a sandbox's engine and sshd listen, only while it runs (spec 3 rule 1: never wake for these). */
   const runningAddress = async (sandbox: string): Promise<string | null> => {
     const sb = await backend.resolveSandbox(sandbox).catch((err) => {
@@ -197,16 +210,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       case 'shell': {
         const address = await runningAddress(route.sandbox);
         if (!address) return reset(socket);
-        const tlsSocket = await terminate(socket, serverName);
-        forwardTcp(tlsSocket, { host: address, port: shellPort }, {
-          connectTimeoutMs: t.upstreamConnectMs,
-          onBytes: activity.listener(route.sandbox),
-          onConnectError: (err) => {
-            log.debug({ err, sandbox: route.sandbox }, 'edge: sshd unreachable');
-            tlsSocket.destroy();
-          },
-        });
-        return;
+        return terminateAndForward(socket, serverName, { host: address, port: shellPort }, route.sandbox, 'sshd');
       }
 
       case 'app-tcp': {
@@ -222,17 +226,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
           return reset(socket);
         }
         wakes.awake(app.sandbox);
-        const target = app.target;
-        const tlsSocket = await terminate(socket, serverName);
-        forwardTcp(tlsSocket, target, {
-          connectTimeoutMs: t.upstreamConnectMs,
-          onBytes: activity.listener(app.sandbox),
-          onConnectError: (err) => {
-            log.debug({ err, label: route.label }, 'edge: app TCP port unreachable');
-            tlsSocket.destroy();
-          },
-        });
-        return;
+        return terminateAndForward(socket, serverName, app.target, app.sandbox, 'app TCP port');
       }
     }
   };

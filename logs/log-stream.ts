@@ -164,14 +164,14 @@ export class SandboxLogStream {
    * others newer than `barrier` stay held: a container that starts while others log must not
    * have its first lines released after later lines of theirs.
    */
-  private async follow(id: string, from: { since?: bigint; tail?: number }, barrier?: bigint): Promise<void> {
+  private async follow(id: string, from: { since?: bigint; tail?: number }, barrier: bigint): Promise<void> {
     if (this.stopped || this.following.has(id)) return;
-    if (barrier !== undefined) this.attaching.set(id, barrier);
+    this.attaching.set(id, barrier);
     try {
       await this.attach(id, from);
     } finally {
       // the follower's backlog comes right after its stream opens; the usual hold-back covers the rest
-      if (barrier !== undefined) setTimeout(() => this.attaching.delete(id), this.opts.holdMs ?? DEFAULT_HOLD_MS).unref();
+      setTimeout(() => this.attaching.delete(id), this.opts.holdMs ?? DEFAULT_HOLD_MS).unref();
     }
   }
 

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import Docker from 'dockerode';
 import type { FastifyInstance } from 'fastify';
 import type { Worker } from 'bullmq';
@@ -9,7 +10,7 @@ import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './
 import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxExec } from './lifecycle/runtime/sandbox-exec.ts';
-import { SandboxFiles } from './files/index.ts';
+import { SandboxFiles, TransferPipes } from './files/index.ts';
 import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
 import { WakeLimits } from './lifecycle/wake-limits.ts';
 import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
@@ -42,7 +43,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const redis: Redis = createRedis(config.redisUrl);
   const workerRedis: Redis = createRedis(config.redisUrl);
   const queue = new LifecycleQueue(redis, config.redisPrefix);
-  const runtime = new DockerRuntime(docker, { image: config.sandboxImage, runtime: config.sandboxRuntime, instance: config.redisPrefix, logger });
+  const transferRoot = path.join(config.dataDir, 'transfer');
+  const runtime = new DockerRuntime(docker, { image: config.sandboxImage, runtime: config.sandboxRuntime, instance: config.redisPrefix, logger, transferRoot });
   const apps = new AppDirectory(redis, config.redisPrefix, logger.child({ part: 'apps' }), (sandbox, pid) => runtime.procNetTcp(sandbox, pid));
   await apps.load();
   const lifecycle = new Lifecycle({
@@ -57,7 +59,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   await queue.startReconciling();
   await lifecycle.reconcile();
-  const files = new SandboxFiles(new SandboxExec(docker), lifecycle, config.filesMaxUpload);
+  const files = new SandboxFiles(new SandboxExec(docker), lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
   const api = await buildApi({ store, lifecycle, files, logger, caPem: () => serviceCaPem(config), sseHeartbeatMs: config.sseHeartbeatMs });
   await api.ready();
   const registry: Registry = await startRegistry({ config, store, logger });

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { PassThrough, Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
 import { errors } from '../core/errors.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
+import type { RuntimeState } from '../lifecycle/runtime/docker-runtime.ts';
 import type { SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
 import { leafName, parseSandboxPath, type SandboxPath } from './paths.ts';
+import { pump } from './pump.ts';
 import { ScriptRunner, ShellGone, type ScriptResult } from './script-runner.ts';
-import { UPLOAD_WRITE, type Operation } from './scripts.ts';
-import { fileHeader, fileTrailer } from './tar-header.ts';
+import { UPLOAD_WRITE_STDIN, type Operation } from './scripts.ts';
+import type { TransferPipes } from './transfer-pipes.ts';
 
 /** Spec 8: text reads are UTF-8 up to 1 MB. */
 export const MAX_TEXT_BYTES = 1024 * 1024;
@@ -38,6 +39,7 @@ export class SandboxFiles {
   constructor(
     private readonly exec: SandboxExec,
     private readonly lifecycle: Lifecycle,
+    private readonly pipes: TransferPipes,
     readonly maxUpload: number,
   ) {
     this.scripts = new ScriptRunner(exec);
@@ -116,87 +118,65 @@ export class SandboxFiles {
     const p = parseSandboxPath(path);
     const name = leafName(p, 'an upload');
     if (declaredLength !== undefined && declaredLength > this.maxUpload) throw new errors.UploadTooLarge(this.maxUpload);
+    const state = await this.ensureRunning(sandbox);
     const dir = parentOf(p);
     const tmp = `.svc-upload-${randomBytes(8).toString('hex')}`;
-    // The archive path checks the state itself (in run), once.
-    if (declaredLength !== undefined) return this.uploadArchive(sandbox, p, dir, name, tmp, body, declaredLength);
-    await this.ensureRunning(sandbox);
-    const proc = await this.start(sandbox, [UPLOAD_WRITE, p.root, dir, name, tmp]);
-    const out: Buffer[] = [];
-    proc.stdout.on('data', (c: Buffer) => out.push(c));
-    let received = 0;
-    const limit = this.maxUpload;
-    const counter = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        received += chunk.length;
-        if (received > limit) return cb(new errors.UploadTooLarge(limit));
-        cb(null, chunk);
-      },
-    });
-    // The body is piped by hand so that a refused upload leaves the client's connection alone
-    // (the 413 still reaches it); a client that goes away mid-upload ends the pump with an error.
-    const onBodyError = (err: Error) => counter.destroy(err);
-    const onBodyClose = () => { if (!body.readableEnded) counter.destroy(new Error('the upload stopped before its end')); };
-    body.on('error', onBodyError);
-    body.on('close', onBodyClose);
-    body.pipe(counter);
-    let streamError: unknown;
+    const args = [dir, name, tmp, ...(declaredLength === undefined ? [] : [String(declaredLength)])];
+    const writer = state.transferFolder ? await this.writeThroughPipe(sandbox, p, args) : await this.writeThroughStdin(sandbox, p, args);
+    let received: number;
+    let written: number;
     try {
-      await pipeline(counter, proc.stdin!);
+      // The script reads to the end of the body: if it ends first, it refused the upload.
+      const refused = writer.written.then(
+        () => new errors.FileOperationFailed('the upload was cut off in the sandbox; try again'),
+        (err: unknown) => err,
+      );
+      received = await Promise.race([
+        pump(body, writer.into, { limit: this.maxUpload, declared: declaredLength, closable: writer.closable }),
+        refused.then((err) => { throw err; }),
+      ]);
+      written = await writer.written;
     } catch (err) {
-      streamError = err;
-      body.unpipe(counter);
-      body.resume(); // discard the rest
-    } finally {
-      body.off('error', onBodyError);
-      body.off('close', onBodyClose);
-    }
-    const result = await proc.done.catch((err: Error) => ({ exitCode: -1, stderr: err.message }));
-    const written = Number(Buffer.concat(out).toString('utf8').trim());
-    const aborted = (body as { readableAborted?: boolean }).readableAborted;
-    const incomplete = streamError !== undefined || aborted || (declaredLength !== undefined && received !== declaredLength);
-    if (result.exitCode !== 0 || incomplete || written !== received) {
+      await writer.written.catch(() => undefined);
       await this.abortUpload(sandbox, p, dir, tmp);
-      if (streamError instanceof errors.UploadTooLarge) throw streamError;
-      if (result.exitCode !== 0) throw this.failure(result, p);
-      throw new errors.UploadIncomplete(received, declaredLength ?? 'the announced number of');
+      throw err;
+    } finally {
+      await writer.close();
     }
-    await this.run(sandbox, p, 'UPLOAD_COMMIT', [dir, name, tmp], { checked: true });
+    if (written !== received) {
+      await this.abortUpload(sandbox, p, dir, tmp);
+      throw new errors.UploadIncomplete(written, received);
+    }
+    // with a known length, UPLOAD_WRITE has checked it and published the file itself
+    if (declaredLength === undefined) await this.run(sandbox, p, 'UPLOAD_COMMIT', [...args, String(received)], { checked: true });
     return { path: p.path, size: received };
   }
 
-  /**
-   * An upload of known length goes to the archive API (what `docker cp` uses) as a one-file tar
-   * built on the fly, into the folder's real path checked just before; then the commit script
-   * checks the size and renames it over the target.
-   */
-  private async uploadArchive(sandbox: string, p: SandboxPath, dir: string, name: string, tmp: string, body: Readable, length: number) {
-    const { stdout } = await this.run(sandbox, p, 'UPLOAD_PREPARE', [dir, name]);
-    const real = stdout.toString('utf8');
-    let received = 0;
-    async function* tar() {
-      yield fileHeader(tmp, length);
-      for await (const chunk of body) {
-        received += (chunk as Buffer).length;
-        yield chunk as Buffer;
-      }
-      if (received !== length) throw new errors.UploadIncomplete(received, length);
-      yield fileTrailer(length);
-    }
-    try {
-      await this.exec.putArchive(sandbox, real, tar(), 512 + length + fileTrailer(length).length);
-    } catch (err) {
-      await this.abortUpload(sandbox, p, dir, tmp);
-      // the engine may still be writing what it got: sweep once more when it has stopped
-      setTimeout(() => void this.abortUpload(sandbox, p, dir, tmp), 2_000).unref();
-      if (err instanceof errors.UploadIncomplete || (received < length && !(err as { statusCode?: number }).statusCode)) throw new errors.UploadIncomplete(received, length);
-      const code = (err as { statusCode?: number }).statusCode;
-      if (code === 404) throw new errors.FileNotFound(p.path);
-      if (code === 409) throw notRunning(sandbox, 'exited');
-      throw new errors.FileOperationFailed((err as Error).message);
-    }
-    await this.run(sandbox, p, 'UPLOAD_COMMIT', [dir, name, tmp, String(length)], { checked: true });
-    return { path: p.path, size: length };
+  /** UPLOAD_WRITE fed by a transfer pipe: `cat` in the sandbox reads what the service writes. */
+  private async writeThroughPipe(sandbox: string, p: SandboxPath, [dir, name, tmp, ...size]: string[]): Promise<UploadWriter> {
+    const pipe = await this.pipes.create(sandbox);
+    let reading!: () => void;
+    const opened = new Promise<void>((resolve) => { reading = resolve; });
+    const written = settle(this.run(sandbox, p, 'UPLOAD_WRITE', [dir!, name!, tmp!, pipe.path, ...size], { checked: true, onNotice: reading })
+      .then((r) => Number(r.stdout.toString('utf8'))));
+    // Closed before `cat` opened it, the pipe would lose what it holds and leave `cat` waiting.
+    const closable = Promise.race([opened, written.catch(() => undefined)]);
+    return { into: pipe.stream, written, closable, close: pipe.close };
+  }
+
+  /** UPLOAD_WRITE as a command of its own, fed through its stdin: for sandboxes made before transfer pipes. */
+  private async writeThroughStdin(sandbox: string, p: SandboxPath, [dir, name, tmp, ...size]: string[]): Promise<UploadWriter> {
+    const proc = await this.start(sandbox, [UPLOAD_WRITE_STDIN, p.root, dir!, name!, tmp!, '-', ...size]);
+    const out: Buffer[] = [];
+    proc.stdout.on('data', (c: Buffer) => out.push(c));
+    const written = proc.done.then(
+      (result) => {
+        if (result.exitCode !== 0) throw this.failure(result, p);
+        return Number(Buffer.concat(out).toString('utf8'));
+      },
+      async (err: unknown) => { throw await this.execFailure(sandbox, err); },
+    );
+    return { into: proc.stdin!, written: settle(written), close: async () => { proc.stdin!.destroy(); } };
   }
 
   async mkdir(sandbox: string, path: string | undefined): Promise<{ path: string }> {
@@ -216,17 +196,18 @@ export class SandboxFiles {
   }
 
   /** 409 with "start it first" unless the sandbox runs now. */
-  async ensureRunning(sandbox: string): Promise<void> {
+  async ensureRunning(sandbox: string): Promise<RuntimeState> {
     const state = await this.lifecycle.status(sandbox);
     if (state.status !== 'running') throw notRunning(sandbox, state.status);
+    return state;
   }
 
   /** Runs one operation of scripts.ts on `p.root` (after checking the sandbox runs, unless `checked`). */
-  private async run(sandbox: string, p: SandboxPath, op: Operation, args: string[], opts: { checked?: boolean } = {}) {
+  private async run(sandbox: string, p: SandboxPath, op: Operation, args: string[], opts: { checked?: boolean; onNotice?: () => void } = {}) {
     if (!opts.checked) await this.ensureRunning(sandbox);
     let result: ScriptResult;
     try {
-      result = await this.scripts.run(sandbox, op, [p.root, ...args]);
+      result = await this.scripts.run(sandbox, op, [p.root, ...args], opts.onNotice);
     } catch (err) {
       throw await this.execFailure(sandbox, err);
     }
@@ -271,9 +252,26 @@ export class SandboxFiles {
       case 14: return new errors.NotAFile(p.path);
       case 15: return new errors.TextTooLarge(p.path, detail);
       case 17: return new errors.FileExists(detail ? `${p.root}/${detail}` : p.path);
+      case 18: return new errors.UploadIncomplete(Number(detail), 'the sent number of');
       default: return new errors.FileOperationFailed(detail || `exit code ${result.exitCode}`);
     }
   }
+}
+
+/** Where an upload's bytes go, and what the script in the sandbox makes of them. */
+interface UploadWriter {
+  into: Writable;
+  /** The size of the file the script wrote. */
+  written: Promise<number>;
+  /** Settles once `into` may be ended or destroyed. */
+  closable?: Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** A promise that may be awaited late without counting as unhandled meanwhile. */
+function settle<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(() => undefined);
+  return promise;
 }
 
 function parentOf(p: SandboxPath): string {

@@ -37,7 +37,8 @@ export class ScriptRunner {
     this.opts = { ...DEFAULTS, ...opts };
   }
 
-  async run(sandbox: string, op: Operation, args: string[]): Promise<ScriptResult> {
+  /** Runs `op`; `onNotice` hears the operation's notices (a line of its own each) as they come. */
+  async run(sandbox: string, op: Operation, args: string[], onNotice?: (notice: string) => void): Promise<ScriptResult> {
     let pool = this.pools.get(sandbox);
     if (!pool) {
       const created = new Pool(
@@ -49,7 +50,7 @@ export class ScriptRunner {
     }
     const shell = await pool.acquire();
     try {
-      return await shell.request(op, args);
+      return await shell.request(op, args, onNotice);
     } finally {
       pool.release(shell);
     }
@@ -128,7 +129,7 @@ class Shell {
   private readonly chunks: Buffer[] = [];
   private buffered = 0;
   private reply: { code: number; out: number; err: number } | undefined;
-  private pending: { resolve: (r: ScriptResult) => void; reject: (e: Error) => void } | undefined;
+  private pending: { resolve: (r: ScriptResult) => void; reject: (e: Error) => void; onNotice?: (notice: string) => void } | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -144,11 +145,11 @@ class Shell {
     this.armIdle();
   }
 
-  request(op: Operation, args: string[]): Promise<ScriptResult> {
+  request(op: Operation, args: string[], onNotice?: (notice: string) => void): Promise<ScriptResult> {
     if (this.ended) return Promise.reject(new ShellGone('the file shell ended'));
     clearTimeout(this.idleTimer);
     return new Promise((resolve, reject) => {
-      this.pending = { resolve, reject };
+      this.pending = { resolve, reject, onNotice };
       this.proc.stdin!.write(`${op} ${args.length}\n${args.map((a) => `${a}\n`).join('')}`);
     });
   }
@@ -167,15 +168,20 @@ class Shell {
   private receive(chunk: Buffer): void {
     this.chunks.push(chunk);
     this.buffered += chunk.length;
-    if (!this.reply) {
+    while (!this.reply) {
       const head = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
       const nl = head.indexOf(0x0a);
       if (nl < 0) return;
-      const [code, out, err] = head.toString('ascii', 0, nl).split(' ').map(Number);
-      this.reply = { code: code!, out: out!, err: err! };
+      const line = head.toString('utf8', 0, nl);
       this.chunks.length = 0;
       this.chunks.push(head.subarray(nl + 1));
       this.buffered = head.length - nl - 1;
+      if (line.startsWith('+')) {
+        this.pending?.onNotice?.(line.slice(1));
+        continue;
+      }
+      const [code, out, err] = line.split(' ').map(Number);
+      this.reply = { code: code!, out: out!, err: err! };
     }
     const { code, out, err } = this.reply;
     if (this.buffered < out + err) return;

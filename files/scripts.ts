@@ -7,13 +7,15 @@
  *   a symbolic link that leads out of it is refused, never followed;
  * - writes and deletes first `cd -P` into the resolved parent folder (pinning it) and then act on
  *   `./<name>`: `rm` and `mv` act on a link itself, not on what it points to;
- * - downloads and known-length uploads then go through the engine's archive API (what `docker cp`
- *   uses) at the real path printed by LOCATE / UPLOAD_PREPARE; the engine resolves it inside the
- *   container, and stores links in a tar as links.
+ * - uploads are written by `cat` from a transfer pipe (transfer-pipes.ts) into a new file beside
+ *   the target, then renamed over it;
+ * - downloads go through the engine's archive API (what `docker cp` uses) at the real path printed
+ *   by LOCATE; the engine resolves it inside the container, and stores links in a tar as links.
  *
  * Arguments are passed as separate arguments, never spliced into the script. Exit codes:
  * 10 not found, 11 leads outside $ROOT, 12 not a folder, 13 is a folder, 14 not a regular file,
- * 15 too large for a text read, 16 write failed, 17 exists and is not a folder.
+ * 15 too large for a text read, 16 write failed, 17 exists and is not a folder, 18 an upload
+ * arrived incomplete (its size on stderr).
  */
 
 const PRELUDE = String.raw`
@@ -52,19 +54,6 @@ s=$(stat -c %s -- "$t") || fail 10 "$1"
 exec head -c "$(($2 + 1))" -- "$t"
 `;
 
-/**
- * Args: ROOT DIR NAME TMP. Writes stdin to DIR/TMP (a new file), prints its size. The one
- * operation that reads the request's bytes from stdin, so it runs as its own `docker exec`.
- */
-export const UPLOAD_WRITE = PRELUDE + String.raw`
-enter "$1"
-if [ -d "./$2" ] && [ ! -L "./$2" ]; then fail 13 "$2"; fi
-umask 077
-set -C
-cat > "./$3" || { rm -f -- "./$3"; fail 16 "writing $3 failed"; }
-stat -c %s -- "./$3"
-`;
-
 /** Args: ROOT PATH. Prints `F <size>\n<real path>` or `D\n<real path>` for the archive API. */
 const LOCATE = String.raw`
 resolve "$1"
@@ -74,25 +63,60 @@ s=$(stat -c %s -- "$t") || fail 10 "$1"
 printf 'F %s\n%s' "$s" "$t"
 `;
 
-/** Args: ROOT DIR NAME. Checks where an upload goes and prints that folder's real path. */
-const UPLOAD_PREPARE = String.raw`
-enter "$1"
-if [ -d "./$2" ] && [ ! -L "./$2" ]; then fail 13 "$2"; fi
-printf '%s' "$(pwd -P)"
+/**
+ * publish NAME TMP: gives TMP to root, mode 0644, and renames it over NAME. Then sweeps the folder
+ * of uploads that a crash left behind (untouched for an hour: a live upload's file changes with
+ * every write, and a silent client is cut after a minute).
+ *
+ * A replaced file is held open by a short-lived background process, so that its blocks are freed
+ * after the reply: freeing a large file whose data is still being written back waits for the
+ * disk (100-200 ms for 100 MB here), the rename itself does not.
+ */
+const PUBLISH = String.raw`
+publish() {
+  held=
+  if [ -f "./$1" ] && [ ! -L "./$1" ]; then command exec 3<"./$1" && held=1; fi
+  chown 0:0 -- "./$2" && chmod 0644 -- "./$2" && mv -f -T -- "./$2" "./$1" || { rm -f -- "./$2"; fail 16 "renaming the upload failed"; }
+  if [ -n "$held" ]; then sleep 2 </dev/null >/dev/null 2>&1 9>&- & exec 3<&-; fi
+  find . -maxdepth 1 -type f -name '.svc-upload-*' -mmin +60 -delete 2>/dev/null || true
+}
 `;
 
 /**
- * Args: ROOT DIR NAME TMP [SIZE]. Gives TMP to root, mode 0644, and renames it over NAME. Then
- * sweeps the folder of uploads that a crash left behind (untouched for an hour: a live upload's
- * file changes with every write, and a silent client is cut after a minute).
+ * Args: ROOT DIR NAME TMP SOURCE [SIZE]. Writes SOURCE (a transfer pipe, or - for stdin) to a new
+ * file DIR/TMP and prints its size. Once it holds the pipe open it says so (notice `reading`): the
+ * pipe's bytes last only while one of its ends is open, so the service keeps its end until then. With SIZE it also publishes it as NAME when exactly SIZE bytes
+ * arrived, and removes it otherwise (exit 18): an upload of known length is one operation.
  */
-const UPLOAD_COMMIT = String.raw`
+const UPLOAD_WRITE = PUBLISH + String.raw`
+enter "$1"
+if [ -d "./$2" ] && [ ! -L "./$2" ]; then fail 13 "$2"; fi
+if [ "$4" != - ]; then
+  [ -p "$4" ] || fail 16 "the transfer pipe $4 is missing"
+  exec <"$4"
+  printf '+reading\n' >&9
+fi
+umask 077
+set -C
+cat > "./$3" || { rm -f -- "./$3"; fail 16 "writing $3 failed"; }
+s=$(stat -c %s -- "./$3") || fail 16 "the uploaded data is gone"
+if [ $# -ge 5 ]; then
+  [ "$s" = "$5" ] || { rm -f -- "./$3"; fail 18 "$s"; }
+  publish "$2" "$3"
+fi
+printf '%s' "$s"
+`;
+
+/** The upload that streams into the command's stdin, for sandboxes made before transfer pipes. */
+export const UPLOAD_WRITE_STDIN = PRELUDE + UPLOAD_WRITE;
+
+/** Args: ROOT DIR NAME TMP SIZE. Publishes an upload of unknown length once it is all there. */
+const UPLOAD_COMMIT = PUBLISH + String.raw`
 enter "$1"
 { [ -f "./$3" ] && [ ! -L "./$3" ]; } || fail 16 "the uploaded data is gone"
-if [ $# -ge 4 ] && [ "$(stat -c %s -- "./$3")" != "$4" ]; then rm -f -- "./$3"; fail 16 "the upload arrived incomplete"; fi
+[ "$(stat -c %s -- "./$3")" = "$4" ] || { rm -f -- "./$3"; fail 16 "the upload arrived incomplete"; }
 if [ -d "./$2" ] && [ ! -L "./$2" ]; then rm -f -- "./$3"; fail 13 "$2"; fi
-chown 0:0 -- "./$3" && chmod 0644 -- "./$3" && mv -f -T -- "./$3" "./$2" || { rm -f -- "./$3"; fail 16 "renaming the upload failed"; }
-find . -maxdepth 1 -type f -name '.svc-upload-*' -mmin +60 -delete 2>/dev/null || true
+publish "$2" "$3"
 `;
 
 /** Args: ROOT DIR TMP. Removes an unfinished upload. */
@@ -127,7 +151,7 @@ rm -rf -- "./$2" || fail 16 "deleting $2 failed"
 `;
 
 /** The operations SHELL_SERVER answers, by name. */
-export const OPERATIONS = { LIST, READ_TEXT, LOCATE, UPLOAD_PREPARE, UPLOAD_COMMIT, UPLOAD_ABORT, MKDIR, DELETE } as const;
+export const OPERATIONS = { LIST, READ_TEXT, LOCATE, UPLOAD_WRITE, UPLOAD_COMMIT, UPLOAD_ABORT, MKDIR, DELETE } as const;
 export type Operation = keyof typeof OPERATIONS;
 
 /**
@@ -135,7 +159,8 @@ export type Operation = keyof typeof OPERATIONS;
  * a few forks instead of a `docker exec` (50–80 ms of runc set-up each). Request: a line
  * `<operation> <argc>`, then one line per argument (arguments never hold a newline:
  * parseSandboxPath refuses control characters). Reply: a line `<exit code> <stdout bytes>
- * <stderr bytes>`, then those bytes. It ends when its stdin does.
+ * <stderr bytes>`, then those bytes; before it, an operation may send notices, lines starting
+ * with `+`, on fd 9. It ends when its stdin does.
  */
 export const SHELL_SERVER = [
   ...Object.entries(OPERATIONS).map(([name, body]) => `op_${name}() (${PRELUDE}${body})`),
@@ -146,7 +171,7 @@ while IFS=' ' read -r op n; do
   set --
   while [ "$n" -gt 0 ]; do IFS= read -r a || exit 0; set -- "$@" "$a"; n=$((n - 1)); done
   case $op in
-    ${Object.keys(OPERATIONS).join('|')}) "op_$op" "$@" </dev/null >"$d/o" 2>"$d/e"; c=$?;;
+    ${Object.keys(OPERATIONS).join('|')}) "op_$op" "$@" 9>&1 </dev/null >"$d/o" 2>"$d/e"; c=$?;;
     *) printf 'unknown operation %s' "$op" >"$d/e"; : >"$d/o"; c=2;;
   esac
   printf '%s %s %s\n' "$c" "$(stat -c %s "$d/o")" "$(stat -c %s "$d/e")"

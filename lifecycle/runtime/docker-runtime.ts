@@ -5,7 +5,7 @@ import { createGzip } from 'node:zlib';
 import type Docker from 'dockerode';
 import type { Logger } from '../../core/logger.ts';
 import { resourceNames } from '../names.ts';
-import { sandboxContainerOptions } from './host-config.ts';
+import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
 import { SandboxExec } from './sandbox-exec.ts';
 
 export type SandboxStatus = 'running' | 'exited' | 'deep_sleep';
@@ -18,6 +18,8 @@ export interface RuntimeState {
   startedAt?: string;
   finishedAt?: string;
   exitCode?: number;
+  /** The container has its transfer folder (TRANSFER_MOUNT); containers made before it existed do not. */
+  transferFolder?: boolean;
 }
 
 export interface ContainerSpec {
@@ -45,7 +47,7 @@ export class DockerRuntime {
 
   constructor(
     private readonly docker: Docker,
-    private readonly opts: { image: string; runtime: string; instance: string; logger: Logger },
+    private readonly opts: { image: string; runtime: string; instance: string; logger: Logger; transferRoot: string },
   ) {
     this.exec = new SandboxExec(docker);
   }
@@ -61,6 +63,7 @@ export class DockerRuntime {
         startedAt: info.State.StartedAt,
         finishedAt: info.State.FinishedAt,
         exitCode: info.State.ExitCode,
+        transferFolder: info.Mounts.some((m) => m.Destination === TRANSFER_MOUNT),
       };
     } catch (err) {
       if (statusCode(err) === 404) return { status: 'deep_sleep' };
@@ -80,6 +83,9 @@ export class DockerRuntime {
     } catch (err) {
       if (statusCode(err) !== 409) throw err;
     }
+    // 0711: the pipes in it have unguessable names (user-namespaced runtimes reach them as others)
+    const transfer = transferFolder(this.opts.transferRoot, spec.name);
+    await fs.promises.mkdir(transfer, { recursive: true, mode: 0o711 });
     try {
       await this.docker.createContainer(
         sandboxContainerOptions({
@@ -87,6 +93,7 @@ export class DockerRuntime {
           image: this.opts.image,
           network: names.network,
           volumes: names.volumes,
+          transferFolder: transfer,
           env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
           labels,
           runtime: this.opts.runtime,
@@ -167,7 +174,9 @@ export class DockerRuntime {
     }
   }
 
+  /** Removes what a sandbox keeps on the host beyond its container: volumes and transfer folder. */
   async removeVolumes(name: string): Promise<void> {
+    await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
     for (const volume of Object.values(resourceNames(name).volumes)) {
       try {
         await this.docker.getVolume(volume).remove();

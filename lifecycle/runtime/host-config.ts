@@ -1,6 +1,19 @@
 // Create options for a sandbox container on the host engine: one container per sandbox, running its own
 // dockerd and sshd (sandbox-image/). Only the container's shape lives here; lifecycle/ decides when.
+import path from 'node:path';
 import type Docker from 'dockerode';
+
+/**
+ * Where a sandbox sees its transfer folder: a host folder of the service, mounted read-only, in
+ * which the file routes put a named pipe per upload or download (files/transfer-pipes.ts). The
+ * bytes then pass between the service and a `cat` in the sandbox without the engine in between.
+ */
+export const TRANSFER_MOUNT = '/run/svc-transfer';
+
+/** The host folder behind a sandbox's TRANSFER_MOUNT, below the service's transfer root. */
+export function transferFolder(root: string, sandbox: string): string {
+  return path.join(root, sandbox);
+}
 
 export interface SandboxContainerSpec {
   name: string;
@@ -9,6 +22,8 @@ export interface SandboxContainerSpec {
   network: string;
   /** host volume names (or absolute host paths) backing the sandbox's persistent folders */
   volumes: { root: string; home: string; srv: string; opt: string; docker: string };
+  /** host folder mounted read-only at TRANSFER_MOUNT */
+  transferFolder: string;
   env: string[];
   labels: Record<string, string>;
   /** 'default': runc with the flags below; 'sysbox-runc': Sysbox, which isolates nested dockerd itself */
@@ -29,6 +44,7 @@ export function sandboxContainerOptions(spec: SandboxContainerSpec): Docker.Cont
       `${volumes.srv}:/srv`,
       `${volumes.opt}:/opt`,
       `${volumes.docker}:/var/lib/docker`,
+      `${spec.transferFolder}:${TRANSFER_MOUNT}:ro`,
     ],
     // After a host engine restart the engine brings back sandboxes that were running and leaves those
     // that lifecycle/ stopped (asleep) alone: a stop through the API counts as "manually stopped".

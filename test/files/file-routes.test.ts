@@ -88,8 +88,7 @@ describe('file routes on a real sandbox', () => {
     const file = path.join(tmp, 'big.bin');
     fs.writeFileSync(file, randomBytes(50 * MB));
     const sha = createHash('sha256').update(fs.readFileSync(file)).digest('hex');
-    // chunked (no length up front: streamed through a command in the sandbox) and with a length
-    // (streamed through the engine's archive API as a one-file tar)
+    // chunked (no length up front: committed by a second operation) and with a length
     const chunked = await put('/root/big.bin', Readable.toWeb(fs.createReadStream(file)) as unknown as BodyInit);
     assert.equal(chunked.status, 200, await chunked.text());
     assert.equal((await inSandbox('sha256sum /root/big.bin')).split(' ')[0], sha);
@@ -105,6 +104,63 @@ describe('file routes on a real sandbox', () => {
     for await (const chunk of down.body as unknown as AsyncIterable<Uint8Array>) hash.update(chunk);
     assert.equal(hash.digest('hex'), sha);
     assert.equal((await inSandbox('ls -a /root | grep -c svc-upload || true')).trim(), '0', 'no temporary file left');
+  });
+
+  describe('transfer pipes', () => {
+    const slowUpload = (target: string) => {
+      const url = new URL(t.url + files(`/content?path=${enc(target)}`));
+      const req = http.request({ host: url.hostname, port: url.port, path: url.pathname + url.search, method: 'PUT',
+        headers: { authorization: `Bearer ${limited}`, 'content-length': String(MB) } });
+      req.on('error', () => undefined);
+      req.on('response', (res) => res.resume());
+      req.write('x');
+      return req;
+    };
+    const transferFolder = () => path.join(t.config.dataDir, 'transfer', name);
+
+    it('carry uploads through a folder the sandbox sees read-only, and leave nothing in it', async () => {
+      const mount = (await t.service.lifecycle.status(name)).transferFolder;
+      assert.equal(mount, true);
+      await assert.rejects(inSandbox('touch /run/svc-transfer/x'), /Read-only file system/);
+      for (let i = 0; i < 3; i++) assert.equal((await put(`/srv/piped-${i}.txt`, `content ${i}`)).status, 200);
+      assert.equal(await inSandbox('cat /srv/piped-2.txt'), 'content 2');
+      assert.equal(await inSandbox('ls -A /run/svc-transfer'), '');
+      assert.deepEqual(fs.readdirSync(transferFolder()), []);
+    });
+
+    it('a client that goes away before the sandbox opened its pipe leaves no operation waiting', async () => {
+      // both shells busy with uploads whose clients are slow: the third upload's operation waits
+      const slow = [slowUpload('/srv/slow-1.bin'), slowUpload('/srv/slow-2.bin')];
+      await eventually(async () => fs.readdirSync(transferFolder()).length === 2 || undefined, 'two uploads under way', 10_000, 20);
+      const third = slowUpload('/srv/third.bin');
+      await eventually(async () => fs.readdirSync(transferFolder()).length === 3 || undefined, 'third upload waiting', 10_000, 20);
+      third.destroy();
+      await new Promise((r) => setTimeout(r, 200));
+      for (const req of slow) req.destroy();
+      // a pipe is removed once its operation has ended: a `cat` left waiting would keep it
+      await eventually(async () => fs.readdirSync(transferFolder()).length === 0 || undefined, 'pipes removed', 10_000, 50);
+      await eventually(async () => {
+        const listing = await api('GET', files('?path=/srv'));
+        assert.equal(listing.status, 200);
+        return !listing.body.some((e: { name: string }) => /slow|third|svc-upload/.test(e.name)) || undefined;
+      }, 'no file of the stopped uploads', 10_000, 100);
+    });
+
+    it('a sandbox made before transfer pipes gets its uploads on a command\'s stdin', async () => {
+      await inSandbox('mkdir -p /srv/a-folder');
+      const lifecycle = t.service.lifecycle;
+      const status = lifecycle.status.bind(lifecycle);
+      lifecycle.status = async (sandbox: string) => ({ ...(await status(sandbox)), transferFolder: false });
+      try {
+        assert.equal((await put('/srv/stdin-sized.txt', 'sized')).status, 200);
+        const chunked = await put('/srv/stdin-chunked.txt', Readable.toWeb(Readable.from([Buffer.from('chun'), Buffer.from('ked')])) as unknown as BodyInit);
+        assert.equal(chunked.status, 200, await chunked.text());
+        assert.equal((await put('/srv/a-folder', 'x')).status, 400);
+      } finally {
+        lifecycle.status = status;
+      }
+      assert.equal(await inSandbox('cat /srv/stdin-sized.txt; cat /srv/stdin-chunked.txt; stat -c "%U:%G %a" /srv/stdin-chunked.txt'), 'sizedchunkedroot:root 644\n');
+    });
   });
 
   it('downloads a folder as a tar that tar -t reads, with links stored as links', async () => {

@@ -163,7 +163,9 @@ async function makeSandbox(t: TestContext, env: string[]) {
   const network = `${name}-net`;
   const vol = (v: string) => `${name}-${v}`;
   const volumes = { root: vol('root'), home: vol('home'), srv: vol('srv'), opt: vol('opt'), docker: vol('docker') };
+  const transferFolder = await mkdtemp(join(tmpdir(), `${name}-transfer-`));
   t.after(async () => {
+    await rm(transferFolder, { recursive: true, force: true });
     await docker.getContainer(name).remove({ force: true, v: true }).catch(() => {});
     for (const v of Object.values(volumes)) await docker.getVolume(v).remove().catch(() => {});
     await docker.getNetwork(network).remove().catch(() => {});
@@ -171,7 +173,7 @@ async function makeSandbox(t: TestContext, env: string[]) {
   await docker.createNetwork({ Name: network, Driver: 'bridge', Labels: { 'svc.test': 'sandbox-image' } });
   for (const v of Object.values(volumes)) await docker.createVolume({ Name: v, Labels: { 'svc.test': 'sandbox-image' } });
   const container = await docker.createContainer(
-    sandboxContainerOptions({ name, image: IMAGE, network, volumes, env, labels: { 'svc.test': 'sandbox-image' }, runtime: 'default' }),
+    sandboxContainerOptions({ name, image: IMAGE, network, volumes, transferFolder, env, labels: { 'svc.test': 'sandbox-image' }, runtime: 'default' }),
   );
   return { name, network, container };
 }

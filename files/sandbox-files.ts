@@ -8,7 +8,7 @@ import { leafName, parseSandboxPath, type SandboxPath } from './paths.ts';
 import { pump } from './pump.ts';
 import { ScriptRunner, ShellGone, type ScriptResult } from './script-runner.ts';
 import { UPLOAD_WRITE_STDIN, type Operation } from './scripts.ts';
-import type { TransferPipes } from './transfer-pipes.ts';
+import type { TransferPipe, TransferPipes } from './transfer-pipes.ts';
 
 /** Spec 8: text reads are UTF-8 up to 1 MB. */
 export const MAX_TEXT_BYTES = 1024 * 1024;
@@ -69,17 +69,44 @@ export class SandboxFiles {
   }
 
   /**
-   * A file's bytes, or a folder as a tar stream, through the engine's archive API (what
-   * `docker cp` uses): the path is checked and resolved in the sandbox first, then read at its
-   * real location; a file's tar entry must still be that regular file of that size.
+   * A file's bytes, or a folder as a tar stream. A file comes through a transfer pipe (SEND); a
+   * folder, and any path in a sandbox made before transfer pipes, through the engine's archive
+   * API (what `docker cp` uses) at the real path the script resolved.
    */
   async download(sandbox: string, path: string | undefined): Promise<Download> {
     const p = parseSandboxPath(path);
-    const { stdout } = await this.run(sandbox, p, 'LOCATE', [p.path]);
+    const name = p.parts.at(-1) ?? p.root.split('/').filter(Boolean).at(-1)!;
+    const state = await this.ensureRunning(sandbox);
+    if (!state.transferFolder) return this.downloadArchive(sandbox, p, name);
+    const pipe = await this.pipes.create(sandbox, 'download');
+    let announce!: (size: number) => void;
+    const announced = new Promise<number>((resolve) => { announce = resolve; });
+    const sent = settle(this.run(sandbox, p, 'SEND', [p.path, pipe.path], {
+      checked: true,
+      onNotice: (notice) => { if (notice.startsWith('file ')) announce(Number(notice.slice(5))); },
+    }));
+    let size: number;
+    try {
+      const first = await Promise.race([announced, sent]);
+      if (typeof first !== 'number') {
+        // a folder: SEND printed its real path and never opened the pipe
+        await pipe.close();
+        return { kind: 'folder', name, stream: await this.archive(sandbox, p, first.stdout.toString('utf8').slice(2)) };
+      }
+      size = first;
+    } catch (err) {
+      await pipe.close();
+      throw err;
+    }
+    return { kind: 'file', name, size, stream: exactly(pipe, size, sent) };
+  }
+
+  /** LOCATE, then the archive API: for sandboxes made before transfer pipes. */
+  private async downloadArchive(sandbox: string, p: SandboxPath, name: string): Promise<Download> {
+    const { stdout } = await this.run(sandbox, p, 'LOCATE', [p.path], { checked: true });
     const text = stdout.toString('utf8');
     const nl = text.indexOf('\n');
     const [head, real] = [text.slice(0, nl), text.slice(nl + 1)];
-    const name = p.parts.at(-1) ?? p.root.split('/').filter(Boolean).at(-1)!;
     const tar = await this.archive(sandbox, p, real);
     if (head === 'D') return { kind: 'folder', name, stream: tar };
     const size = Number(head.slice(2));
@@ -154,7 +181,7 @@ export class SandboxFiles {
 
   /** UPLOAD_WRITE fed by a transfer pipe: `cat` in the sandbox reads what the service writes. */
   private async writeThroughPipe(sandbox: string, p: SandboxPath, [dir, name, tmp, ...size]: string[]): Promise<UploadWriter> {
-    const pipe = await this.pipes.create(sandbox);
+    const pipe = await this.pipes.create(sandbox, 'upload');
     let reading!: () => void;
     const opened = new Promise<void>((resolve) => { reading = resolve; });
     const written = settle(this.run(sandbox, p, 'UPLOAD_WRITE', [dir!, name!, tmp!, pipe.path, ...size], { checked: true, onNotice: reading })
@@ -203,7 +230,7 @@ export class SandboxFiles {
   }
 
   /** Runs one operation of scripts.ts on `p.root` (after checking the sandbox runs, unless `checked`). */
-  private async run(sandbox: string, p: SandboxPath, op: Operation, args: string[], opts: { checked?: boolean; onNotice?: () => void } = {}) {
+  private async run(sandbox: string, p: SandboxPath, op: Operation, args: string[], opts: { checked?: boolean; onNotice?: (notice: string) => void } = {}) {
     if (!opts.checked) await this.ensureRunning(sandbox);
     let result: ScriptResult;
     try {
@@ -253,6 +280,7 @@ export class SandboxFiles {
       case 15: return new errors.TextTooLarge(p.path, detail);
       case 17: return new errors.FileExists(detail ? `${p.root}/${detail}` : p.path);
       case 18: return new errors.UploadIncomplete(Number(detail), 'the sent number of');
+      case 19: return new errors.FileOperationFailed(`${detail}; try again`);
       default: return new errors.FileOperationFailed(detail || `exit code ${result.exitCode}`);
     }
   }
@@ -281,6 +309,42 @@ function parentOf(p: SandboxPath): string {
 export function notRunning(sandbox: string, status: string): Error {
   const state = status === 'exited' ? 'asleep' : status === 'deep_sleep' ? 'in deep sleep' : status;
   return new errors.SandboxNotRunning(sandbox, state, sandbox);
+}
+
+/**
+ * The `size` bytes that SEND writes into a transfer pipe, as a stream that ends after the last
+ * of them (the pipe itself never ends: the service holds both sides). Fails if SEND does; closes
+ * the pipe when done, or when the reader goes away (`cat` in the sandbox then stops).
+ */
+function exactly(pipe: TransferPipe, size: number, sent: Promise<unknown>): Readable {
+  const out = new PassThrough({ highWaterMark: 256 * 1024 });
+  let remaining = size;
+  const finish = () => {
+    pipe.stream.off('data', onData);
+    void pipe.close();
+  };
+  const onData = (chunk: Buffer) => {
+    const take = Math.min(remaining, chunk.length);
+    remaining -= take;
+    const ok = out.write(take === chunk.length ? chunk : chunk.subarray(0, take));
+    if (remaining === 0) {
+      finish();
+      out.end();
+    } else if (!ok) {
+      pipe.stream.pause();
+      out.once('drain', () => pipe.stream.resume());
+    }
+  };
+  if (size === 0) {
+    finish();
+    out.end();
+    return out;
+  }
+  pipe.stream.on('data', onData);
+  pipe.stream.on('error', (err) => out.destroy(err));
+  sent.catch((err: Error) => { if (remaining > 0) out.destroy(err); });
+  out.on('close', () => { if (remaining > 0) finish(); });
+  return out;
 }
 
 /**

@@ -9,13 +9,14 @@
  *   `./<name>`: `rm` and `mv` act on a link itself, not on what it points to;
  * - uploads are written by `cat` from a transfer pipe (transfer-pipes.ts) into a new file beside
  *   the target, then renamed over it;
- * - downloads go through the engine's archive API (what `docker cp` uses) at the real path printed
- *   by LOCATE; the engine resolves it inside the container, and stores links in a tar as links.
+ * - a file's download is written by `cat` into a transfer pipe; a folder's goes through the
+ *   engine's archive API (what `docker cp` uses) at the real path printed by SEND or LOCATE: the
+ *   engine resolves it inside the container, and stores links in a tar as links.
  *
  * Arguments are passed as separate arguments, never spliced into the script. Exit codes:
  * 10 not found, 11 leads outside $ROOT, 12 not a folder, 13 is a folder, 14 not a regular file,
  * 15 too large for a text read, 16 write failed, 17 exists and is not a folder, 18 an upload
- * arrived incomplete (its size on stderr).
+ * arrived incomplete (its size on stderr), 19 a file changed while it was read.
  */
 
 const PRELUDE = String.raw`
@@ -61,6 +62,23 @@ if [ -d "$t" ]; then printf 'D\n%s' "$t"; exit 0; fi
 [ -f "$t" ] || fail 14 "$1"
 s=$(stat -c %s -- "$t") || fail 10 "$1"
 printf 'F %s\n%s' "$s" "$t"
+`;
+
+/**
+ * Args: ROOT PATH PIPE. A file: sends notice `file <size>`, then its bytes into PIPE; exit 19 when
+ * its size changed while it was read. A folder: prints `D\n<real path>` (for the archive API).
+ */
+const SEND = String.raw`
+resolve "$1"
+if [ -d "$t" ]; then printf 'D\n%s' "$t"; exit 0; fi
+[ -f "$t" ] || fail 14 "$1"
+command exec 3<"$t" || fail 10 "$1"
+s=$(stat -L -c %s /dev/fd/3) || fail 10 "$1"
+[ -p "$2" ] || fail 16 "the transfer pipe $2 is missing"
+exec 4>"$2"
+printf '+file %s\n' "$s" >&9
+cat <&3 >&4 || fail 16 "reading $1 failed"
+[ "$(stat -L -c %s /dev/fd/3)" = "$s" ] || fail 19 "$1 changed while it was read"
 `;
 
 /**
@@ -151,7 +169,7 @@ rm -rf -- "./$2" || fail 16 "deleting $2 failed"
 `;
 
 /** The operations SHELL_SERVER answers, by name. */
-export const OPERATIONS = { LIST, READ_TEXT, LOCATE, UPLOAD_WRITE, UPLOAD_COMMIT, UPLOAD_ABORT, MKDIR, DELETE } as const;
+export const OPERATIONS = { LIST, READ_TEXT, LOCATE, SEND, UPLOAD_WRITE, UPLOAD_COMMIT, UPLOAD_ABORT, MKDIR, DELETE } as const;
 export type Operation = keyof typeof OPERATIONS;
 
 /**

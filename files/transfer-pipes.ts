@@ -12,7 +12,10 @@ const run = promisify(execFile);
 export interface TransferPipe {
   /** Where the sandbox finds the pipe. */
   path: string;
-  /** The service's end: write to it (an upload) and end it, the sandbox's reader then sees the end. */
+  /**
+   * The service's end. An upload writes to it and ends it (the sandbox's reader then sees the
+   * end); a download reads from it, as many bytes as the sandbox announced (it never ends).
+   */
   stream: net.Socket;
   /** Closes the service's end and removes the pipe. */
   close(): Promise<void>;
@@ -50,7 +53,7 @@ export class TransferPipes {
     return new TransferPipes(root, pending);
   }
 
-  async create(sandbox: string): Promise<TransferPipe> {
+  async create(sandbox: string, direction: 'upload' | 'download'): Promise<TransferPipe> {
     const name = `${randomBytes(16).toString('hex')}.pipe`;
     const made = path.join(this.pending, name);
     // Node has no mkfifo(3). 0666: a user-namespaced sandbox's root is not the host's root.
@@ -61,7 +64,7 @@ export class TransferPipes {
       if (!(await fstat(fd)).isFIFO()) throw new Error(`${made} is not a pipe`);
       const shared = path.join(transferFolder(this.root, sandbox), name);
       await fs.promises.rename(made, shared);
-      const stream = new net.Socket({ fd, readable: false, writable: true });
+      const stream = new net.Socket({ fd, readable: direction === 'download', writable: direction === 'upload' });
       fd = undefined; // the stream owns it now
       return {
         path: `${TRANSFER_MOUNT}/${name}`,

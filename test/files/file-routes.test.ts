@@ -146,6 +146,20 @@ describe('file routes on a real sandbox', () => {
       }, 'no file of the stopped uploads', 10_000, 100);
     });
 
+    it('carry downloads, and a reader that goes away stops the sandbox\'s writer', async () => {
+      await inSandbox(': > /srv/empty.bin && head -c 20000000 /dev/urandom > /srv/big.bin');
+      const empty = await raw('GET', files(`/content?path=${enc('/srv/empty.bin')}`));
+      assert.equal(empty.headers.get('content-length'), '0');
+      assert.equal((await empty.arrayBuffer()).byteLength, 0);
+      const ac = new AbortController();
+      const res = await fetch(t.url + files(`/content?path=${enc('/srv/big.bin')}`), { headers: { authorization: `Bearer ${limited}` }, signal: ac.signal });
+      const reader = res.body!.getReader();
+      await reader.read();
+      ac.abort();
+      await eventually(async () => fs.readdirSync(transferFolder()).length === 0 || undefined, 'pipe removed', 10_000, 50);
+      await eventually(async () => (await inSandbox('pgrep -x cat || true')).trim() === '' || undefined, 'no cat left', 10_000, 100);
+    });
+
     it('a sandbox made before transfer pipes gets its uploads on a command\'s stdin', async () => {
       await inSandbox('mkdir -p /srv/a-folder');
       const lifecycle = t.service.lifecycle;
@@ -156,6 +170,9 @@ describe('file routes on a real sandbox', () => {
         const chunked = await put('/srv/stdin-chunked.txt', Readable.toWeb(Readable.from([Buffer.from('chun'), Buffer.from('ked')])) as unknown as BodyInit);
         assert.equal(chunked.status, 200, await chunked.text());
         assert.equal((await put('/srv/a-folder', 'x')).status, 400);
+        const down = await raw('GET', files(`/content?path=${enc('/srv/stdin-sized.txt')}`));
+        assert.equal(down.status, 200);
+        assert.equal(await down.text(), 'sized');
       } finally {
         lifecycle.status = status;
       }

@@ -82,7 +82,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     async close() {
       await edge.close();
       await api.close();
-      files.close();
+      await files.close();
       await registry.close();
       apps.close();
       await worker.close();

@@ -45,9 +45,10 @@ export class SandboxFiles {
     this.scripts = new ScriptRunner(exec);
   }
 
-  /** Ends the shells kept in sandboxes (the service is closing). */
-  close(): void {
+  /** Ends the shells kept in sandboxes and the pipe made ahead (the service is closing). */
+  async close(): Promise<void> {
     this.scripts.close();
+    await this.pipes.close();
   }
 
   async list(sandbox: string, path?: string): Promise<{ path: string; entries: FileEntry[] }> {

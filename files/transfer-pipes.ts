@@ -34,6 +34,8 @@ export interface TransferPipe {
  * the name.
  */
 export class TransferPipes {
+  private spare: Promise<{ name: string; made: string; fd: number }> | undefined;
+
   private constructor(
     private readonly root: string,
     private readonly pending: string,
@@ -50,30 +52,60 @@ export class TransferPipes {
       const folder = path.join(root, entry.name);
       for (const name of await fs.promises.readdir(folder)) await fs.promises.rm(path.join(folder, name), { force: true, recursive: true });
     }
-    return new TransferPipes(root, pending);
+    const pipes = new TransferPipes(root, pending);
+    pipes.makeSpare();
+    return pipes;
   }
 
+  /** A pipe for one transfer, in the sandbox's folder. */
   async create(sandbox: string, direction: 'upload' | 'download'): Promise<TransferPipe> {
+    // one pipe is kept made ahead: making it costs a process (Node has no mkfifo(3))
+    const next = this.spare ?? this.make();
+    this.makeSpare();
+    const { name, made, fd } = await next;
+    const shared = path.join(transferFolder(this.root, sandbox), name);
+    try {
+      await fs.promises.rename(made, shared);
+    } catch (err) {
+      fs.closeSync(fd);
+      await fs.promises.rm(made, { force: true });
+      throw err;
+    }
+    const stream = new net.Socket({ fd, readable: direction === 'download', writable: direction === 'upload' });
+    return {
+      path: `${TRANSFER_MOUNT}/${name}`,
+      stream,
+      close: async () => {
+        stream.destroy();
+        await fs.promises.rm(shared, { force: true });
+      },
+    };
+  }
+
+  private makeSpare(): void {
+    const spare = this.make();
+    this.spare = spare;
+    spare.catch(() => { if (this.spare === spare) this.spare = undefined; });
+  }
+
+  /** Ends the pipe made ahead (the service is closing). */
+  async close(): Promise<void> {
+    const spare = await this.spare?.catch(() => undefined);
+    this.spare = undefined;
+    if (spare) fs.closeSync(spare.fd);
+  }
+
+  /** A new pipe in the private folder, open on the service's side. */
+  private async make(): Promise<{ name: string; made: string; fd: number }> {
     const name = `${randomBytes(16).toString('hex')}.pipe`;
     const made = path.join(this.pending, name);
-    // Node has no mkfifo(3). 0666: a user-namespaced sandbox's root is not the host's root.
+    // 0666: a user-namespaced sandbox's root is not the host's root
     await run('mkfifo', ['-m', '0666', '--', made]);
     let fd: number | undefined;
     try {
       fd = await openFd(made, fs.constants.O_RDWR | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW);
       if (!(await fstat(fd)).isFIFO()) throw new Error(`${made} is not a pipe`);
-      const shared = path.join(transferFolder(this.root, sandbox), name);
-      await fs.promises.rename(made, shared);
-      const stream = new net.Socket({ fd, readable: direction === 'download', writable: direction === 'upload' });
-      fd = undefined; // the stream owns it now
-      return {
-        path: `${TRANSFER_MOUNT}/${name}`,
-        stream,
-        close: async () => {
-          stream.destroy();
-          await fs.promises.rm(shared, { force: true });
-        },
-      };
+      return { name, made, fd };
     } catch (err) {
       if (fd !== undefined) fs.closeSync(fd);
       await fs.promises.rm(made, { force: true });

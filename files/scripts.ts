@@ -82,7 +82,8 @@ cat <&3 >&4 || fail 16 "reading $1 failed"
 `;
 
 /**
- * publish NAME TMP: gives TMP to root, mode 0644, and renames it over NAME. Then sweeps the folder
+ * publish NAME TMP: renames TMP over NAME. TMP was made by root with mode 0644 (umask 022), so
+ * only a set-group-ID folder calls for a chown to root's group. Then it sweeps the folder
  * of uploads that a crash left behind (untouched for an hour: a live upload's file changes with
  * every write, and a silent client is cut after a minute).
  *
@@ -94,7 +95,8 @@ const PUBLISH = String.raw`
 publish() {
   held=
   if [ -f "./$1" ] && [ ! -L "./$1" ]; then command exec 3<"./$1" && held=1; fi
-  chown 0:0 -- "./$2" && chmod 0644 -- "./$2" && mv -f -T -- "./$2" "./$1" || { rm -f -- "./$2"; fail 16 "renaming the upload failed"; }
+  if [ -g . ]; then chown 0:0 -- "./$2" || { rm -f -- "./$2"; fail 16 "giving the upload to root failed"; }; fi
+  mv -f -T -- "./$2" "./$1" || { rm -f -- "./$2"; fail 16 "renaming the upload failed"; }
   if [ -n "$held" ]; then sleep 2 </dev/null >/dev/null 2>&1 9>&- & exec 3<&-; fi
   find . -maxdepth 1 -type f -name '.svc-upload-*' -mmin +60 -delete 2>/dev/null || true
 }
@@ -114,7 +116,7 @@ if [ "$4" != - ]; then
   exec <"$4"
   printf '+reading\n' >&9
 fi
-umask 077
+umask 022
 set -C
 cat > "./$3" || { rm -f -- "./$3"; fail 16 "writing $3 failed"; }
 s=$(stat -c %s -- "./$3") || fail 16 "the uploaded data is gone"

@@ -126,6 +126,10 @@ describe('file routes on a real sandbox', () => {
       assert.equal(await inSandbox('cat /srv/piped-2.txt'), 'content 2');
       assert.equal(await inSandbox('ls -A /run/svc-transfer'), '');
       assert.deepEqual(fs.readdirSync(transferFolder()), []);
+      // a set-group-ID folder would hand its group down: the upload still becomes root's
+      await inSandbox('mkdir -p /srv/sgid && chgrp 1000 /srv/sgid && chmod 2775 /srv/sgid');
+      assert.equal((await put('/srv/sgid/f.txt', 'f')).status, 200);
+      assert.equal((await inSandbox('stat -c "%U:%G %a" /srv/sgid/f.txt')).trim(), 'root:root 644');
     });
 
     it('a client that goes away before the sandbox opened its pipe leaves no operation waiting', async () => {

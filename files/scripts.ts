@@ -82,22 +82,25 @@ cat <&3 >&4 || fail 16 "reading $1 failed"
 `;
 
 /**
- * publish NAME TMP: renames TMP over NAME. TMP was made by root with mode 0644 (umask 022), so
- * only a set-group-ID folder calls for a chown to root's group. Then it sweeps the folder
- * of uploads that a crash left behind (untouched for an hour: a live upload's file changes with
+ * publish NAME TMP: puts TMP in place of NAME. TMP was made by root with mode 0644 (umask 022),
+ * so only a set-group-ID folder calls for a chown to root's group. Then it sweeps the folder of
+ * uploads that a crash left behind (untouched for an hour: a live upload's file changes with
  * every write, and a silent client is cut after a minute).
  *
- * A replaced file is held open by a short-lived background process, so that its blocks are freed
- * after the reply: freeing a large file whose data is still being written back waits for the
- * disk (100-200 ms for 100 MB here), the rename itself does not.
+ * A regular file in the way is first moved aside, then removed in the background. Renaming
+ * straight over it would make ext4 write the new file out at once (auto_da_alloc) and free the
+ * old one's blocks before answering: 100-200 ms for 100 MB here. So the name is missing for
+ * the moment between two renames, but it never shows a partial file.
  */
 const PUBLISH = String.raw`
 publish() {
-  held=
-  if [ -f "./$1" ] && [ ! -L "./$1" ]; then command exec 3<"./$1" && held=1; fi
   if [ -g . ]; then chown 0:0 -- "./$2" || { rm -f -- "./$2"; fail 16 "giving the upload to root failed"; }; fi
-  mv -f -T -- "./$2" "./$1" || { rm -f -- "./$2"; fail 16 "renaming the upload failed"; }
-  if [ -n "$held" ]; then sleep 2 </dev/null >/dev/null 2>&1 9>&- & exec 3<&-; fi
+  if [ -f "./$1" ] && [ ! -L "./$1" ] && mv -f -T -- "./$1" "./$2.old"; then
+    mv -f -T -- "./$2" "./$1" || { mv -f -T -- "./$2.old" "./$1"; rm -f -- "./$2"; fail 16 "renaming the upload failed"; }
+    rm -f -- "./$2.old" </dev/null >/dev/null 2>&1 9>&- &
+  else
+    mv -f -T -- "./$2" "./$1" || { rm -f -- "./$2"; fail 16 "renaming the upload failed"; }
+  fi
   find . -maxdepth 1 -type f -name '.svc-upload-*' -mmin +60 -delete 2>/dev/null || true
 }
 `;

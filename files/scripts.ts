@@ -8,7 +8,7 @@
  * - writes and deletes first `cd -P` into the resolved parent folder (pinning it) and then act on
  *   `./<name>`: `rm` and `mv` act on a link itself, not on what it points to;
  * - uploads are written by `cat` from a transfer pipe (transfer-pipes.ts) into a new file beside
- *   the target, then renamed over it;
+ *   the target, then put in its place (publish);
  * - a file's download is written by `cat` into a transfer pipe; a folder's goes through the
  *   engine's archive API (what `docker cp` uses) at the real path printed by SEND or LOCATE: the
  *   engine resolves it inside the container, and stores links in a tar as links.

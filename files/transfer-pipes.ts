@@ -23,8 +23,8 @@ export interface TransferPipe {
 
 /**
  * Named pipes that carry file contents between the service and a `cat` inside a sandbox, so that
- * neither the engine nor the process it starts to unpack an archive relays them: through the
- * archive API an upload ran at 55-75 % of `docker cp`, through a pipe at 90-100 % (bench/files).
+ * neither the engine nor the process it starts to unpack an archive relays them (bench/files:
+ * uploads at about the speed of `docker cp`, where the archive API ran at half of it).
  *
  * The sandbox sees its host folder read-only, but its root could remount it and swap entries,
  * so the service never opens a path the sandbox can reach: a pipe is made and opened in a

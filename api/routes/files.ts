@@ -123,7 +123,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<FileRoutesOptions> = async (a
       schema: {
         tags, params, querystring: RequiredPathQuery,
         summary: 'Upload a file: the request body is the raw bytes',
-        description: `Streamed to a temporary file beside the target and renamed over it when complete, so a stopped upload leaves nothing under the final name. Owner root, mode 0644. Larger than FILES_MAX_UPLOAD (${files.maxUpload} bytes here): 413.`,
+        description: `Streamed to a temporary file beside the target and put in its place when complete, so a stopped upload leaves nothing under the final name. Owner root, mode 0644. Larger than FILES_MAX_UPLOAD (${files.maxUpload} bytes here): 413.`,
         consumes: ['application/octet-stream'],
         response: { 200: Type.Object({ path: Type.String(), size: Type.Number() }), ...errorResponses(400, 401, 403, 404, 409, 413) },
       },

@@ -56,6 +56,13 @@ interface Meta {
 
 type Key = { ns: bigint; container: string; n: number };
 
+/** One follow of one container: lines before `minNs` are skipped; per stream, the last timestamp and its count. */
+interface Session {
+  minNs: bigint;
+  stdout: { ns: bigint; n: number };
+  stderr: { ns: bigint; n: number };
+}
+
 export function parseEventId(id: string): Cursor | null {
   const m = /^(\d{1,25})-([0-9a-f]{12})-(\d{1,9})$/.exec(id);
   return m ? { ns: BigInt(m[1]!), container: m[2]!, n: Number(m[3]) } : null;
@@ -89,6 +96,7 @@ function unixSince(ns: bigint): string {
  */
 export class SandboxLogStream {
   private readonly following = new Map<string, Readable>();
+  /** The last line seen, by `<container>/<stream>`. */
   private readonly last = new Map<string, { ns: bigint; n: number }>();
   private pending: LogEvent[] = [];
   private keys = new WeakMap<LogEvent, Key>();
@@ -151,8 +159,9 @@ export class SandboxLogStream {
     const base = { container: attrs.name ?? id.slice(0, 12), container_id: id, service: attrs[COMPOSE_SERVICE] ?? null, project: attrs[COMPOSE_PROJECT] ?? null, time };
     if (action === 'start') {
       this.handlers.container({ ...base, action: 'start' });
-      const seen = this.last.get(id.slice(0, 12));
-      const since = seen?.ns ?? (e.timeNano ? BigInt(e.timeNano) - 1_000_000_000n : BigInt(Date.now() - 1000) * NS_PER_MS);
+      const seen = [this.last.get(`${id.slice(0, 12)}/stdout`), this.last.get(`${id.slice(0, 12)}/stderr`)].filter((l) => l !== undefined);
+      // from the older of its streams' last lines: the other's repeats are recognised and skipped
+      const since = seen.length ? seen.reduce((a, b) => (a.ns < b.ns ? a : b)).ns : e.timeNano ? BigInt(e.timeNano) - 1_000_000_000n : BigInt(Date.now() - 1000) * NS_PER_MS;
       void this.follow(id, { since }, since);
     } else if (action === 'die') {
       this.handlers.container({ ...base, action: 'stop' });
@@ -198,7 +207,7 @@ export class SandboxLogStream {
     }
     if (this.stopped || this.following.has(id)) return void stream.destroy();
     this.following.set(id, stream);
-    const session = { minNs: from.since ?? 0n, ns: -1n, n: 0 };
+    const session: Session = { minNs: from.since ?? 0n, stdout: { ns: -1n, n: 0 }, stderr: { ns: -1n, n: 0 } };
     const partial = { stdout: '', stderr: '' };
     const onText = (kind: 'stdout' | 'stderr', text: string) => {
       partial[kind] += text;
@@ -226,22 +235,26 @@ export class SandboxLogStream {
   }
 
   /**
-   * `n` counts lines with the same timestamp within one follow session; a session started at or
-   * before that timestamp counts them the same way, so replayed lines are recognised and skipped.
+   * `n` counts the lines of one stream with the same timestamp within one follow session (twice
+   * that, plus one for stderr); a session started at or before that timestamp counts them the
+   * same way, so replayed lines are recognised and skipped. Each stream is in time order, but
+   * the engine may write a line of one after a newer line of the other: the two are tracked
+   * apart, or that line would pass for a repeat and be lost.
    */
-  private onLine(meta: Meta, kind: 'stdout' | 'stderr', raw: string, session: { minNs: bigint; ns: bigint; n: number }): void {
+  private onLine(meta: Meta, kind: 'stdout' | 'stderr', raw: string, session: Session): void {
     const sp = raw.indexOf(' ');
     const time = sp > 0 ? raw.slice(0, sp) : raw;
     const ns = parseTime(time);
     if (ns === null || ns < session.minNs) return;
-    session.n = session.ns === ns ? session.n + 1 : 0;
-    session.ns = ns;
-    const n = session.n;
+    const counter = session[kind];
+    counter.n = counter.ns === ns ? counter.n + 1 : 0;
+    counter.ns = ns;
+    const n = counter.n * 2 + (kind === 'stderr' ? 1 : 0);
     const key = { ns, container: meta.id, n };
-    const prev = this.last.get(meta.id);
+    const prev = this.last.get(`${meta.id}/${kind}`);
     if (prev && compare(key, { ...prev, container: meta.id }) <= 0) return; // replayed after a restart: already seen
     if (this.opts.after && compare(key, this.opts.after) <= 0) return;
-    this.last.set(meta.id, { ns, n });
+    this.last.set(`${meta.id}/${kind}`, { ns, n });
     const event: LogEvent = {
       id: `${ns}-${meta.id}-${n}`,
       container: meta.name,

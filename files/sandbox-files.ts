@@ -84,6 +84,7 @@ export class SandboxFiles {
     const announced = new Promise<number>((resolve) => { announce = resolve; });
     const sent = settle(this.run(sandbox, p, 'SEND', [p.path, pipe.path], {
       checked: true,
+      transfer: true,
       onNotice: (notice) => { if (notice.startsWith('file ')) announce(Number(notice.slice(5))); },
     }));
     let size: number;
@@ -139,7 +140,7 @@ export class SandboxFiles {
   }
 
   /**
-   * Streams `body` to a new file beside the target, then renames it over the target: a stopped
+   * Streams `body` to a new file beside the target, then puts it in the target's place: a stopped
    * or refused upload leaves nothing under the final name. Owner root, mode 0644 (spec 4.2).
    */
   async upload(sandbox: string, path: string | undefined, body: Readable, declaredLength?: number): Promise<{ path: string; size: number }> {
@@ -185,7 +186,7 @@ export class SandboxFiles {
     const pipe = await this.pipes.create(sandbox, 'upload');
     let reading!: () => void;
     const opened = new Promise<void>((resolve) => { reading = resolve; });
-    const written = settle(this.run(sandbox, p, 'UPLOAD_WRITE', [dir!, name!, tmp!, pipe.path, ...size], { checked: true, onNotice: reading })
+    const written = settle(this.run(sandbox, p, 'UPLOAD_WRITE', [dir!, name!, tmp!, pipe.path, ...size], { checked: true, transfer: true, onNotice: reading })
       .then((r) => Number(r.stdout.toString('utf8'))));
     // Closed before `cat` opened it, the pipe would lose what it holds and leave `cat` waiting.
     const closable = Promise.race([opened, written.catch(() => undefined)]);
@@ -231,11 +232,11 @@ export class SandboxFiles {
   }
 
   /** Runs one operation of scripts.ts on `p.root` (after checking the sandbox runs, unless `checked`). */
-  private async run(sandbox: string, p: SandboxPath, op: Operation, args: string[], opts: { checked?: boolean; onNotice?: (notice: string) => void } = {}) {
+  private async run(sandbox: string, p: SandboxPath, op: Operation, args: string[], opts: { checked?: boolean; transfer?: boolean; onNotice?: (notice: string) => void } = {}) {
     if (!opts.checked) await this.ensureRunning(sandbox);
     let result: ScriptResult;
     try {
-      result = await this.scripts.run(sandbox, op, [p.root, ...args], opts.onNotice);
+      result = await this.scripts.run(sandbox, op, [p.root, ...args], opts);
     } catch (err) {
       throw await this.execFailure(sandbox, err);
     }

@@ -4,11 +4,17 @@ import { SHELL_SERVER, type Operation } from './scripts.ts';
 export interface ScriptRunnerOptions {
   /** How many shells one sandbox may have: a long listing then does not hold up a small read. */
   shellsPerSandbox: number;
+  /**
+   * How many more shells may start for transfers, which hold one as long as their bytes flow.
+   * Other operations keep shellsPerSandbox shells beside those lent to transfers, so slow
+   * uploads never hold up a listing.
+   */
+  transfersPerSandbox: number;
   /** A shell nobody has used for this long is ended. */
   idleMs: number;
 }
 
-const DEFAULTS: ScriptRunnerOptions = { shellsPerSandbox: 2, idleMs: 30_000 };
+const DEFAULTS: ScriptRunnerOptions = { shellsPerSandbox: 2, transfersPerSandbox: 4, idleMs: 30_000 };
 
 export interface ScriptResult {
   exitCode: number;
@@ -37,8 +43,11 @@ export class ScriptRunner {
     this.opts = { ...DEFAULTS, ...opts };
   }
 
-  /** Runs `op`; `onNotice` hears the operation's notices (a line of its own each) as they come. */
-  async run(sandbox: string, op: Operation, args: string[], onNotice?: (notice: string) => void): Promise<ScriptResult> {
+  /**
+   * Runs `op`; `onNotice` hears the operation's notices (a line of its own each) as they come.
+   * A `transfer` (an operation that moves a file's bytes) may use a shell of its own.
+   */
+  async run(sandbox: string, op: Operation, args: string[], opts: { onNotice?: (notice: string) => void; transfer?: boolean } = {}): Promise<ScriptResult> {
     let pool = this.pools.get(sandbox);
     if (!pool) {
       const created = new Pool(
@@ -48,11 +57,12 @@ export class ScriptRunner {
       );
       this.pools.set(sandbox, (pool = created));
     }
-    const shell = await pool.acquire();
+    const transfer = Boolean(opts.transfer);
+    const shell = await pool.acquire(transfer);
     try {
-      return await shell.request(op, args, onNotice);
+      return await shell.request(op, args, opts.onNotice);
     } finally {
-      pool.release(shell);
+      pool.release(shell, transfer);
     }
   }
 
@@ -63,12 +73,24 @@ export class ScriptRunner {
   }
 }
 
-/** The shells of one sandbox, and the operations waiting for one. */
+interface Waiter {
+  transfer: boolean;
+  resolve: (shell: Shell) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * The shells of one sandbox, and the operations waiting for one. A transfer may start a shell
+ * while there are fewer than shellsPerSandbox + transfersPerSandbox; another operation while
+ * there are fewer than shellsPerSandbox beside those lent to transfers.
+ */
 class Pool {
   private readonly shells = new Set<Shell>();
   private readonly idle: Shell[] = [];
-  private readonly waiting: Array<{ resolve: (shell: Shell) => void; reject: (err: unknown) => void }> = [];
+  private readonly waiting: Waiter[] = [];
   private starting = 0;
+  /** Shells lent to transfers right now. */
+  private lent = 0;
 
   constructor(
     private readonly opts: ScriptRunnerOptions,
@@ -76,10 +98,49 @@ class Pool {
     private readonly onEmpty: () => void,
   ) {}
 
-  async acquire(): Promise<Shell> {
+  async acquire(transfer: boolean): Promise<Shell> {
     const idle = this.idle.pop();
-    if (idle) return idle;
-    if (this.shells.size + this.starting >= this.opts.shellsPerSandbox) return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+    if (idle) return this.lend(idle, transfer);
+    if (!this.mayStart(transfer)) return new Promise((resolve, reject) => this.waiting.push({ transfer, resolve, reject }));
+    return this.lend(await this.start(), transfer);
+  }
+
+  release(shell: Shell, transfer: boolean): void {
+    if (transfer) this.lent--;
+    if (shell.ended) {
+      // a waiter gets a fresh shell rather than waiting for one that no longer exists
+      const next = this.waiting.shift();
+      if (next) this.acquire(next.transfer).then(next.resolve, next.reject);
+      return;
+    }
+    const next = this.waiting.shift();
+    if (next) next.resolve(this.lend(shell, next.transfer));
+    else this.idle.push(shell);
+  }
+
+  close(): void {
+    for (const shell of this.shells) shell.end();
+  }
+
+  private mayStart(transfer: boolean): boolean {
+    const limit = this.opts.shellsPerSandbox + (transfer ? this.opts.transfersPerSandbox : this.lent);
+    return this.shells.size + this.starting < limit;
+  }
+
+  private lend(shell: Shell, transfer: boolean): Shell {
+    if (transfer) {
+      this.lent++;
+      // one more lent to a transfer: one more shell may start for those waiting
+      const at = this.waiting.findIndex((w) => this.mayStart(w.transfer));
+      if (at >= 0) {
+        const [next] = this.waiting.splice(at, 1);
+        this.acquire(next!.transfer).then(next!.resolve, next!.reject);
+      }
+    }
+    return shell;
+  }
+
+  private async start(): Promise<Shell> {
     this.starting++;
     try {
       const shell: Shell = new Shell(await this.spawn(), this.opts.idleMs, () => this.forget(shell));
@@ -93,22 +154,6 @@ class Pool {
       this.starting--;
       this.checkEmpty();
     }
-  }
-
-  release(shell: Shell): void {
-    if (shell.ended) {
-      // a waiter gets a fresh shell rather than waiting for one that no longer exists
-      const next = this.waiting.shift();
-      if (next) this.acquire().then(next.resolve, next.reject);
-      return;
-    }
-    const next = this.waiting.shift();
-    if (next) next.resolve(shell);
-    else this.idle.push(shell);
-  }
-
-  close(): void {
-    for (const shell of this.shells) shell.end();
   }
 
   private forget(shell: Shell): void {

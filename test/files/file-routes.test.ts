@@ -133,20 +133,23 @@ describe('file routes on a real sandbox', () => {
     });
 
     it('a client that goes away before the sandbox opened its pipe leaves no operation waiting', async () => {
-      // both shells busy with uploads whose clients are slow: the third upload's operation waits
-      const slow = [slowUpload('/srv/slow-1.bin'), slowUpload('/srv/slow-2.bin')];
-      await eventually(async () => fs.readdirSync(transferFolder()).length === 2 || undefined, 'two uploads under way', 10_000, 20);
-      const third = slowUpload('/srv/third.bin');
-      await eventually(async () => fs.readdirSync(transferFolder()).length === 3 || undefined, 'third upload waiting', 10_000, 20);
-      third.destroy();
+      // every shell a sandbox may have for transfers (2 + 4) busy with an upload whose client is
+      // slow: the next upload's operation waits for one
+      const slow = Array.from({ length: 6 }, (_, i) => slowUpload(`/srv/slow-${i}.bin`));
+      await eventually(async () => fs.readdirSync(transferFolder()).length === 6 || undefined, 'six uploads under way', 10_000, 20);
+      const waiting = slowUpload('/srv/waiting.bin');
+      await eventually(async () => fs.readdirSync(transferFolder()).length === 7 || undefined, 'one more upload waiting', 10_000, 20);
+      waiting.destroy();
       await new Promise((r) => setTimeout(r, 200));
+      // other operations still have their shells meanwhile
+      assert.equal((await api('GET', files('?path=/srv'))).status, 200);
       for (const req of slow) req.destroy();
       // a pipe is removed once its operation has ended: a `cat` left waiting would keep it
       await eventually(async () => fs.readdirSync(transferFolder()).length === 0 || undefined, 'pipes removed', 10_000, 50);
       await eventually(async () => {
         const listing = await api('GET', files('?path=/srv'));
         assert.equal(listing.status, 200);
-        return !listing.body.some((e: { name: string }) => /slow|third|svc-upload/.test(e.name)) || undefined;
+        return !listing.body.some((e: { name: string }) => /slow|waiting|svc-upload/.test(e.name)) || undefined;
       }, 'no file of the stopped uploads', 10_000, 100);
     });
 

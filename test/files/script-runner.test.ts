@@ -113,4 +113,22 @@ describe('ScriptRunner pool', () => {
     await new Promise((r) => setImmediate(r));
     assert.equal(exec.live, 0, 'close ends every shell');
   });
+
+  it('lends transfers shells of their own: slow transfers never hold up other operations', async () => {
+    const exec = new FakeExec();
+    exec.holdMs = 300;
+    const runner = new ScriptRunner(exec, { shellsPerSandbox: 2, transfersPerSandbox: 2, idleMs: 10_000 });
+    const done: string[] = [];
+    const transfers = [1, 2, 3].map((i) => runner.run('sb', 'READ_TEXT', [`t${i}`], { transfer: true }).then(() => done.push(`t${i}`)));
+    const others = [1, 2, 3].map((i) => runner.run('sb', 'LIST', [`o${i}`]).then(() => done.push(`o${i}`)));
+    await Promise.all(others);
+    assert.deepEqual(done, ['o1', 'o2', 'o3'], 'the other operations did not wait for the transfers');
+    await Promise.all(transfers);
+    // a shell each for the three transfers (up to 2 + 2 may start for them), and the two kept
+    // for other operations beside those
+    assert.equal(exec.spawned, 5);
+    assert.equal((await runner.run('sb', 'READ_TEXT', ['t4'], { transfer: true })).stdout.toString(), 'late');
+    assert.equal(exec.spawned, 5, 'a later transfer takes an idle shell');
+    runner.close();
+  });
 });

@@ -17,12 +17,7 @@ export function pump(body: Readable, dest: Writable, opts: { limit: number; decl
     let settled = false;
     const cleanup = () => {
       settled = true;
-      body.off('data', onData);
-      body.off('end', onEnd);
-      body.off('error', onAbort);
-      body.off('close', onClose);
-      dest.off('error', onAbort);
-      dest.off('close', onDestClose);
+      for (const [emitter, event, listener] of listeners) emitter.off(event, listener);
       dest.on('error', () => undefined); // whatever it says now comes too late to matter
     };
     const stop = (err: Error) => {
@@ -53,11 +48,10 @@ export function pump(body: Readable, dest: Writable, opts: { limit: number; decl
     const onAbort = () => stop(incomplete());
     const onClose = () => { if (!body.readableEnded) stop(incomplete()); };
     const onDestClose = () => { if (!dest.writableFinished) stop(incomplete()); };
-    body.on('data', onData);
-    body.on('end', onEnd);
-    body.on('error', onAbort);
-    body.on('close', onClose);
-    dest.on('error', onAbort);
-    dest.on('close', onDestClose);
+    const listeners: Array<[Readable | Writable, string, Parameters<Readable['on']>[1]]> = [
+      [body, 'data', onData], [body, 'end', onEnd], [body, 'error', onAbort], [body, 'close', onClose],
+      [dest, 'error', onAbort], [dest, 'close', onDestClose],
+    ];
+    for (const [emitter, event, listener] of listeners) emitter.on(event, listener);
   });
 }

@@ -156,13 +156,10 @@ export class SandboxFiles {
     let written: number;
     try {
       // The script reads to the end of the body: if it ends first, it refused the upload.
-      const refused = writer.written.then(
-        () => new errors.FileOperationFailed('the upload was cut off in the sandbox; try again'),
-        (err: unknown) => err,
-      );
+      const refused = writer.written.then(() => { throw new errors.FileOperationFailed('the upload was cut off in the sandbox; try again'); });
       received = await Promise.race([
         pump(body, writer.into, { limit: this.maxUpload, declared: declaredLength, closable: writer.closable }),
-        refused.then((err) => { throw err; }),
+        refused,
       ]);
       written = await writer.written;
     } catch (err) {

@@ -33,7 +33,8 @@ export interface ImageScannerOptions {
  * Scans one pushed manifest: the image config (Env, history) and every layer of an image, or of
  * every image an index lists. Layer results are kept by digest and reused (a base layer shared by
  * a hundred images is read once). Bad content never throws: the version becomes unscannable with
- * the reason. Only an unreachable upstream or store throws, so the job is retried.
+ * the reason. An unreachable upstream or store, or a scan that cannot run here (no zstd), throws,
+ * so the job is retried.
  */
 export class ImageScanner {
   private readonly inflight = new Map<string, Promise<LayerScanRecord>>();
@@ -150,6 +151,9 @@ export class ImageScanner {
       bytes += result.compressed_bytes;
       done += 1;
       if (result.state === 'unscannable') throw new Unscannable(`layer ${layer.digest}: ${result.reason}`);
+      if (result.compressed_bytes !== layer.size) {
+        throw new Unscannable(`layer ${layer.digest}: size mismatch: the blob has ${result.compressed_bytes} bytes, the manifest says ${layer.size}`);
+      }
       findings.push(...result.findings.map((f) => ({ path: f.path, layer: layer.digest, rule: f.rule })));
       if (!child) await this.progress(repo, digest, { layers_total: total, layers_done: done, bytes_read: bytes });
     }
@@ -193,10 +197,14 @@ export class ImageScanner {
     return [...unique.values()];
   }
 
-  /** A layer's scan: from the store if this digest was scanned before, else read once (per process). */
+  /**
+   * A layer's scan: from the store if this digest was scanned before, else read once (per process).
+   * Only what the layer's bytes decide (clean, flagged) is kept and reused: an unscannable result may
+   * come from a broken read, and another tenant pushing the same layer deserves a fresh look.
+   */
   private async layer(repo: string, desc: Descriptor): Promise<LayerScanRecord> {
     const cached = await this.opts.store.registry.getLayer(desc.digest);
-    if (cached) {
+    if (cached && cached.state !== 'unscannable') {
       this.log.debug({ layer: desc.digest, state: cached.state }, 'layer scan reused');
       return cached;
     }
@@ -216,7 +224,7 @@ export class ImageScanner {
       return { digest: desc.digest, state: 'unscannable', findings: [], reason: 'the blob is not in the registry storage', compressed_bytes: 0, bytes: 0, entries: 0, ms: 0, scanned_at: new Date().toISOString() };
     }
     const source = Readable.fromWeb(res.body as unknown as WebReadableStream<Uint8Array>, { highWaterMark: 1024 * 1024 });
-    const r = await scanLayer(source, { digest: desc.digest, size: desc.size, limits: this.opts.limits });
+    const r = await scanLayer(source, { digest: desc.digest, limits: this.opts.limits });
     const record: LayerScanRecord = {
       digest: desc.digest,
       state: r.state,
@@ -228,7 +236,7 @@ export class ImageScanner {
       ms: Date.now() - started,
       scanned_at: new Date().toISOString(),
     };
-    await this.opts.store.registry.putLayer(record);
+    if (record.state !== 'unscannable') await this.opts.store.registry.putLayer(record);
     const seconds = Math.max(record.ms, 1) / 1000;
     this.log.info({
       layer: desc.digest, state: r.state, findings: r.findings.length, reason: r.reason, compression: r.compression,

@@ -45,6 +45,14 @@ export class UnscannableLayer extends Error {
   override name = 'UnscannableLayer';
 }
 
+/**
+ * The scan could not run, for a reason outside the layer (no `zstd` on this machine, zstd killed):
+ * the job fails and is retried; nothing about the layer is decided or kept.
+ */
+export class ScanEnvironmentError extends Error {
+  override name = 'ScanEnvironmentError';
+}
+
 /** Content of name-matched credential files is read up to this many bytes to check it. */
 const CONDITIONAL_READ = 1024 * 1024;
 
@@ -55,11 +63,13 @@ const CONDITIONAL_READ = 1024 * 1024;
  * Whiteouts are ignored: a file deleted by a later layer is still in this one, and still counts.
  *
  * Never throws for bad content: a layer that cannot be read is `unscannable` with the reason.
- * Throws only when `source` itself fails (the upstream went away), so the job can be retried.
+ * Throws when `source` itself fails (the upstream went away) or the scan cannot run here
+ * (`ScanEnvironmentError`), so the job can be retried. The size a manifest declares is not an input:
+ * the same digest may be declared with different sizes, and only that manifest is wrong.
  */
 export async function scanLayer(
   source: Readable,
-  opts: { digest: string; size?: number; limits?: Partial<LayerLimits>; onProgress?: (compressedBytes: number) => void },
+  opts: { digest: string; limits?: Partial<LayerLimits>; onProgress?: (compressedBytes: number) => void },
 ): Promise<LayerScanResult> {
   const limits = { ...DEFAULT_LAYER_LIMITS, ...opts.limits };
   const [algorithm, expectedHex] = opts.digest.split(':') as [string, string];
@@ -79,7 +89,6 @@ export async function scanLayer(
     transform(chunk: Buffer, _enc, cb: TransformCallback) {
       hash.update(chunk);
       compressedBytes += chunk.length;
-      if (opts.size !== undefined && compressedBytes > opts.size) return cb(new UnscannableLayer(`the blob is larger than its declared size ${opts.size}`));
       if (opts.onProgress && compressedBytes - lastProgress >= 8 * 1024 * 1024) {
         lastProgress = compressedBytes;
         opts.onProgress(compressedBytes);
@@ -124,7 +133,7 @@ export async function scanLayer(
     const extract = tar.extract();
     const fail = (err: Error) => extract.destroy(err);
     tap.on('error', fail);
-    decompress.on('error', (err: Error) => fail(err instanceof UnscannableLayer ? err : new UnscannableLayer(`${compression} data is corrupt: ${err.message}`)));
+    decompress.on('error', (err: Error) => fail(err instanceof UnscannableLayer || err instanceof ScanEnvironmentError ? err : new UnscannableLayer(`${compression} data is corrupt: ${err.message}`)));
     counter.on('error', fail);
     tap.pipe(decompress).pipe(counter).pipe(extract as unknown as NodeJS.WritableStream);
     try {
@@ -173,6 +182,7 @@ export async function scanLayer(
   } catch (err) {
     tap.destroy();
     if (sourceError) throw sourceError;
+    if (err instanceof ScanEnvironmentError) throw err;
     const reason = err instanceof UnscannableLayer ? err.message : `not a readable ${compression === 'none' ? 'tar' : `${compression} tar`}: ${(err as Error).message}`;
     return { state: 'unscannable', findings: [...findings.values()], reason, compressedBytes, bytes, entries, compression };
   }
@@ -180,9 +190,6 @@ export async function scanLayer(
   const actual = hash.digest('hex');
   if (actual !== expectedHex) {
     return { state: 'unscannable', findings: [], reason: `digest mismatch: the blob hashes to ${algorithm}:${actual}, not ${opts.digest}`, compressedBytes, bytes, entries, compression };
-  }
-  if (opts.size !== undefined && compressedBytes !== opts.size) {
-    return { state: 'unscannable', findings: [], reason: `size mismatch: the blob has ${compressedBytes} bytes, the manifest says ${opts.size}`, compressedBytes, bytes, entries, compression };
   }
   const list = [...findings.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.rule < b.rule ? -1 : 1));
   return { state: list.length ? 'flagged' : 'clean', findings: list, compressedBytes, bytes, entries, compression };
@@ -250,14 +257,15 @@ function zstdDecompressor(): { stream: Transform; child: ReturnType<typeof spawn
     },
     flush(cb) {
       child.stdin!.end();
-      child.once('close', (code) => {
-        if (code !== 0) cb(new UnscannableLayer(`zstd data is corrupt: ${stderr.trim() || `zstd exited with ${code}`}`));
+      child.once('close', (code, signal) => {
+        if (signal) cb(new ScanEnvironmentError(`zstd was ended by ${signal}`));
+        else if (code !== 0) cb(new UnscannableLayer(`zstd data is corrupt: ${stderr.trim() || `zstd exited with ${code}`}`));
         else cb();
       });
     },
   });
   child.stdin!.on('error', () => undefined); // EPIPE when zstd gives up; its exit code tells why
-  child.on('error', (err) => stream.destroy(new UnscannableLayer(`cannot run zstd: ${err.message}`)));
+  child.on('error', (err) => stream.destroy(new ScanEnvironmentError(`cannot run zstd (install it: apt-get install zstd): ${err.message}`)));
   child.stdout!.on('data', (d: Buffer) => {
     if (!stream.push(d)) child.stdout!.pause();
   });

@@ -159,6 +159,55 @@ describe('registry front and scans (OCI API through the edge)', () => {
     assert.equal((await t.service.store.registry.getLayer(sha256(layer)))!.scanned_at, first.scanned_at, 'not scanned again');
   });
 
+  it('a wrong declared size makes only that version unscannable, not the layer for everyone', async () => {
+    const layer = gzip(await makeTar([{ path: 'popular/base.txt', content: `a popular base layer ${t.config.redisPrefix}` }]));
+    const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', config: { Env: ['PATH=/bin'] }, rootfs: { type: 'layers', diff_ids: [sha256(layer)] } }));
+    const manifest = (size: number) => ({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.oci.image.manifest.v1+json',
+      config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: sha256(config), size: config.length },
+      layers: [{ mediaType: LAYER_GZIP, digest: sha256(layer), size }],
+    });
+    const liar = `${sbB}/liar`;
+    for (const blob of [layer, config]) assert.equal((await asBob.pushBlob(liar, blob)).status, 201);
+    const lie = await asBob.pushManifest(liar, 'v1', manifest(layer.length + 7), 'application/vnd.oci.image.manifest.v1+json');
+    assert.equal(lie.status, 201, lie.body);
+    const lied = await eventually(async () => {
+      const img = (await report(sbB, bob.token)).images.find((i) => i.name === liar);
+      return img && img.versions.every((v) => !['pending', 'scanning'].includes(v.scan.state)) ? img : undefined;
+    }, `scan of ${liar}`, 30_000);
+    assert.equal(lied.versions[0]!.scan.state, 'unscannable');
+    assert.match(lied.versions[0]!.scan.reason ?? '', /size mismatch/);
+
+    const honest = `${sbA}/honest`;
+    const r = await asAlice.pushImage(honest, 'v1', [{ blob: layer, mediaType: LAYER_GZIP }]);
+    assert.equal(r.status, 201, r.body);
+    const img = await settled(honest);
+    assert.equal(img.versions[0]!.scan.state, 'clean', JSON.stringify(img.versions[0]));
+  });
+
+  it('a scan that cannot run (no zstd here) fails for a retry and decides nothing about the layer', async () => {
+    const layer = zstd(await makeTar([{ path: 'z/file.txt', content: `zstd layer ${t.config.redisPrefix}` }]));
+    const repo = `${sbA}/nozstd`;
+    const worker = t.service.registry.worker!;
+    await worker.pause(); // this test drives the scanner itself, as the worker's job would
+    const path = process.env.PATH;
+    try {
+      const r = await asAlice.pushImage(repo, 'v1', [{ blob: layer, mediaType: LAYER_ZSTD }]);
+      assert.equal(r.status, 201, r.body);
+      process.env.PATH = '/nonexistent';
+      await assert.rejects(t.service.registry.scanner.scanVersion(repo, r.digest), /cannot run zstd/, 'the job fails, so BullMQ retries it');
+      assert.equal(await t.service.store.registry.getLayer(sha256(layer)), undefined, 'nothing kept about the layer');
+      process.env.PATH = path;
+      const retried = await t.service.registry.scanner.scanVersion(repo, r.digest);
+      assert.equal(retried!.state, 'clean', JSON.stringify(retried));
+    } finally {
+      process.env.PATH = path;
+      worker.resume();
+    }
+    assert.equal((await settled(repo)).versions[0]!.scan.state, 'clean');
+  });
+
   it('pushes a multi-platform index: its images are scanned and decide its visibility', async () => {
     const repo = `${sbA}/multi`;
     const amd = await asAlice.pushImage(repo, 'sha256-placeholder-amd', [{ blob: gzip(await makeTar([{ path: 'bin/app', content: 'amd64' }])), mediaType: LAYER_GZIP }]);

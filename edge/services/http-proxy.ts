@@ -18,7 +18,7 @@ import { sendPage, writeRawPage } from '../pages/respond.ts';
 import type { ActivityMeter } from './activity.ts';
 import { hostWithoutPort, requestHeadersForApp, responseHeadersObject, type ForwardedFor } from './headers.ts';
 import { createEdgeHttpServer, type HttpLimits } from './http-server.ts';
-import { forwardTcp } from './tcp-forward.ts';
+import { proxyUpgrade } from './upgrade.ts';
 import type { WakeGate } from './wake-gate.ts';
 
 /** What the listener learnt about a terminated app connection. */
@@ -60,7 +60,7 @@ type Decision =
 /**
  * The reverse proxy for app addresses: routes by the connection's SNI label, streams bodies both
  * ways without buffering (a slow side pauses the other), keeps connections to apps alive, upgrades
- * (websockets) become a raw TCP splice, and every chunk counts as activity.
+ * (websockets) become a raw TCP splice once the app answers 101, and every chunk counts as activity.
  */
 export class AppHttpProxy {
   readonly server: http.Server;
@@ -210,18 +210,16 @@ export class AppHttpProxy {
     const { sandbox, target } = decision;
     const onBytes = this.opts.activity.listener(sandbox);
     onBytes();
-    // Raw splice: the handshake goes up as it came (plus our X-Forwarded-*); whatever the app
-    // answers (101, or a plain response) comes back as raw bytes.
-    const headers = requestHeadersForApp(req.rawHeaders, this.forwarded(conn, req), true);
-    let headText = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`;
-    for (let i = 0; i < headers.length; i += 2) headText += `${headers[i]}: ${headers[i + 1]}\r\n`;
-    const upstream = forwardTcp(socket, target, {
-      connectTimeoutMs: this.opts.connectTimeoutMs,
+    proxyUpgrade(socket, target, {
+      method: req.method ?? 'GET',
+      url: req.url ?? '/',
+      headers: requestHeadersForApp(req.rawHeaders, this.forwarded(conn, req), true),
+      head,
+    }, {
+      timeoutMs: this.opts.connectTimeoutMs,
       onBytes,
-      onConnectError: (err) => writeRawPage(socket, this.connectErrorPage(conn.serverName, target, err), req.method),
+      onError: (err) => writeRawPage(socket, this.connectErrorPage(conn.serverName, target, err), req.method),
     });
-    upstream.write(headText + '\r\n');
-    if (head.length) upstream.write(head);
   }
 }
 

@@ -150,4 +150,21 @@ trace sshkeys
 /usr/sbin/sshd || log "warning: sshd did not start"
 trace sshd
 
-exec dockerd "$@"
+# --- containerd ----------------------------------------------------------------------------------------
+# Left to itself, dockerd starts containerd and dials it at once; the first dial misses the socket and
+# gRPC's reconnect backoff then costs about a second of every start and wake. Started here, the socket is
+# there when dockerd dials. It becomes dockerd's child (this shell execs into dockerd) and ends with the
+# container; dockerd still stops every inner container before it exits.
+containerd_sock=/run/containerd/containerd.sock
+rm -f "$containerd_sock"
+containerd > /dev/null 2>&1 &
+i=0
+until [ -S "$containerd_sock" ]; do
+    i=$((i + 1))
+    [ "$i" -le 1000 ] || die "containerd did not open $containerd_sock within 10 s"
+    kill -0 $! 2> /dev/null || die "containerd exited at start (run 'containerd' in the sandbox to see why)"
+    sleep 0.01
+done
+trace containerd
+
+exec dockerd --containerd="$containerd_sock" "$@"

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Builds svc-sandbox:latest from sandbox-image/ when its inputs changed (or it is missing).
 #
-# No base image can be pulled on our machines, so the base is a Debian bookworm rootfs made with
-# debootstrap (packages from sandbox-image/packages.txt, security updates applied) and imported as
+# No base image can be pulled on our machines, so the base is a Debian rootfs made with debootstrap
+# (packages from sandbox-image/packages-<suite>.txt, security updates applied) and imported as
 # svc-sandbox-base:<hash>. The Dockerfile is then built on top of it with --build-arg BASE=...; on a
-# machine that can pull, `docker build sandbox-image` gives the same image from debian:bookworm.
+# machine that can pull, `docker build sandbox-image` gives the same image from debian:trixie.
 #
 # The image carries the label svc.inputs=<hash of the Dockerfile context + base recipe>; a rebuild
-# happens only when that hash changes. Usage: build-sandbox-image.sh [--force] [--check]
-#   --check  exit 0 if the image is up to date, 1 if it would be built (builds nothing)
+# happens only when that hash changes. Usage: build-sandbox-image.sh [--force] [--check] [--if-missing]
+#   --check       exit 0 if the image is up to date, 1 if it would be built (builds nothing)
+#   --if-missing  build only when the image does not exist (a frozen image: the legacy one below)
+# SVC_SANDBOX_SUITE=bookworm SVC_SANDBOX_IMAGE=svc-sandbox:bookworm builds the image sandboxes had
+# before Debian 13 (docker.io 20.10, no compose); the image migration test starts from it.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,14 +19,16 @@ IMAGE=${SVC_SANDBOX_IMAGE:-svc-sandbox:latest}
 CACHE=${SVC_CACHE_DIR:-/var/cache/svc}
 MIRROR=${SVC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SECURITY_MIRROR=${SVC_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
-SUITE=bookworm
-export DOCKER_BUILDKIT=0 # the legacy builder: same behaviour with any docker CLI against docker 20.10
+SUITE=${SVC_SANDBOX_SUITE:-trixie}
+PACKAGES=packages-$SUITE.txt
+[ -f "$ROOT/sandbox-image/$PACKAGES" ] || { echo "no package list sandbox-image/$PACKAGES for suite $SUITE" >&2; exit 2; }
+export DOCKER_BUILDKIT=0 # the legacy builder: same behaviour with the host's docker 20.10
 
 say() { printf '[setup] %s\n' "$*"; }
 now() { echo "${EPOCHREALTIME/,/.}"; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 
-packages() { grep -v -e '^#' -e '^[[:space:]]*$' "$ROOT/sandbox-image/packages.txt"; }
+packages() { grep -v -e '^#' -e '^[[:space:]]*$' "$ROOT/sandbox-image/$PACKAGES"; }
 
 # The rootfs recipe. Its hash (code of this function, with comments stripped by bash, plus the package
 # list and mirrors) names the base image, so editing the recipe rebuilds the base and nothing else does.
@@ -100,14 +105,19 @@ remove_tree() {
 image_label() { docker image inspect -f '{{ index .Config.Labels "svc.inputs" }}' "$1" 2>/dev/null || true; }
 
 main() {
-    local force=0 check=0
+    local force=0 check=0 if_missing=0
     for a in "$@"; do
         case $a in
             --force) force=1 ;;
             --check) check=1 ;;
-            *) echo "usage: $0 [--force] [--check]" >&2; exit 2 ;;
+            --if-missing) if_missing=1 ;;
+            *) echo "usage: $0 [--force] [--check] [--if-missing]" >&2; exit 2 ;;
         esac
     done
+    if [ "$if_missing" = 1 ] && docker image inspect "$IMAGE" > /dev/null 2>&1; then
+        say "sandbox image: $IMAGE present"
+        return 0
+    fi
     local want have
     want=$(inputs_hash)
     have=$(image_label "$IMAGE")
@@ -143,7 +153,7 @@ main() {
     fi
     local log=$CACHE/sandbox-image-build.log
     mkdir -p "$CACHE"
-    if ! docker build --build-arg "BASE=$base" --label "svc.inputs=$want" --label "svc.base=$base" \
+    if ! docker build --build-arg "BASE=$base" --build-arg "PACKAGES=$PACKAGES" --label "svc.inputs=$want" --label "svc.base=$base" \
         -t "$IMAGE" "$ROOT/sandbox-image" > "$log" 2>&1; then
         tail -n 30 "$log" >&2
         say "sandbox image: docker build failed, full log in $log"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up everything the service and its tests need on a Debian bookworm machine (run as root):
+# Sets up everything the service and its tests need on a Debian 12 or 13 machine (run as root):
 # Debian packages, node_modules, a running host Docker engine, Redis, PostgreSQL with database svc_test,
 # the sandbox image (svc-sandbox:latest) and the fixture images.
 #
@@ -92,6 +92,44 @@ if [ ${#missing[@]} -gt 0 ]; then
         || fail "apt-get install failed, log in /var/log/svc-apt.log"
 else
     say "packages: all ${#APT_PACKAGES[@]} present"
+fi
+
+# --- compose v2 and buildx CLI plugins ---------------------------------------------------------------
+# Debian 12 has only compose v1 (python). Debian 13 (trixie) packages compose v2 and buildx as docker CLI
+# plugins; their only dependency is libc6 >= 2.34, which bookworm has. An apt source for trixie pinned to
+# priority 1 (never chosen by itself) lets exactly these two packages come from it (priority 500).
+TRIXIE_SOURCE=/etc/apt/sources.list.d/svc-trixie.sources
+TRIXIE_PIN=/etc/apt/preferences.d/svc-trixie
+add_trixie_source() {
+    cat > $TRIXIE_SOURCE << 'EOS'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOS
+    cat > $TRIXIE_PIN << 'EOS'
+Package: *
+Pin: release n=trixie
+Pin-Priority: 1
+
+Package: docker-compose docker-buildx
+Pin: release n=trixie
+Pin-Priority: 500
+EOS
+}
+compose_v2() { docker compose version --short 2> /dev/null | grep -q '^v\?2\.'; }
+if compose_v2 && docker buildx version > /dev/null 2>&1; then
+    say "compose: $(docker compose version --short) and buildx present"
+else
+    if ! grep -qs '^Suites:.*trixie' /etc/apt/sources.list /etc/apt/sources.list.d/* 2> /dev/null \
+        || ! apt-cache policy docker-compose 2> /dev/null | grep -q ' 2\.'; then
+        [ -f $TRIXIE_SOURCE ] || add_trixie_source
+    fi
+    step compose "apt-get install docker-compose docker-buildx (v2 plugins from trixie)" \
+        install_packages docker-compose docker-buildx \
+        || fail "could not install the compose v2 plugin, log in /var/log/svc-apt.log"
+    compose_v2 || fail "docker compose is not v2 after the install: $(docker compose version 2>&1 | head -n 1)"
 fi
 
 # --- node_modules --------------------------------------------------------------------------------------
@@ -193,6 +231,9 @@ fi
 
 # --- images --------------------------------------------------------------------------------------------
 bash "$ROOT/scripts/build-sandbox-image.sh" || fail "the sandbox image could not be built"
+# the pre-Debian-13 image, frozen: only the image migration test uses it
+SVC_SANDBOX_SUITE=bookworm SVC_SANDBOX_IMAGE=svc-sandbox:bookworm bash "$ROOT/scripts/build-sandbox-image.sh" --if-missing \
+    || fail "the legacy sandbox image (bookworm) could not be built"
 bash "$ROOT/scripts/build-fixtures.sh" || fail "the fixture images could not be built"
 if [ "$MODE" = full ]; then
     step "docker engine" "running a container" docker run --rm --network none svc-fixture-busybox true \

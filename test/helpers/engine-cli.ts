@@ -35,7 +35,20 @@ export class EngineCli {
     fs.writeFileSync(this.hostsFile, `127.0.0.1 localhost\n${address} ${this.host}\n`);
   }
 
+  /** The docker CLI with the legacy builder (`docker build` alike on every engine version). */
   async docker(args: string[], opts: { timeoutMs?: number } = {}): Promise<{ stdout: string; stderr: string }> {
+    return this.cli(args, { DOCKER_BUILDKIT: '0' }, opts);
+  }
+
+  /**
+   * `docker compose` (the v2 CLI plugin) run in `cwd`, as a user runs it: BuildKit builds through the
+   * engine address, like every compose v2 user gets by default.
+   */
+  async compose(cwd: string, args: string[], opts: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<{ stdout: string; stderr: string }> {
+    return this.cli(['compose', ...args], opts.env ?? {}, { timeoutMs: opts.timeoutMs, cwd });
+  }
+
+  private async cli(args: string[], env: NodeJS.ProcessEnv, opts: { timeoutMs?: number; cwd?: string }): Promise<{ stdout: string; stderr: string }> {
     const script = 'mount --bind "$HOSTS" /etc/hosts && exec docker "$@"';
     return run('unshare', ['-m', 'sh', '-c', script, 'sh', ...args], {
       env: {
@@ -45,8 +58,9 @@ export class EngineCli {
         DOCKER_TLS_VERIFY: '1',
         DOCKER_CERT_PATH: this.certDir,
         DOCKER_CONFIG: path.join(this.certDir, 'config'),
-        DOCKER_BUILDKIT: '0',
+        ...env,
       },
+      cwd: opts.cwd,
       timeout: opts.timeoutMs ?? 120_000,
       maxBuffer: 64 * 1024 * 1024,
     });

@@ -224,7 +224,10 @@ test('sandbox image: inner engine over TLS, ssh, and what survives a stop/start'
   const hostKey = async (ip: string) => (await run('ssh-keyscan', ['-t', 'ed25519', ip])).stdout.split(' ').slice(1).join(' ').trim();
 
   await setHosts(first.ip);
-  assert.match(await inner('version', '--format', '{{.Server.Version}}'), /^20\.10\./);
+  // a supported engine (Debian 13's docker.io 26), and compose v2 + buildx for ssh sessions inside
+  const version = await inner('version', '--format', '{{.Server.Version}}');
+  assert.ok(Number(version.split('.')[0]) >= 26, `engine ${version}`);
+  assert.match(await inSandbox('docker compose version --short && docker buildx version'), /^v?2\.\d+[\s\S]*buildx/);
 
   // without a client certificate the engine refuses
   await assert.rejects(run('curl', ['-sS', '--cacert', join(c.clientDir, 'ca.pem'), '--resolve', `${ENGINE_HOST}:2376:${first.ip}`,

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import Docker from 'dockerode';
 import type { FastifyInstance } from 'fastify';
@@ -39,7 +40,13 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   } catch (err) {
     throw new Error(`no container engine answers (${(err as Error).message}); run "npm run setup" or set DOCKER_HOST`);
   }
-  const store = await openStore(config.storeUrl);
+  // The data folder holds the store, the CA key, archives and the registry: the service's alone,
+  // whatever mode an operator pre-created it with.
+  fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  fs.chmodSync(config.dataDir, 0o700);
+  const store = await openStore(config.storeUrl, { secretKeyFile: config.secretKeyFile });
+  const sealed = await store.sandboxes.sealPlainRecords();
+  if (sealed > 0) logger.info({ sealed }, 'store: sealed the engine keys of records written before sealing');
   const redis: Redis = createRedis(config.redisUrl);
   const workerRedis: Redis = createRedis(config.redisUrl);
   const queue = new LifecycleQueue(redis, config.redisPrefix);

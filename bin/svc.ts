@@ -100,7 +100,8 @@ async function run(argv: string[]): Promise<void> {
   const known = ['user create', 'user list', 'user passwd', 'token create', 'token list', 'token revoke'];
   if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
 
-  const store = await openStore(loadConfig().storeUrl);
+  const config = loadConfig();
+  const store = await openStore(config.storeUrl, { secretKeyFile: config.secretKeyFile });
   try {
     switch (command) {
       case 'user create': {

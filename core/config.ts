@@ -11,6 +11,8 @@ export interface Config {
   redisUrl: string;
   /** `sqlite://…` (default, in the data folder) or `postgres://…`. */
   storeUrl: string;
+  /** Key that seals the secrets in the store; kept outside the store (created 0600 if missing). */
+  secretKeyFile: string;
   /** Passed to dockerode; empty means the local socket. */
   dockerHost: string | undefined;
   tlsCertFile: string | undefined;
@@ -61,6 +63,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir,
     redisUrl: env.REDIS_URL || 'redis://127.0.0.1:6379',
     storeUrl: env.SVC_STORE_URL || `sqlite://${path.join(dataDir, 'svc.sqlite')}`,
+    secretKeyFile: path.resolve(env.SVC_SECRET_KEY_FILE || '/etc/svc/secret.key'),
     dockerHost: env.DOCKER_HOST || undefined,
     tlsCertFile: env.SVC_TLS_CERT || undefined,
     tlsKeyFile: env.SVC_TLS_KEY || undefined,

@@ -1,3 +1,4 @@
+import { SecretBox } from '../core/secret-box.ts';
 import { Backend, type BackendOptions } from './kv.ts';
 import { sandboxStore, type SandboxStore } from './sandboxes.ts';
 import { registryStore, type RegistryStore } from './registry.ts';
@@ -17,21 +18,25 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export type StoreOptions = BackendOptions;
+export interface StoreOptions extends BackendOptions {
+  /** Key of the secrets sealed in the store (SVC_SECRET_KEY_FILE), created if missing. */
+  secretKeyFile: string;
+}
 
 const backends = new WeakMap<Store, Backend>();
 
 /**
  * Opens the store at `url`: `sqlite:///abs/path/file.sqlite` (the folder is created) or
- * `postgres://user@host:port/db`. Throws a clear error if the database cannot be opened or reached.
+ * `postgres://user@host:port/db`, with the key that seals its secrets. Throws a clear error if the database cannot be opened or reached.
  */
-export async function openStore(url: string, options: StoreOptions = {}): Promise<Store> {
+export async function openStore(url: string, options: StoreOptions): Promise<Store> {
+  const box = SecretBox.open(options.secretKeyFile);
   const backend = await Backend.open(url, options);
   try {
     const store: Store = {
       users: await userStore(backend),
       tokens: await tokenStore(backend),
-      sandboxes: await sandboxStore(backend),
+      sandboxes: await sandboxStore(backend, box),
       registry: await registryStore(backend),
       close: () => backend.close(),
     };

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Keyv from 'keyv';
 import KeyvSqlite from '@keyv/sqlite';
@@ -83,6 +83,20 @@ export class Collection<T> {
   }
 
   /**
+   * Replaces the value only if the row still holds `raw` (as `scan` returned it); true if this call
+   * wrote. Atomic in the database, so a writer in another process is never overwritten.
+   */
+  async replaceIf(parts: readonly string[], raw: string, value: T): Promise<boolean> {
+    const serialized = await this.kv.serializeData({ value, expires: undefined });
+    if (typeof serialized !== 'string') throw new Error('keyv serializer did not produce a string');
+    const rows = await this.backend.rawQuery(
+      `UPDATE ${this.backend.tableRef} SET value = ? WHERE key = ? AND value = ? RETURNING key`,
+      [serialized, `${this.namespace}:${keyOf(parts)}`, raw],
+    );
+    return rows.length === 1;
+  }
+
+  /**
    * Every entry whose key starts with `prefix` (whole parts), with the remaining key parts.
    *
    * Uses the adapter's iterator with `<namespace>:<prefix>` as its "namespace", i.e. a
@@ -92,13 +106,13 @@ export class Collection<T> {
    * SQLite page size is large enough for one query. The Postgres iterator reports a database error
    * as an `error` event and stops early: that is turned back into a thrown error.
    */
-  async scan(prefix: readonly string[] = []): Promise<Array<{ rest: string[]; value: T }>> {
+  async scan(prefix: readonly string[] = []): Promise<Array<{ rest: string[]; value: T; raw: string }>> {
     const scope = prefix.length ? `${this.namespace}:${keyOf(prefix)}` : this.namespace;
     const exact = `${scope}:`;
     let failure: unknown;
     const onError = (error: unknown) => { failure ??= error; };
     this.adapter.on('error', onError);
-    const out: Array<{ rest: string[]; value: T }> = [];
+    const out: Array<{ rest: string[]; value: T; raw: string }> = [];
     const seen = new Set<string>();
     try {
       for await (const entry of this.adapter.iterator(scope)) {
@@ -107,7 +121,7 @@ export class Collection<T> {
         seen.add(key);
         const data = await this.kv.deserializeData<T>(raw);
         if (data === undefined || data === null || data.value === undefined || data.value === null) continue;
-        out.push({ rest: key.slice(exact.length).split(':').map((p) => decodeURIComponent(p)), value: data.value });
+        out.push({ rest: key.slice(exact.length).split(':').map((p) => decodeURIComponent(p)), value: data.value, raw });
       }
     } finally {
       this.adapter.off('error', onError);
@@ -167,6 +181,10 @@ export class Backend {
       const first = backend.newAdapter();
       // WAL: the CLI and the service may use the file at the same time; readers do not block the writer.
       await first.query('PRAGMA journal_mode=WAL');
+      // 0600 at every open, whatever an operator or an older version left: the store holds hashes and sealed keys.
+      for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+        try { chmodSync(f, 0o600); } catch (error) { if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error; }
+      }
     } catch (error) {
       await backend.close().catch(() => undefined);
       throw new Error(`cannot open the SQLite store ${file}: ${(error as Error).message}`);

@@ -1,4 +1,5 @@
 import { errors } from '../core/errors.ts';
+import { SecretBox } from '../core/secret-box.ts';
 import type { Backend, Collection } from './kv.ts';
 import { withLocks } from './lock.ts';
 import type { SandboxRecord } from './records.ts';
@@ -13,13 +14,25 @@ export interface SandboxStore {
   listByOwner(ownerId: string): Promise<SandboxRecord[]>;
   /** Every sandbox, archived ones included, by name. */
   listAll(): Promise<SandboxRecord[]>;
+  /** Seals the secrets of records written before sealing existed; the number of records sealed. */
+  sealPlainRecords(): Promise<number>;
+}
+
+/** The secret fields of a record: kept sealed in the database, plain in the records this store hands out. */
+const SECRET_CERT_FIELDS = ['client_key', 'server_key'] as const;
+
+function mapSecrets(s: SandboxRecord, fn: (value: string, context: string) => string): SandboxRecord {
+  if (!s.certs) return s;
+  const certs = { ...s.certs };
+  for (const field of SECRET_CERT_FIELDS) certs[field] = fn(certs[field], `sandboxes:${s.name}:certs.${field}`);
+  return { ...s, certs };
 }
 
 /**
  * Keys: `sandboxes:<name>` → record (the name is the primary key, so `insert` is one atomic
  * `INSERT … ON CONFLICT DO NOTHING`, race-free across processes too); `sandboxes-idx:owner:<ownerId>:<name>` → 1.
  */
-export async function sandboxStore(backend: Backend): Promise<SandboxStore> {
+export async function sandboxStore(backend: Backend, box: SecretBox): Promise<SandboxStore> {
   const records: Collection<SandboxRecord> = await backend.collection<SandboxRecord>('sandboxes');
   const index: Collection<number> = await backend.collection<number>('sandboxes-idx');
   const lock = (name: string) => [`${backend.identity}|sandboxes|${name}`];
@@ -28,8 +41,12 @@ export async function sandboxStore(backend: Backend): Promise<SandboxStore> {
     if (!s.name || !s.owner_id) throw new errors.BadRequest('a sandbox needs a name and an owner_id');
   }
 
+  const seal = (s: SandboxRecord) => mapSecrets(s, (v, c) => box.seal(v, c));
+  const open = (s: SandboxRecord) => mapSecrets(s, (v, c) => box.open(v, c));
+
   async function get(name: string): Promise<SandboxRecord | undefined> {
-    return records.get([name]);
+    const s = await records.get([name]);
+    return s && open(s);
   }
 
   async function put(s: SandboxRecord): Promise<void> {
@@ -37,7 +54,7 @@ export async function sandboxStore(backend: Backend): Promise<SandboxStore> {
     await withLocks(lock(s.name), async () => {
       const previous = await get(s.name);
       await index.set(['owner', s.owner_id, s.name], 1);
-      await records.set([s.name], s);
+      await records.set([s.name], seal(s));
       if (previous && previous.owner_id !== s.owner_id) await index.delete(['owner', previous.owner_id, s.name]);
     });
   }
@@ -46,7 +63,7 @@ export async function sandboxStore(backend: Backend): Promise<SandboxStore> {
     check(s);
     await withLocks(lock(s.name), async () => {
       await index.set(['owner', s.owner_id, s.name], 1);
-      if (await records.insertIfAbsent([s.name], s)) return;
+      if (await records.insertIfAbsent([s.name], seal(s))) return;
       const existing = await get(s.name);
       if (existing && existing.owner_id !== s.owner_id) await index.delete(['owner', s.owner_id, s.name]);
       throw new errors.NameTaken(s.name);
@@ -58,14 +75,26 @@ export async function sandboxStore(backend: Backend): Promise<SandboxStore> {
     const found = await records.getMany(names.map((n) => [n]));
     return found
       .filter((s): s is SandboxRecord => s !== undefined && s.owner_id === ownerId)
+      .map(open)
       .sort(byName);
   }
 
   async function listAll(): Promise<SandboxRecord[]> {
-    return (await records.scan()).map((r) => r.value).sort(byName);
+    return (await records.scan()).map((r) => open(r.value)).sort(byName);
   }
 
-  return { get, put, insert, listByOwner, listAll };
+  async function sealPlainRecords(): Promise<number> {
+    let sealed = 0;
+    for (const { rest, value, raw } of await records.scan()) {
+      const certs = value.certs;
+      if (!certs || SECRET_CERT_FIELDS.every((f) => SecretBox.isSealed(certs[f]))) continue;
+      // Compare-and-set: a record changed meanwhile (by any process) was written sealed already.
+      if (await records.replaceIf(rest, raw, seal(value))) sealed += 1;
+    }
+    return sealed;
+  }
+
+  return { get, put, insert, listByOwner, listAll, sealPlainRecords };
 }
 
 function byName(a: SandboxRecord, b: SandboxRecord): number {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { authenticate, verifyUserPassword } from '../../accounts/index.ts';
 import { openStore, type Store } from '../../store/index.ts';
-import { tempDir } from '../store/helpers.ts';
+import { tempDir, TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TOKEN = /^svc_[A-Za-z0-9_-]{43}$/;
@@ -15,7 +15,7 @@ interface Result { code: number | null; stdout: string; stderr: string; last: st
 
 /** Runs `npx svc …` from the repository root, as an operator would. */
 function svc(dataDir: string, ...args: string[]): Promise<Result> {
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: dataDir };
+  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: dataDir, SVC_SECRET_KEY_FILE: TEST_SECRET_KEY_FILE };
   delete env.SVC_STORE_URL;
   return new Promise((resolve, reject) => {
     const child = spawn('npx', ['svc', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -47,7 +47,7 @@ describe('svc command line (npx svc)', () => {
   before(async () => {
     const r = await svc(dataDir, 'user', 'create', 'alice');
     assert.equal(r.code, 0, r.stderr);
-    store = await openStore(storeUrl);
+    store = await openStore(storeUrl, { secretKeyFile: TEST_SECRET_KEY_FILE });
   });
   after(async () => { await store?.close(); tmp.remove(); });
 

@@ -9,6 +9,7 @@ import { loadConfig, type Config } from '../../core/config.ts';
 import { logger } from '../../core/logger.ts';
 import { LABEL_INSTANCE } from '../../lifecycle/runtime/docker-runtime.ts';
 import { startService, type Service } from '../../service.ts';
+import { TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
 import { freePort } from './ports.ts';
 
 /**
@@ -31,7 +32,7 @@ export interface TestService {
 export async function startTestService(overrides: Partial<Config> = {}): Promise<TestService> {
   const id = `svct${randomBytes(3).toString('hex')}`;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${id}-`));
-  const config: Config = { ...loadConfig({ SVC_DATA_DIR: dataDir }), redisPrefix: id, httpsPort: await freePort(), httpPort: 0, ...overrides };
+  const config: Config = { ...loadConfig({ SVC_DATA_DIR: dataDir }), secretKeyFile: TEST_SECRET_KEY_FILE, redisPrefix: id, httpsPort: await freePort(), httpPort: 0, ...overrides };
   let service = await startService(config, logger);
   let url = await listen(service);
 

@@ -9,6 +9,9 @@ export type BackendName = 'sqlite' | 'postgres';
 /** Postgres for tests: database svc_test with trust auth on loopback, made by scripts/setup.sh; override with SVC_TEST_POSTGRES_URL. */
 export const POSTGRES_URL = process.env.SVC_TEST_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/svc_test';
 
+/** The key that seals store secrets in tests (never the machine's /etc/svc/secret.key). */
+export const TEST_SECRET_KEY_FILE = path.join(os.tmpdir(), 'svc-test', 'secret.key');
+
 export interface TestStore {
   store: Store;
   url: string;
@@ -33,16 +36,16 @@ export async function openTestStore(backend: BackendName): Promise<TestStore> {
   if (backend === 'sqlite') {
     const tmp = tempDir();
     const url = `sqlite://${path.join(tmp.dir, 'nested', 'store.sqlite')}`;
-    const store = await openStore(url, { table });
+    const store = await openStore(url, { table, secretKeyFile: TEST_SECRET_KEY_FILE });
     return {
       store, url, table,
-      reopen: () => openStore(url, { table }),
+      reopen: () => openStore(url, { table, secretKeyFile: TEST_SECRET_KEY_FILE }),
       cleanup: async () => { await store.close(); tmp.remove(); },
     };
   }
   let store: Store;
   try {
-    store = await openStore(POSTGRES_URL, { table });
+    store = await openStore(POSTGRES_URL, { table, secretKeyFile: TEST_SECRET_KEY_FILE });
   } catch (error) {
     throw new Error(
       `PostgreSQL is needed for the postgres store tests and is not reachable: ${(error as Error).message}. ` +
@@ -52,7 +55,7 @@ export async function openTestStore(backend: BackendName): Promise<TestStore> {
   }
   return {
     store, url: POSTGRES_URL, table,
-    reopen: () => openStore(POSTGRES_URL, { table }),
+    reopen: () => openStore(POSTGRES_URL, { table, secretKeyFile: TEST_SECRET_KEY_FILE }),
     cleanup: () => destroyStore(store),
   };
 }

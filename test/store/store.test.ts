@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { openStore, type Store } from '../../store/index.ts';
 import type { SandboxRecord, TokenRecord, UserRecord } from '../../store/records.ts';
-import { openTestStore, POSTGRES_URL, type BackendName, type TestStore } from './helpers.ts';
+import { openTestStore, POSTGRES_URL, TEST_SECRET_KEY_FILE, type BackendName, type TestStore } from './helpers.ts';
 
 const now = () => new Date().toISOString();
 
@@ -197,23 +197,24 @@ suite('sqlite');
 suite('postgres');
 
 describe('openStore errors', () => {
+  const keyed = { secretKeyFile: TEST_SECRET_KEY_FILE };
   test('an unreachable postgres fails clearly', async () => {
-    await assert.rejects(openStore('postgres://postgres@127.0.0.1:1/nope'), /cannot reach PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:1\/nope/);
+    await assert.rejects(openStore('postgres://postgres@127.0.0.1:1/nope', keyed), /cannot reach PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:1\/nope/);
   });
   test('a second postgres URL in one process is refused while the first is open', async () => {
-    const first = await openStore(POSTGRES_URL, { table: 'svc_test_second_url' }).catch((e: Error) => {
+    const first = await openStore(POSTGRES_URL, { table: 'svc_test_second_url', ...keyed }).catch((e: Error) => {
       throw new Error(`PostgreSQL is not reachable at ${POSTGRES_URL}: ${e.message}`);
     });
     try {
-      await assert.rejects(openStore(`${POSTGRES_URL}?application_name=other`), /only one Postgres URL/);
+      await assert.rejects(openStore(`${POSTGRES_URL}?application_name=other`, keyed), /only one Postgres URL/);
     } finally {
       const { destroyStore } = await import('../../store/index.ts');
       await destroyStore(first);
     }
   });
   test('unknown schemes and memory databases are refused', async () => {
-    await assert.rejects(openStore('mysql://x'), /unsupported store URL/);
-    await assert.rejects(openStore('sqlite://:memory:'), /in-memory/);
-    await assert.rejects(openStore('sqlite:///tmp/x.sqlite', { table: 'Bad-Name' }), /invalid store table name/);
+    await assert.rejects(openStore('mysql://x', keyed), /unsupported store URL/);
+    await assert.rejects(openStore('sqlite://:memory:', keyed), /in-memory/);
+    await assert.rejects(openStore('sqlite:///tmp/x.sqlite', { table: 'Bad-Name', ...keyed }), /invalid store table name/);
   });
 });

@@ -6,9 +6,10 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { openStore } from '../../store/index.ts';
+import { TEST_SECRET_KEY_FILE } from './helpers.ts';
 
 const [url, table, prefix, countText, sandboxName, startAtText] = process.argv.slice(2);
-const store = await openStore(url!, { table: table! });
+const store = await openStore(url!, { table: table!, secretKeyFile: TEST_SECRET_KEY_FILE });
 const wait = Number(startAtText) - Date.now();
 if (wait > 0) await new Promise((r) => setTimeout(r, wait));
 const users: string[] = [];

@@ -183,14 +183,14 @@ export class ImageScanner {
       for (const entry of env) {
         if (typeof entry !== 'string') continue;
         const name = entry.split('=', 1)[0]!;
-        for (const rule of scanBuffer(entry)) findings.push({ path: `config:Env/${name.slice(0, 100)}`, layer: desc.digest, rule });
+        for (const rule of scanBuffer(entry, { assignments: true })) findings.push({ path: `config:Env/${name.slice(0, 100)}`, layer: desc.digest, rule });
       }
     }
     if (Array.isArray(config?.history)) {
       config.history.forEach((h: unknown, i: number) => {
         const createdBy = (h as { created_by?: unknown })?.created_by;
         if (typeof createdBy !== 'string') return;
-        for (const rule of scanBuffer(createdBy)) findings.push({ path: `config:history[${i}]`, layer: desc.digest, rule });
+        for (const rule of scanBuffer(createdBy, { assignments: true })) findings.push({ path: `config:history[${i}]`, layer: desc.digest, rule });
       });
     }
     const unique = new Map(findings.map((f) => [`${f.path}\0${f.rule}`, f]));

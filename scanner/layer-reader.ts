@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
-import { ContentScanner, matchPath, type PathMatch } from './rules.ts';
+import { ContentScanner, isEnvLike, matchPath, type PathMatch } from './rules.ts';
 
 /** Bounds that keep a hostile layer (gzip bomb, absurd tar) from hurting a worker. */
 export interface LayerLimits {
@@ -151,7 +151,7 @@ export async function scanLayer(
           entry.resume();
           continue;
         }
-        const scanner = new ContentScanner();
+        const scanner = new ContentScanner({ assignments: isEnvLike(path) });
         const conditional = matches.filter((m) => m.content);
         let kept: Buffer[] | undefined = conditional.length ? [] : undefined;
         let keptBytes = 0;

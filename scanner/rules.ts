@@ -1,8 +1,8 @@
 import { Minimatch } from 'minimatch';
 
 /**
- * The secret rules (issue 4): which files are secrets by their name, and which bytes are secrets
- * wherever they are. Pure functions over paths and byte buffers; the layer reader feeds them.
+ * The secret rules (issue 4): which files are secrets by their name, which bytes are secrets
+ * wherever they are, and which assignments are secrets in settings (issue 14: generic assignments). Pure functions over paths and byte buffers; the layer reader feeds them.
  *
  * Not findings, on purpose: public keys and certificates, and text that only mentions a key (a
  * `BEGIN … PRIVATE KEY` line with no key body and no END line, as in documentation).
@@ -128,32 +128,113 @@ export function scanText(text: string, found: Set<string>): { pendingPemAt: numb
   return { pendingPemAt };
 }
 
-/** Scans one whole buffer (a file, an env value): the rules that matched. */
-export function scanBuffer(buf: Buffer | string): string[] {
+/**
+ * Files read as `KEY=value` settings, where a generic secret assignment is looked for (besides the
+ * token and key rules every file gets): env files, `/etc/environment`, `/etc/default/*`, Java
+ * properties, ini/cfg/conf, TOML and YAML. Source code is left out: it assigns test fixtures and
+ * hashes to `*_key` names everywhere, which would flag most images.
+ */
+export const ENV_LIKE_PATTERNS = [...ENV_FILE_PATTERNS, '.envrc', 'etc/environment', 'etc/default/*', '*.properties', '*.ini', '*.cfg', '*.conf', '*.toml', '*.yaml', '*.yml'];
+const ENV_LIKE = ENV_LIKE_PATTERNS.map((p) => new Minimatch(p, OPTIONS));
+
+/** Whether a file's content gets the generic assignment rule (path relative to the layer root). */
+export function isEnvLike(path: string): boolean {
+  return ENV_LIKE.some((m) => m.match(path));
+}
+
+/**
+ * The generic assignment rule, after gitleaks' `generic-api-key`: a secret-like key name, an
+ * assignment (`=`, `:`, `:=`), a value of 10–150 characters, maybe quoted. The value then has to
+ * look random (`isSecretValue`); the key must not name something public (`PUBLIC_KEY_NAMES`).
+ */
+const GENERIC = /(?:^|[^A-Za-z0-9_.-])([A-Za-z0-9_.-]{0,50}?(?:secret|passw(?:or)?d|pwd|token|credentials?|creds|auth|key)[A-Za-z0-9_.-]{0,20})[ \t]*["']?[ \t]*(?::=|=|:)[ \t]*(["'`]?)([^\s"'`;,]{10,150})\2(?=[\s"'`;,]|\\[nrt]|$)/gim;
+/** Key names that hold public or descriptive values: a GPG fingerprint, a key's file, a token's lifetime. */
+const PUBLIC_KEY_NAMES = /gpg|pgp|fingerprint|public|pub_?key|keyring|(?:[_.-]|^)(?:file|path|dir|url|uri|host|port|user|username|name|type|size|len|length|id|ttl|timeout|expiry|expires|header|method|mode|version|format|alg|algorithm|hash|sha\d*|md5|checksum)$/i;
+
+/** Shannon entropy of a string, in bits per character. */
+export function entropy(value: string): number {
+  const counts = new Map<string, number>();
+  for (const c of value) counts.set(c, (counts.get(c) ?? 0) + 1);
+  let bits = 0;
+  for (const n of counts.values()) bits -= (n / value.length) * Math.log2(n / value.length);
+  return bits;
+}
+
+/** Entropy floor of a generic secret, gitleaks' value: `PORT=8080` or `changeme` style values stay below. */
+export const GENERIC_ENTROPY_FLOOR = 3.5;
+
+/** A value that looks generated, not a number, version, path, URL, word or a reference to another variable. */
+function isSecretValue(value: string): boolean {
+  if (/^[\d.:_+-]+$/.test(value)) return false; // numbers, versions, times
+  if (/^(?:\/|\.\.?\/|~)/.test(value)) return false; // paths
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return false; // URLs
+  if (/^[$%{<@]|\$\{|\$\(/.test(value)) return false; // $VAR, ${VAR}, %(x)s, {{ x }}, <placeholder>
+  if (!/[\d+/=!@#%^&*~]/.test(value)) return false; // words and identifiers (`session_cookie_name`), not generated
+  return entropy(value) >= GENERIC_ENTROPY_FLOOR;
+}
+
+const GENERIC_RULE = 'generic-secret';
+
+/** Finds generic secret assignments in text (whole lines); adds `generic-secret` to `found`. */
+export function scanAssignments(text: string, found: Set<string>): void {
+  GENERIC.lastIndex = 0;
+  for (let m = GENERIC.exec(text); m !== null; m = GENERIC.exec(text)) {
+    if (!PUBLIC_KEY_NAMES.test(m[1]!) && isSecretValue(m[3]!)) {
+      found.add(GENERIC_RULE);
+      return;
+    }
+  }
+}
+
+/**
+ * Scans one whole buffer (an env entry, a history command, a file): the rules that matched.
+ * `assignments`: look for generic secret assignments too (env entries, history, env-like files),
+ * when no specific rule matched (a `SVC_TOKEN=svc_…` entry is an svc-access-token, not both).
+ */
+export function scanBuffer(buf: Buffer | string, opts: { assignments?: boolean } = {}): string[] {
   const found = new Set<string>();
-  scanText(typeof buf === 'string' ? buf : buf.toString('latin1'), found);
+  const text = typeof buf === 'string' ? buf : buf.toString('latin1');
+  scanText(text, found);
+  if (opts.assignments && found.size === 0) scanAssignments(text, found);
   return [...found];
 }
 
 /** The longest token any rule matches, bounding how much of a chunk must be carried into the next. */
 const TOKEN_CARRY = 256;
 
+/** Longest line kept for the assignment rule; a longer one is read from its last this-many bytes. */
+const LINE_CARRY = 4096;
+
 /**
  * Streaming content scan of one file: feed chunks in order; tokens and keys split across chunk
- * boundaries are still found (the tail of each chunk is carried over).
+ * boundaries are still found (the tail of each chunk is carried over). With `assignments`, whole
+ * lines are also checked for generic secret assignments (the unfinished last line is carried).
  */
 export class ContentScanner {
   readonly found = new Set<string>();
   private carry = '';
+  private line: string | undefined;
+
+  constructor(opts: { assignments?: boolean } = {}) {
+    if (opts.assignments) this.line = '';
+  }
 
   feed(chunk: Buffer): void {
-    const text = this.carry + chunk.toString('latin1');
+    const latin1 = chunk.toString('latin1');
+    const text = this.carry + latin1;
     const { pendingPemAt } = scanText(text, this.found);
     if (pendingPemAt >= 0) this.carry = text.slice(pendingPemAt, pendingPemAt + PEM_WINDOW);
     else this.carry = text.length > TOKEN_CARRY ? text.slice(-TOKEN_CARRY) : text;
+    if (this.line === undefined) return;
+    const lines = this.line + latin1;
+    const cut = lines.lastIndexOf('\n') + 1;
+    if (cut > 0) scanAssignments(lines.slice(0, cut), this.found);
+    this.line = lines.slice(Math.max(cut, lines.length - LINE_CARRY));
   }
 
   end(): string[] {
+    if (this.line) scanAssignments(this.line, this.found);
+    if (this.found.size > 1) this.found.delete(GENERIC_RULE); // a specific rule says more
     return [...this.found];
   }
 }

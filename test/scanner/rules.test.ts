@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { matchPath, scanBuffer, ContentScanner } from '../../scanner/rules.ts';
+import { ContentScanner, isEnvLike, matchPath, scanBuffer } from '../../scanner/rules.ts';
 import { scanLayer } from '../../scanner/layer-reader.ts';
 import { gzip, makeTar, sha256, zstd } from '../registry/oci.ts';
 
@@ -62,6 +62,36 @@ describe('scan rules', () => {
     assert.deepEqual(scanBuffer('svc_short'), []);
     assert.deepEqual(scanBuffer('AKIAIOSFODNN7EXAMPLE'), [], "AWS's documentation key");
     assert.deepEqual(scanBuffer('the ghp_ prefix marks GitHub tokens'), []);
+  });
+
+  it('finds generic secret assignments (secret-like name, 10-150 chars, high entropy), not settings or references', () => {
+    const secret = 'q8Zr2vLx9TfW3mKp7NcY';
+    for (const text of [
+      `DB_PASSWORD=${secret}`, `SECRET_KEY_BASE=8f9a7c6b5d4e3f2a1b0c9d8e7f6a5b4c`, `/bin/sh -c #(nop)  ENV DB_PASSWORD=${secret}`,
+      `RUN |1 API_TOKEN=${secret} /bin/sh -c make`, `  "api_key": "${secret}",`, `db.password = '${secret}'`, `client_secret: ${secret}`,
+    ]) assert.deepEqual(scanBuffer(text, { assignments: true }), ['generic-secret'], text);
+    for (const text of [
+      'PORT=8080', 'DB_PASSWORD=changeme', 'API_KEY=$API_KEY', 'API_KEY=${SECRET}', 'TOKEN_FILE=/run/secrets/token', 'TOKEN_TTL=3600',
+      'AUTH_URL=https://auth.example.com/login', 'GPG_KEY=A035C8C19219BA821ECEA86B64E628F8D684696D', 'JAVA_VERSION=17.0.2+8',
+      'PasswordAuthentication no', 'auth_method = session_cookie_name', `DB_PASSWORD=${'x'.repeat(151)}`, 'PASSWORD=aB3$',
+      `DB_HOST=${secret}`,
+    ]) assert.deepEqual(scanBuffer(text, { assignments: true }), [], text);
+    assert.deepEqual(scanBuffer(`DB_PASSWORD=${secret}`), [], 'only where assignments are asked for');
+    assert.deepEqual(scanBuffer(`GITHUB_TOKEN=ghp_${'a1B2c3D4e5'.repeat(3)}F6g7H8`, { assignments: true }), ['github-token'], 'a specific rule says more');
+  });
+
+  it('applies the assignment rule to env-like files, whole lines even across chunks', () => {
+    for (const p of ['app/.env', 'srv/prod.env', 'etc/environment', 'etc/default/app', 'app/config.yaml', 'etc/app.conf', 'app/application.properties']) assert.ok(isEnvLike(p), p);
+    for (const p of ['app/main.py', 'usr/lib/x.so', 'app/README.md']) assert.ok(!isEnvLike(p), p);
+    const text = Buffer.from('# settings\n' + 'a=b\n'.repeat(3000) + 'DB_PASSWORD=q8Zr2vLx9TfW3mKp7NcY\nPORT=8080\n');
+    for (const step of [7, 1000, text.length]) {
+      const scanner = new ContentScanner({ assignments: true });
+      for (let i = 0; i < text.length; i += step) scanner.feed(text.subarray(i, i + step));
+      assert.deepEqual(scanner.end(), ['generic-secret'], `chunks of ${step}`);
+    }
+    const last = new ContentScanner({ assignments: true });
+    last.feed(Buffer.from('PORT=8080\nDB_PASSWORD=q8Zr2vLx9TfW3mKp7NcY'));
+    assert.deepEqual(last.end(), ['generic-secret'], 'a last line without a newline');
   });
 
   it('finds a token or key split across chunks', () => {

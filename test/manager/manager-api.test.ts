@@ -26,7 +26,7 @@ function tarOf(files: Record<string, string>): Promise<Buffer> {
   p.finalize();
   const chunks: Buffer[] = [];
   return new Promise((resolve, reject) => {
-    p.on('data', (c: Buffer) => chunks.push(c));
+    p.on('data', (c) => chunks.push(c as Buffer));
     p.on('end', () => resolve(Buffer.concat(chunks)));
     p.on('error', reject);
   });

@@ -1,16 +1,23 @@
 /**
- * Lifecycle figures (issue 2): create, wake from asleep, wake from deep sleep — each measured
- * from the call until the sandbox's own engine answers `docker ps` — and the memory of one idle
- * running sandbox. Baseline, measured in the same run: starting a plain busybox container on the
+ * Lifecycle figures: create, wake from asleep and wake from deep sleep with 0, 2 and 5 restartable inner
+ * containers — each measured from the call until the sandbox's own engine answers `docker ps` with every
+ * restartable container running — plus the memory of one idle running sandbox and the image size.
+ *
+ * Two sandbox images side by side, runs alternating between them so a busy moment of the machine hits
+ * both alike: the image before Debian 13 (svc-sandbox:bookworm, docker.io 20.10) and today's
+ * (svc-sandbox:latest). Baseline, measured in the same run: starting a plain busybox container on the
  * host engine (the floor any wake pays). Medians over RUNS runs.
  *
- *   npm run bench:lifecycle            (RUNS=5 by default)
+ *   npm run bench:lifecycle            (RUNS=5 by default; IMAGES=a,b to compare other images)
  */
 import Docker from 'dockerode';
 import { innerEngine } from '../lifecycle/runtime/inner-engine.ts';
-import { startTestService } from '../test/helpers/service.ts';
+import { startTestService, type TestService } from '../test/helpers/service.ts';
 
 const RUNS = Number(process.env.RUNS ?? 5);
+const IMAGES = (process.env.IMAGES ?? 'svc-sandbox:bookworm,svc-sandbox:latest').split(',');
+const CONTAINER_COUNTS = [0, 2, 5];
+const FIXTURE = 'svc-fixture-busybox:latest';
 const docker = new Docker();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -22,69 +29,140 @@ async function time(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
-const t = await startTestService();
+/** One service per image, with a sandbox per container count. */
+interface Lane {
+  image: string;
+  t: TestService;
+  create: number[];
+  wake: Map<number, number[]>;
+  deep: Map<number, number[]>;
+  sandboxes: Map<number, string>;
+  memory: number;
+}
+
+async function engineOf(lane: Lane, name: string): Promise<Docker> {
+  const state = await lane.t.service.lifecycle.status(name);
+  const record = (await lane.t.service.store.sandboxes.get(name))!;
+  return innerEngine(name, state.address!, record.certs!);
+}
+
+/** Until the inner engine answers `docker ps` and shows `count` running containers. */
+async function ready(lane: Lane, name: string, count: number): Promise<void> {
+  const engine = await engineOf(lane, name);
+  for (;;) {
+    const running = await engine.listContainers().catch(() => null);
+    if (running && running.length >= count) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function openLane(image: string): Promise<Lane> {
+  const t = await startTestService({ sandboxImage: image });
+  return { image, t, create: [], wake: new Map(), deep: new Map(), sandboxes: new Map(), memory: 0 };
+}
+
+/** A sandbox with `count` restartable containers, each publishing a port (as apps do). */
+async function prepare(lane: Lane, user: Awaited<ReturnType<TestService['service']['store']['users']['get']>>, count: number): Promise<void> {
+  const view = await lane.t.service.lifecycle.create(user!, { name: `bench${count}-${lane.t.config.redisPrefix}`, idle_timeout: '1h' });
+  await ready(lane, view.name, 0);
+  const engine = await engineOf(lane, view.name);
+  if (count > 0) {
+    await new Promise<void>((done, fail) => {
+      docker.getImage(FIXTURE).get((err, tar) => {
+        if (err || !tar) return fail(err);
+        engine.loadImage(tar).then((res) => { res.resume(); res.on('end', () => done()); res.on('error', fail); }, fail);
+      });
+    });
+  }
+  for (let i = 0; i < count; i++) {
+    const c = await engine.createContainer({
+      Image: FIXTURE, Cmd: ['httpd', '-f', '-p', '8080', '-h', '/'], name: `app${i}`,
+      ExposedPorts: { '8080/tcp': {} },
+      HostConfig: { RestartPolicy: { Name: 'unless-stopped' }, PortBindings: { '8080/tcp': [{ HostPort: String(8000 + i) }] } },
+    });
+    await c.start();
+  }
+  lane.sandboxes.set(count, view.name);
+  lane.wake.set(count, []);
+  lane.deep.set(count, []);
+}
+
+const lanes: Lane[] = [];
 try {
-  const owner = await t.user('bench');
-  const user = (await t.service.store.users.get(owner.id))!;
-  const { lifecycle, store } = t.service;
-  const enginePs = async (name: string) => {
-    const state = await lifecycle.status(name);
-    const record = (await store.sandboxes.get(name))!;
-    await innerEngine(name, state.address!, record.certs!).listContainers();
-  };
+  for (const image of IMAGES) lanes.push(await openLane(image));
 
   // Baseline: a plain container start on the host engine.
-  const plain = await docker.createContainer({ Image: 'svc-fixture-busybox:latest', Cmd: ['sleep', '100000'], Labels: { 'svc.instance': t.config.redisPrefix } });
+  const plain = await docker.createContainer({ Image: FIXTURE, Cmd: ['sleep', '100000'], Labels: { 'svc.instance': lanes[0]!.t.config.redisPrefix } });
   const baseline: number[] = [];
   for (let i = 0; i < RUNS; i++) {
     baseline.push(await time(() => plain.start()));
     await plain.stop({ t: 0 });
   }
 
-  const create: number[] = [];
-  const names: string[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    const name = `bench-${i}-${t.config.redisPrefix}`;
-    create.push(await time(async () => {
-      const view = await lifecycle.create(user, { name, idle_timeout: '1h' });
-      await enginePs(view.name);
-      names.push(view.name);
-    }));
+  const users = new Map<Lane, Awaited<ReturnType<TestService['service']['store']['users']['get']>>>();
+  for (const lane of lanes) {
+    const owner = await lane.t.user('bench');
+    users.set(lane, await lane.t.service.store.users.get(owner.id));
   }
-  const name = names[0]!;
-  for (const other of names.slice(1)) await lifecycle.archive(other);
 
-  // Memory of one idle running sandbox, after it settles.
+  for (let i = 0; i < RUNS; i++) {
+    for (const lane of lanes) {
+      const name = `create${i}-${lane.t.config.redisPrefix}`;
+      lane.create.push(await time(async () => {
+        const view = await lane.t.service.lifecycle.create(users.get(lane)!, { name, idle_timeout: '1h' });
+        await ready(lane, view.name, 0);
+      }));
+      await lane.t.service.lifecycle.archive(`svc-${name}`);
+    }
+  }
+
+  for (const lane of lanes) for (const n of CONTAINER_COUNTS) await prepare(lane, users.get(lane), n);
+
+  // Memory of one idle running sandbox (the empty one), after it settles.
   await new Promise((r) => setTimeout(r, 5_000));
-  const stats = await docker.getContainer(name).stats({ stream: false });
-  const memory = (stats.memory_stats.usage - (stats.memory_stats.stats?.total_inactive_file ?? stats.memory_stats.stats?.inactive_file ?? 0)) / 1024 / 1024;
-
-  const wake: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    await lifecycle.sleep(name, 'bench');
-    wake.push(await time(async () => { await lifecycle.start(name); await enginePs(name); }));
+  for (const lane of lanes) {
+    const stats = await docker.getContainer(lane.sandboxes.get(0)!).stats({ stream: false });
+    lane.memory = (stats.memory_stats.usage - (stats.memory_stats.stats?.total_inactive_file ?? stats.memory_stats.stats?.inactive_file ?? 0)) / 1024 / 1024;
   }
 
-  const deep: number[] = [];
   for (let i = 0; i < RUNS; i++) {
-    await lifecycle.sleep(name, 'bench');
-    await t.service.lifecycle['deps'].runtime.takeDown(name);
-    deep.push(await time(async () => { await lifecycle.start(name); await enginePs(name); }));
+    for (const n of CONTAINER_COUNTS) {
+      for (const lane of lanes) {
+        const name = lane.sandboxes.get(n)!;
+        const { lifecycle } = lane.t.service;
+        await lifecycle.sleep(name, 'bench');
+        lane.wake.get(n)!.push(await time(async () => { await lifecycle.start(name); await ready(lane, name, n); }));
+        await lifecycle.sleep(name, 'bench');
+        await lane.t.service.lifecycle['deps'].runtime.takeDown(name);
+        lane.deep.get(n)!.push(await time(async () => { await lifecycle.start(name); await ready(lane, name, n); }));
+      }
+    }
   }
 
   const base = median(baseline);
-  const rows: Array<[string, number, number]> = [
-    ['create (until engine answers docker ps)', median(create), 10_000],
-    ['wake from asleep', median(wake), 1_500],
-    ['wake from deep sleep', median(deep), 5_000],
-  ];
-  console.log(`\nlifecycle bench, ${RUNS} runs each (medians)`);
+  const [old, now] = lanes;
+  console.log(`\nlifecycle bench, ${RUNS} runs each (medians), runs alternating between images`);
   console.log(`baseline: plain busybox container start on the host engine: ${ms(base)}`);
-  for (const [label, value, target] of rows) {
-    console.log(`${label.padEnd(42)} ${ms(value).padStart(9)}  = ${(value / base).toFixed(1)}x baseline; target < ${ms(target)}: ${value < target ? 'met' : 'MISSED'}`);
+  const size = async (image: string) => `${((await docker.getImage(image).inspect()).Size / 1e6).toFixed(0)} MB`;
+  const row = (label: string, a: number[], b?: number[]) => {
+    const ma = median(a);
+    const mb = b ? median(b) : undefined;
+    console.log(`${label.padEnd(34)} ${ms(ma).padStart(9)} (${(ma / base).toFixed(1)}x)` +
+      (mb !== undefined ? ` → ${ms(mb).padStart(9)} (${(mb / base).toFixed(1)}x)   new/old ${(mb / ma).toFixed(2)}` : ''));
+  };
+  console.log(`${'image'.padEnd(34)} ${old!.image} → ${now?.image ?? ''}`);
+  row('create', old!.create, now?.create);
+  for (const n of CONTAINER_COUNTS) row(`wake from asleep, ${n} containers`, old!.wake.get(n)!, now?.wake.get(n));
+  for (const n of CONTAINER_COUNTS) row(`wake from deep sleep, ${n} containers`, old!.deep.get(n)!, now?.deep.get(n));
+  for (const lane of lanes) {
+    const perContainer = (m: Map<number, number[]>) => ((median(m.get(5)!) - median(m.get(0)!)) / 5).toFixed(0);
+    console.log(`${lane.image}: per restartable container ${perContainer(lane.wake)} ms asleep, ${perContainer(lane.deep)} ms deep; idle memory ${lane.memory.toFixed(1)} MiB; image ${await size(lane.image)}`);
   }
-  console.log(`${'memory of one idle running sandbox'.padEnd(42)} ${memory.toFixed(1).padStart(6)} MiB`);
-  console.log(`all runs (ms): create ${create.map(Math.round)}, wake ${wake.map(Math.round)}, deep ${deep.map(Math.round)}, baseline ${baseline.map(Math.round)}`);
+  console.log(`all runs (ms): baseline ${baseline.map(Math.round)}`);
+  for (const lane of lanes) {
+    console.log(`  ${lane.image}: create ${lane.create.map(Math.round)}; ` +
+      CONTAINER_COUNTS.map((n) => `wake${n} ${lane.wake.get(n)!.map(Math.round)}; deep${n} ${lane.deep.get(n)!.map(Math.round)}`).join('; '));
+  }
 } finally {
-  await t.close();
+  for (const lane of lanes) await lane.t.close();
 }

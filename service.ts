@@ -67,7 +67,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   await queue.startReconciling();
   await lifecycle.reconcile();
   const files = new SandboxFiles(new SandboxExec(docker), lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
-  const api = await buildApi({ store, lifecycle, files, logger, caPem: () => serviceCaPem(config), sseHeartbeatMs: config.sseHeartbeatMs });
+  const api = await buildApi({ config, store, lifecycle, files, logger, caPem: () => serviceCaPem(config), sseHeartbeatMs: config.sseHeartbeatMs });
   await api.ready();
   const registry: Registry = await startRegistry({ config, store, logger });
   const edge = await startEdge({

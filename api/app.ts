@@ -15,6 +15,11 @@ import { volumeRoutes } from './routes/volumes.ts';
 import { logRoutes } from './routes/logs.ts';
 import { mcpRoutes } from './mcp/route.ts';
 import type { SandboxFiles } from '../files/index.ts';
+import { exportRoutes } from './routes/export.ts';
+import { guideRoutes } from './routes/guide.ts';
+import { addressesOf } from '../core/addresses.ts';
+import type { Config } from '../core/config.ts';
+import { managerNotIncluded, type ManagerAccessProvider } from '../export/index.ts';
 import { ErrorBody } from './schemas/common.ts';
 
 export interface ApiDeps {
@@ -27,6 +32,10 @@ export interface ApiDeps {
   files: SandboxFiles;
   /** Heartbeat of the log stream; 15 s when absent. */
   sseHeartbeatMs?: number;
+  /** Public addresses (agent guide, export folder). */
+  config: Pick<Config, 'domain' | 'httpsPort'>;
+  /** Management tool values for export folders; absent: the folder says why they are not included. */
+  managerAccess?: ManagerAccessProvider;
 }
 
 /**
@@ -53,6 +62,8 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     if (!pem) return reply.status(404).send({ error: { code: 'SVC_NOT_FOUND', message: 'this service uses an operator-supplied certificate; no service CA' } });
     return reply.type('application/x-pem-file').send(pem);
   });
+  await app.register(guideRoutes, { addresses: addressesOf(deps.config) });
+  const exportDeps = { store: deps.store, config: deps.config, serviceCa: deps.caPem, manager: deps.managerAccess ?? managerNotIncluded };
   await app.register(
     async (api) => {
       await api.register(authPlugin, { store: deps.store });
@@ -63,6 +74,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(fileRoutes, { store: deps.store, files });
       await api.register(volumeRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(logRoutes, { store: deps.store, lifecycle: deps.lifecycle, heartbeatMs: deps.sseHeartbeatMs });
+      await api.register(exportRoutes, { exportDeps, lifecycle: deps.lifecycle });
       await api.register(mcpRoutes, { store: deps.store, lifecycle: deps.lifecycle, files });
     },
     { prefix: '/api' },

@@ -9,6 +9,8 @@
  *                                     prints the new svc_… token as the last line of stdout
  *   svc token list NAME [--json]
  *   svc token revoke TOKEN_ID
+ *   svc export SANDBOX --user NAME [--out DIR]
+ *                                     writes the export folder svc-<sandbox>/ (spec 1.7) into DIR (.)
  *
  * Uses the store of the service's configuration (SVC_STORE_URL, else the SQLite file in
  * SVC_DATA_DIR); safe to run while the service runs. A password or token appears on that one
@@ -19,6 +21,9 @@ import { loadConfig } from '../core/config.ts';
 import { openStore, type Store } from '../store/index.ts';
 import type { TokenRecord, UserRecord } from '../store/records.ts';
 import { createToken, createUser, listTokens, requireUserByName, resetPassword, revokeToken } from '../accounts/index.ts';
+import { serviceCaPem } from '../edge/index.ts';
+import { exportSandbox, managerNotIncluded } from '../export/index.ts';
+import { writeFolder } from '../export/write-folder.ts';
 
 const USAGE = `usage:
   svc user create NAME [--admin]      create a user; prints the new password (last line)
@@ -29,15 +34,19 @@ const USAGE = `usage:
                                       --sandbox limits the token to one of the user's sandboxes
   svc token list NAME [--json]        list the user's tokens (never their values)
   svc token revoke TOKEN_ID           revoke a token
+  svc export SANDBOX --user NAME [--out DIR]
+                                      write the export folder svc-<sandbox>/ of NAME's sandbox into DIR (.):
+                                      svc.env with a new token limited to the sandbox, docker/ certificates, README
 
-environment: SVC_STORE_URL (postgres://… or sqlite:///…), else SVC_DATA_DIR (./data)/svc.sqlite`;
+environment: SVC_STORE_URL (postgres://… or sqlite:///…), else SVC_DATA_DIR (./data)/svc.sqlite;
+             SVC_DOMAIN and SVC_HTTPS_PORT for the addresses in an export folder`;
 
 /** Sandbox names carry this prefix; `--sandbox foo` also finds `svc-foo` (spec 1). */
 const SANDBOX_PREFIX = 'svc-';
 
 class UsageError extends Error {}
 
-type Options = { admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean };
+type Options = { admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string };
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const note = (line: string) => process.stderr.write(`${line}\n`);
@@ -83,6 +92,8 @@ async function run(argv: string[]): Promise<void> {
         sandbox: { type: 'string' },
         name: { type: 'string' },
         json: { type: 'boolean' },
+        user: { type: 'string' },
+        out: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -96,8 +107,9 @@ async function run(argv: string[]): Promise<void> {
     out(USAGE);
     return;
   }
-  const command = `${group} ${action ?? ''}`.trim();
-  const known = ['user create', 'user list', 'user passwd', 'token create', 'token list', 'token revoke'];
+  const command = group === 'export' ? 'export' : `${group} ${action ?? ''}`.trim();
+  if (command === 'export' && action !== undefined) rest.unshift(action);
+  const known = ['user create', 'user list', 'user passwd', 'token create', 'token list', 'token revoke', 'export'];
   if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
 
   const config = loadConfig();
@@ -166,6 +178,18 @@ async function run(argv: string[]): Promise<void> {
         const [id] = args(rest, 1, 'TOKEN_ID', command);
         const token = await revokeToken(store, id!);
         out(`revoked token ${token.id} (at ${token.revoked_at})`);
+        return;
+      }
+      case 'export': {
+        only(options, ['user', 'out'], command);
+        const [requested] = args(rest, 1, 'SANDBOX', command);
+        if (!options.user) throw new UsageError('"svc export" needs --user NAME (the owner)');
+        const user = await requireUserByName(store, options.user);
+        const record = (await store.sandboxes.get(await resolveSandbox(store, user, requested!)))!;
+        const deps = { store, config, serviceCa: () => serviceCaPem(config), manager: managerNotIncluded };
+        const { folder, entries } = await exportSandbox(deps, user, record);
+        const target = await writeFolder(options.out ?? '.', folder, entries);
+        out(`wrote ${target} (svc.env holds a new token limited to ${record.name}; never print or commit it)`);
         return;
       }
     }

@@ -1,5 +1,3 @@
-import yazl from 'yazl';
-
 export interface ZipEntry {
   /** Inside the archive; a trailing `/` makes a folder. */
   path: string;
@@ -10,6 +8,9 @@ export interface ZipEntry {
 
 /** A zip of small in-memory entries (an export folder is a few KB), with the given modes kept. */
 export async function zipEntries(entries: ZipEntry[], mtime = new Date()): Promise<Buffer> {
+  // Loaded on the first export, not when the service starts: a checkout whose node_modules
+  // predates this dependency still starts and serves everything else.
+  const { default: yazl } = await import('yazl');
   const zip = new yazl.ZipFile();
   for (const e of entries) {
     if (e.path.endsWith('/')) zip.addEmptyDirectory(e.path, { mtime, mode: 0o40000 | e.mode });

@@ -130,7 +130,7 @@ describe('export folder and agent guide', () => {
 
   it('writes the same folder with `svc export` for operators', async () => {
     const users = (await t.service.store.users.list()).filter((u) => u.id === alice.id);
-    const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: t.config.dataDir, SVC_DOMAIN: 'localhost', SVC_HTTPS_PORT: String(t.config.httpsPort) };
+    const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: t.config.dataDir, SVC_DOMAIN: 'localhost', SVC_HTTPS_PORT: String(t.config.httpsPort), SVC_SECRET_KEY_FILE: t.config.secretKeyFile };
     delete env.SVC_STORE_URL;
     const out = path.join(tmp, 'cli');
     fs.mkdirSync(out);

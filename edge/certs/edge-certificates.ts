@@ -124,6 +124,7 @@ async function loadOrIssueDomainLeaf(ca: ServiceCa, dataDir: string, domain: str
 
 async function caCertificates(dataDir: string, domain: string, logger?: Logger): Promise<EdgeCertificates> {
   const ca = await loadOrCreateServiceCa(dataDir, domain);
+  if (ca.retired) logger?.warn({ domain }, 'edge: retired a service CA that was not name-constrained to the domain; clients must download the new ca.pem');
   let leaf = await loadOrIssueDomainLeaf(ca, dataDir, domain);
   const perName = !wildcardAccepted(domain);
   const timer = setInterval(async () => {

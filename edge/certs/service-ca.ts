@@ -7,7 +7,11 @@ export interface ServiceCa {
   cert: x509.X509Certificate;
   certPem: string;
   key: CryptoKey;
+  /** True when this load retired a CA without the domain's name constraints (clients need the new ca.pem). */
+  retired?: boolean;
 }
+
+const NAME_CONSTRAINTS_OID = '2.5.29.30';
 
 export const CA_FILE = 'ca.pem';
 export const CA_KEY_FILE = 'ca-key.pem';
@@ -36,14 +40,60 @@ async function readIfExists(file: string): Promise<string | null> {
   }
 }
 
+/** DER of one element: tag, definite length, content. */
+function der(tag: number, content: Buffer): Buffer {
+  const n = content.length;
+  const length = n < 0x80 ? Buffer.from([n]) : n < 0x100 ? Buffer.from([0x81, n]) : Buffer.from([0x82, n >> 8, n & 0xff]);
+  return Buffer.concat([Buffer.from([tag]), length, content]);
+}
+
+/**
+ * The nameConstraints value that limits the CA to `<domain>` and its subdomains (RFC 5280 4.2.1.10):
+ * permittedSubtrees [0] of two GeneralSubtrees whose base is a dNSName [2] (`<domain>`, `.<domain>`).
+ * Written here in a few bytes: @peculiar/x509 has no class for this extension.
+ */
+export function nameConstraintsDer(domain: string): Buffer {
+  const subtree = (name: string) => der(0x30, der(0x82, Buffer.from(name, 'ascii')));
+  return der(0x30, der(0xa0, Buffer.concat([subtree(domain), subtree(`.${domain}`)])));
+}
+
+/** True when the CA certificate is limited, by a critical extension, to exactly this domain. */
+export function constrainedTo(cert: x509.X509Certificate, domain: string): boolean {
+  const ext = cert.getExtension(NAME_CONSTRAINTS_OID);
+  return !!ext && ext.critical && Buffer.from(ext.value).equals(nameConstraintsDer(domain));
+}
+
+/**
+ * Takes the CA key out of use. Renamed aside first, so of two processes retiring at once only one
+ * removes it; if the file moved is not the key we read (another process has made a new one
+ * meanwhile), it is put back.
+ */
+async function retireKey(keyFile: string, keyPem: string): Promise<void> {
+  const aside = `${keyFile}.retired-${process.pid}-${Math.random().toString(36).slice(2)}`;
+  try {
+    await fs.rename(keyFile, aside);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  if ((await fs.readFile(aside, 'utf8')) !== keyPem) await fs.link(aside, keyFile).catch(() => undefined);
+  await fs.rm(aside, { force: true });
+}
+
 /**
  * Loads the service CA, creating it on first use: `ca-key.pem` (mode 0600) and `ca.pem`.
+ *
+ * The CA is name-constrained to `<domain>` (critical), so a client that trusts ca.pem accepts
+ * nothing it signs for any other name. A CA on disk without that constraint (made before it
+ * existed, or for another domain) is retired: its key is removed and a new CA is made, so its
+ * key can sign nothing more (the edge re-issues its certificate from the new one).
  *
  * The key is created with an exclusive open, so two processes starting on the same data folder
  * end up with one key; the certificate is derived from the key and re-made if it is missing
  * (for instance after a crash between the two writes).
  */
-export async function loadOrCreateServiceCa(dataDir: string, domain: string): Promise<ServiceCa> {
+export async function loadOrCreateServiceCa(dataDir: string, domainName: string): Promise<ServiceCa> {
+  const domain = domainName.toLowerCase();
   const dir = caDir(dataDir);
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
   const keyFile = path.join(dir, CA_KEY_FILE);
@@ -71,7 +121,11 @@ export async function loadOrCreateServiceCa(dataDir: string, domain: string): Pr
   const certPem = await readIfExists(certFile);
   if (certPem !== null && certPem.includes('BEGIN CERTIFICATE')) {
     const cert = new x509.X509Certificate(certPem);
-    if (await sameKey(cert, keyPem)) return { cert, certPem, key };
+    if (await sameKey(cert, keyPem)) {
+      if (constrainedTo(cert, domain)) return { cert, certPem, key };
+      await retireKey(keyFile, keyPem);
+      return { ...(await loadOrCreateServiceCa(dataDir, domain)), retired: true };
+    }
   }
 
   const cert = await createCaCert(key, keyPem, domain);
@@ -118,6 +172,7 @@ async function createCaCert(key: CryptoKey, keyPem: string, domain: string): Pro
       new x509.BasicConstraintsExtension(true, 0, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
       await x509.SubjectKeyIdentifierExtension.create(publicKey),
+      new x509.Extension(NAME_CONSTRAINTS_OID, true, new Uint8Array(nameConstraintsDer(domain))),
     ],
   });
 }

@@ -30,15 +30,16 @@ test('the service CA is created once, its key mode 0600, and kept across restart
   assert.equal(await serviceCaPem({ dataDir, domain: 'localhost', ...noFiles }), a.caPem);
 });
 
-test('a new domain gets a new certificate from the same CA', async () => {
+test('a new domain gets a new CA (the old one is constrained to the old domain) and a new certificate', async () => {
   const dataDir = await tmpDir();
   const a = await loadEdgeCertificates({ dataDir, domain: 'localhost', ...noFiles });
   const b = await loadEdgeCertificates({ dataDir, domain: 'sb.example.test', ...noFiles });
   a.close();
   b.close();
-  assert.equal(b.caPem, a.caPem);
+  assert.notEqual(b.caPem, a.caPem);
   const leaf = new X509Certificate(fs.readFileSync(path.join(dataDir, 'ca', 'edge.pem')));
   assert.equal(leaf.subjectAltName, 'DNS:sb.example.test, DNS:*.sb.example.test');
+  assert.ok(leaf.verify(new X509Certificate(b.caPem!).publicKey));
 });
 
 test('a lost ca.pem is made again from the kept key', async () => {

@@ -312,7 +312,7 @@ async function main(): Promise<void> {
     const edge = await tsxChild('--role', 'edge', dir, String(app.http), String(app.blob));
     const nginxBin = ensureNginx();
     const nginx = nginxBin
-      ? await startNginxProxy(nginxBin, { dir, serverName: APP_HOST, certFile: path.join(dir, 'web.pem'), keyFile: path.join(dir, 'web-key.pem'), upstreamPort: app.http })
+      ? await startNginxProxy(nginxBin, { dir, serverName: APP_HOST, certFile: path.join(dir, 'web.pem'), keyFile: path.join(dir, 'web-key.pem'), upstream: app.http })
       : null;
     if (nginx) children.push(nginx.process);
     const nodeProxy = await tsxChild('--role', 'node-proxy', dir, String(app.http));

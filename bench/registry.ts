@@ -2,7 +2,7 @@
  * bench/registry: the registry front and the scanner against baselines measured in the same run.
  *
  *  1. push and pull of a 200 MB blob through the front (edge TLS → front → upstream) versus
- *     straight to the upstream registry on loopback (plain HTTP; target: ≥ 90% of direct
+ *     straight to the upstream registry over its unix socket (plain HTTP; target: ≥ 90% of direct
  *     throughput), and versus the upstream behind a bare Node TLS relay in this process (the same
  *     TLS work the edge does, and nothing else: what "through the front" can reach at best), and
  *     versus nginx as a TLS reverse proxy to the upstream (one worker, bodies streamed both ways:
@@ -64,7 +64,7 @@ async function makeLayerFile(file: string, mb: number, seed: number): Promise<{ 
   return { digest: sha256(bytes), size: bytes.length };
 }
 
-type Target = { url: string; curl: string[]; agent: http.Agent; headers: Record<string, string>; servername?: string };
+type Target = { url: string; curl: string[]; agent: http.Agent; headers: Record<string, string>; servername?: string; socketPath?: string };
 
 /**
  * Monolithic upload of a file; the PUT that carries the bytes is timed and made by curl, in its own
@@ -74,7 +74,7 @@ async function uploadBlob(base: Target, repo: string, file: string, digest: stri
   const start = await new Promise<{ status: number; location: string; text: string }>((resolve, reject) => {
     const u = new URL(`/v2/${repo}/blobs/uploads/`, base.url);
     const mod = u.protocol === 'https:' ? https : http;
-    const r = mod.request(u, { method: 'POST', agent: base.agent, headers: { ...base.headers, 'content-length': '0' }, ...(base.servername ? { servername: base.servername } : {}) }, (res) => {
+    const r = mod.request(u, { method: 'POST', agent: base.agent, headers: { ...base.headers, 'content-length': '0' }, ...(base.servername ? { servername: base.servername } : {}), ...(base.socketPath ? { socketPath: base.socketPath } : {}) }, (res) => {
       let text = '';
       res.on('data', (d) => (text += d));
       res.on('end', () => resolve({ status: res.statusCode!, location: String(res.headers.location), text }));
@@ -106,12 +106,11 @@ async function downloadBlob(base: Target, repo: string, digest: string): Promise
  * The TLS baseline: the upstream behind a bare TLS relay in this process (Node's TLS, the edge's
  * certificate and its 1 MiB socket buffer; bytes piped both ways, no HTTP parsing, no auth).
  */
-async function tlsRelay(upstreamUrl: string, secureContext: tls.SecureContext): Promise<net.Server> {
-  const up = new URL(upstreamUrl);
+async function tlsRelay(upstreamSocket: string, secureContext: tls.SecureContext): Promise<net.Server> {
   const server = net.createServer((raw) => {
     // highWaterMark: as the edge sets it for the registry route (edge/edge.ts); not in @types/node.
     const socket = new tls.TLSSocket(raw, { isServer: true, secureContext, highWaterMark: 1024 * 1024 } as tls.TLSSocketOptions);
-    const upstream = net.connect(Number(up.port), up.hostname);
+    const upstream = net.connect(upstreamSocket);
     socket.pipe(upstream).on('error', () => socket.destroy());
     upstream.pipe(socket).on('error', () => upstream.destroy());
     socket.on('error', () => upstream.destroy());
@@ -122,7 +121,7 @@ async function tlsRelay(upstreamUrl: string, secureContext: tls.SecureContext): 
 }
 
 /** nginx as a TLS proxy to the upstream with a certificate of the service CA; null without nginx. */
-async function nginxInFront(dataDir: string, domain: string, host: string, upstreamPort: number): Promise<NginxProxy | null> {
+async function nginxInFront(dataDir: string, domain: string, host: string, upstreamSocket: string): Promise<NginxProxy | null> {
   const bin = ensureNginx();
   if (!bin) {
     console.log('# nginx could not be installed: no nginx figures');
@@ -135,7 +134,7 @@ async function nginxInFront(dataDir: string, domain: string, host: string, upstr
   fs.writeFileSync(certFile, c.certPem + ca.certPem);
   fs.writeFileSync(keyFile, c.keyPem, { mode: 0o600 });
   const location = 'client_max_body_size 0; proxy_request_buffering off; proxy_buffering off;';
-  return startNginxProxy(bin, { dir: tmp, serverName: host, certFile, keyFile, upstreamPort, location });
+  return startNginxProxy(bin, { dir: tmp, serverName: host, certFile, keyFile, upstream: upstreamSocket, location });
 }
 
 /** The sandbox image's debootstrap layer (a real Debian rootfs), gzip-compressed, cached in tmp. */
@@ -176,8 +175,10 @@ async function main() {
       headers: { authorization: OciClient.basic(alice.token) },
       servername: host,
     };
-    const direct: Target = { url: t.service.registry.upstream.url, curl: [], agent: new http.Agent({ keepAlive: true }), headers: {} };
-    const relay = await tlsRelay(t.service.registry.upstream.url, await t.service.edge.certificates.contextFor(host));
+    // The upstream listens only on a unix socket (the front's alone); root reaches it.
+    const socketPath = t.service.registry.upstream.socketPath!;
+    const direct: Target = { url: t.service.registry.upstream.url, curl: ['--unix-socket', socketPath], agent: new http.Agent({ keepAlive: true }), headers: {}, socketPath };
+    const relay = await tlsRelay(socketPath, await t.service.edge.certificates.contextFor(host));
     const relayPort = (relay.address() as net.AddressInfo).port;
     const viaTls: Target = {
       url: `https://${host}:${relayPort}`,
@@ -186,7 +187,7 @@ async function main() {
       headers: {},
       servername: host,
     };
-    const nginx = await nginxInFront(t.config.dataDir, t.config.domain, host, Number(new URL(t.service.registry.upstream.url).port));
+    const nginx = await nginxInFront(t.config.dataDir, t.config.domain, host, socketPath);
     const viaNginx: Target | null = nginx && {
       url: `https://${host}:${nginx.port}`,
       curl: ['--resolve', `${host}:${nginx.port}:127.0.0.1`, '--cacert', caFile],

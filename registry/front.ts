@@ -115,7 +115,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
     prefix: '/v2',
     rewritePrefix: '/v2',
     internalRewriteLocationHeader: false,
-    undici: { connections: 64, pipelining: 1, headersTimeout: 300_000, bodyTimeout: 300_000 },
+    undici: upstream.dispatcher, // over the spawned registry's unix socket
     replyOptions: {
       // `Expect: 100-continue` (curl sends it for large bodies) was answered by our server already;
       // undici refuses to forward it.
@@ -217,7 +217,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
     const { previous } = await catalog.beginPush(repo, manifest, body.length, tag);
     let res: Response;
     try {
-      res = await fetch(`${upstream.url}/v2/${repo}/manifests/${encodeURIComponent(reference)}${query ? `?${query}` : ''}`, {
+      res = await upstream.fetch(`/v2/${repo}/manifests/${encodeURIComponent(reference)}${query ? `?${query}` : ''}`, {
         method: 'PUT',
         headers: { 'content-type': manifest.mediaType },
         body: new Uint8Array(body),
@@ -241,7 +241,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
   async function deleteManifest(_request: FastifyRequest, reply: FastifyReply, repo: string, reference: string) {
     if (!DIGEST.test(reference)) return oci(reply, 400, 'DIGEST_INVALID', 'delete a manifest by its digest (sha256:…), not by tag');
     const version = await store.registry.getVersion(repo, reference);
-    const res = await fetch(`${upstream.url}/v2/${repo}/manifests/${reference}`, { method: 'DELETE', signal: AbortSignal.timeout(60_000) });
+    const res = await upstream.fetch(`/v2/${repo}/manifests/${reference}`, { method: 'DELETE', signal: AbortSignal.timeout(60_000) });
     const text = await res.text();
     if (res.status === 202 || res.status === 404) {
       await catalog.deleted(repo, reference);
@@ -251,7 +251,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
         for (const child of version.children ?? []) {
           const record = await store.registry.getVersion(repo, child);
           if (!record || record.tags.length || others.includes(child)) continue;
-          const r = await fetch(`${upstream.url}/v2/${repo}/manifests/${child}`, { method: 'DELETE', signal: AbortSignal.timeout(60_000) });
+          const r = await upstream.fetch(`/v2/${repo}/manifests/${child}`, { method: 'DELETE', signal: AbortSignal.timeout(60_000) });
           await r.arrayBuffer();
           if (r.status === 202 || r.status === 404) await catalog.deleted(repo, child);
         }

@@ -56,7 +56,7 @@ export async function startRegistry(opts: { config: Config; store: Store; logger
   const workerRedis = settings.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;
   const queue = new ScanQueue(redis, config.redisPrefix);
   const catalog = new Catalog(store, logger.child({ part: 'registry' }));
-  const scanner = new ImageScanner({ store, catalog, upstreamUrl: upstream.url, logger });
+  const scanner = new ImageScanner({ store, catalog, upstream, logger });
   const worker = workerRedis ? startScanWorkers(scanner, workerRedis, config.redisPrefix, logger, settings.scanConcurrency) : null;
   const front = await buildRegistryFront({ store, upstream, auth: new RegistryAuth(store, config.dataDir), catalog, queue, logger });
   await front.ready();

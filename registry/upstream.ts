@@ -1,39 +1,77 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
+import { Agent, fetch as undiciFetch, type RequestInit } from 'undici';
 import type { Logger } from '../core/logger.ts';
 
 /** The registry the front forwards to: spawned here, or given by the operator. */
 export interface Upstream {
-  /** `http://127.0.0.1:PORT`, no trailing slash. */
+  /**
+   * Base of request URLs, no trailing slash: the operator's URL, or `http://localhost` for the
+   * spawned registry, which is reached over its unix socket whatever the URL says.
+   */
   readonly url: string;
+  /** The spawned registry's unix socket; undefined for an operator's upstream. */
+  readonly socketPath: string | undefined;
+  /** The connections to the upstream (over the socket for the spawned one): the front's proxy uses it. */
+  readonly dispatcher: Agent;
+  /** A request to the upstream, `path` from `/v2/` on. */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
   close(): Promise<void>;
 }
 
 export const REGISTRY_BINARY = '/usr/bin/docker-registry';
+/** Longest unix socket path Linux takes (sun_path is 108 bytes with its NUL). */
+const MAX_SOCKET_PATH = 107;
+
+function upstreamOver(url: string, socketPath: string | undefined, close: () => Promise<void>): Upstream {
+  const dispatcher = new Agent({
+    connections: 64,
+    pipelining: 1,
+    headersTimeout: 300_000,
+    bodyTimeout: 300_000,
+    ...(socketPath ? { connect: { socketPath } } : {}),
+  });
+  return {
+    url,
+    socketPath,
+    dispatcher,
+    // undici's own fetch with its own Agent (Node's built-in fetch bundles another undici); its
+    // Response is the standard one the callers use.
+    fetch: (p, init) => undiciFetch(`${url}${p}`, { ...init, dispatcher }) as unknown as Promise<Response>,
+    async close() {
+      await close();
+      await dispatcher.close();
+    },
+  };
+}
 
 /**
  * An operator's upstream (`SVC_REGISTRY_UPSTREAM`, e.g. a distribution registry on S3 storage with
  * deletes enabled): used as it is; the service only checks that it answers.
  */
 export async function externalUpstream(url: string, logger: Logger): Promise<Upstream> {
-  const clean = url.replace(/\/+$/, '');
-  await waitReady(clean, 10_000).catch((err) => {
-    throw new Error(`the registry upstream ${clean} (SVC_REGISTRY_UPSTREAM) does not answer GET /v2/: ${(err as Error).message}`);
+  const upstream = upstreamOver(url.replace(/\/+$/, ''), undefined, async () => undefined);
+  await waitReady(upstream, 10_000).catch(async (err) => {
+    await upstream.close();
+    throw new Error(`the registry upstream ${upstream.url} (SVC_REGISTRY_UPSTREAM) does not answer GET /v2/: ${(err as Error).message}`);
   });
-  logger.info({ upstream: clean }, 'registry: using the configured upstream');
-  return { url: clean, close: async () => undefined };
+  logger.info({ upstream: upstream.url }, 'registry: using the configured upstream');
+  return upstream;
 }
 
 /**
- * Spawns Debian's distribution registry (`docker-registry serve`) on loopback, storage under
- * `<data>/registry`, deletes enabled, no auth of its own (only the front reaches it), and keeps it
- * running: if it exits, it is started again on the same port after a back-off (1 s doubling to 30 s).
- * Its environment is emptied so no `REGISTRY_*` variable of ours changes its configuration.
+ * Spawns Debian's distribution registry (`docker-registry serve`), storage under `<data>/registry`,
+ * deletes enabled, and keeps it running: if it exits, it is started again after a back-off (1 s
+ * doubling to 30 s). Its environment is emptied so no `REGISTRY_*` variable of ours changes its
+ * configuration.
+ *
+ * It has no auth of its own, so only the front may reach it: it listens on a unix socket in a folder
+ * of mode 0700 (`<data>/registry/socket/`), never on TCP, where any local process (or a sandbox
+ * reaching the host's loopback) could push or delete behind the front's checks.
  */
-export async function spawnUpstream(dataDir: string, logger: Logger, opts: { binary?: string; port?: number } = {}): Promise<Upstream> {
+export async function spawnUpstream(dataDir: string, logger: Logger, opts: { binary?: string } = {}): Promise<Upstream> {
   const log = logger.child({ part: 'registry-upstream' });
   const binary = opts.binary ?? REGISTRY_BINARY;
   if (!fs.existsSync(binary)) {
@@ -41,7 +79,13 @@ export async function spawnUpstream(dataDir: string, logger: Logger, opts: { bin
   }
   const dir = path.join(dataDir, 'registry');
   fs.mkdirSync(path.join(dir, 'storage'), { recursive: true, mode: 0o700 });
-  const port = opts.port ?? (await freeLoopbackPort());
+  const socketDir = path.join(dir, 'socket');
+  fs.mkdirSync(socketDir, { recursive: true, mode: 0o700 });
+  fs.chmodSync(socketDir, 0o700);
+  const socketPath = path.join(socketDir, 'registry.sock');
+  if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
+    throw new Error(`the registry's socket path ${socketPath} is longer than ${MAX_SOCKET_PATH} bytes: use a shorter SVC_DATA_DIR`);
+  }
   const secretFile = path.join(dir, 'http.secret');
   if (!fs.existsSync(secretFile)) fs.writeFileSync(secretFile, randomBytes(32).toString('hex'), { mode: 0o600 });
   const config = {
@@ -55,7 +99,8 @@ export async function spawnUpstream(dataDir: string, logger: Logger, opts: { bin
       redirect: { disable: true },
     },
     http: {
-      addr: `127.0.0.1:${port}`,
+      net: 'unix',
+      addr: socketPath,
       // Locations relative to the request, so they are right behind the front whatever its host.
       relativeurls: true,
       secret: fs.readFileSync(secretFile, 'utf8').trim(),
@@ -65,7 +110,6 @@ export async function spawnUpstream(dataDir: string, logger: Logger, opts: { bin
   };
   const configFile = path.join(dir, 'config.yml'); // JSON is YAML
   fs.writeFileSync(configFile, JSON.stringify(config, null, 2), { mode: 0o600 });
-  const url = `http://127.0.0.1:${port}`;
 
   let child: ChildProcess | undefined;
   let closing = false;
@@ -73,6 +117,7 @@ export async function spawnUpstream(dataDir: string, logger: Logger, opts: { bin
   let restartTimer: NodeJS.Timeout | undefined;
 
   const start = () => {
+    fs.rmSync(socketPath, { force: true }); // left by a registry that was killed: it would refuse to listen
     const proc = spawn(binary, ['serve', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
     child = proc;
     const startedAt = Date.now();
@@ -96,41 +141,37 @@ export async function spawnUpstream(dataDir: string, logger: Logger, opts: { bin
       backoff = Math.min(backoff * 2, 30_000);
     });
   };
+  const upstream = upstreamOver('http://localhost', socketPath, async () => {
+    closing = true;
+    if (restartTimer) clearTimeout(restartTimer);
+    const proc = child;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      const kill = setTimeout(() => proc.kill('SIGKILL'), 5000);
+      proc.once('exit', () => {
+        clearTimeout(kill);
+        resolve();
+      });
+      proc.kill('SIGTERM');
+    });
+  });
   start();
   try {
-    await waitReady(url, 15_000);
+    await waitReady(upstream, 15_000);
   } catch (err) {
-    closing = true;
-    child?.kill('SIGKILL');
-    throw new Error(`the distribution registry did not start on ${url}: ${(err as Error).message}`);
+    await upstream.close();
+    throw new Error(`the distribution registry did not start on ${socketPath}: ${(err as Error).message}`);
   }
-  log.info({ url, storage: config.storage.filesystem.rootdirectory }, 'registry upstream ready');
-
-  return {
-    url,
-    async close() {
-      closing = true;
-      if (restartTimer) clearTimeout(restartTimer);
-      const proc = child;
-      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-      await new Promise<void>((resolve) => {
-        const kill = setTimeout(() => proc.kill('SIGKILL'), 5000);
-        proc.once('exit', () => {
-          clearTimeout(kill);
-          resolve();
-        });
-        proc.kill('SIGTERM');
-      });
-    },
-  };
+  log.info({ socketPath, storage: config.storage.filesystem.rootdirectory }, 'registry upstream ready');
+  return upstream;
 }
 
-async function waitReady(url: string, timeoutMs: number): Promise<void> {
+async function waitReady(upstream: Upstream, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer';
   while (Date.now() < deadline) {
     try {
-      const res = await fetch(`${url}/v2/`, { signal: AbortSignal.timeout(2000) });
+      const res = await upstream.fetch('/v2/', { signal: AbortSignal.timeout(2000) });
       await res.arrayBuffer();
       if (res.status === 200 || res.status === 401) return;
       last = `HTTP ${res.status}`;
@@ -140,14 +181,4 @@ async function waitReady(url: string, timeoutMs: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(last);
-}
-
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
 }

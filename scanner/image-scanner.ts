@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { Logger } from '../core/logger.ts';
 import type { Catalog } from '../registry/catalog.ts';
+import type { Upstream } from '../registry/upstream.ts';
 import { CONFIG_TYPES, digestOf, IMAGE_MANIFEST_TYPES, LAYER_TYPES, ManifestRejected, MANIFEST_TYPES, parseManifest, platformOf, type Descriptor, type ParsedManifest } from '../registry/manifests.ts';
 import type { Finding, LayerScanRecord, Store, VersionRecord } from '../store/index.ts';
 import { scanLayer, type LayerLimits } from './layer-reader.ts';
@@ -23,8 +24,8 @@ interface ImageResult {
 export interface ImageScannerOptions {
   store: Store;
   catalog: Catalog;
-  /** The upstream registry (loopback): blobs are read from it, never through the front. */
-  upstreamUrl: string;
+  /** The upstream registry: blobs are read from it, never through the front. */
+  upstream: Pick<Upstream, 'fetch'>;
   logger: Logger;
   limits?: Partial<LayerLimits>;
 }
@@ -250,7 +251,7 @@ export class ImageScanner {
   }
 
   private async fetch(repo: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
-    const res = await fetch(`${this.opts.upstreamUrl}/v2/${repo}/${path}`, { headers, signal: AbortSignal.timeout(600_000) });
+    const res = await this.opts.upstream.fetch(`/v2/${repo}/${path}`, { headers, signal: AbortSignal.timeout(600_000) });
     if (res.status !== 200 && res.status !== 404) {
       await res.body?.cancel();
       throw new Error(`registry upstream answered ${res.status} for ${repo}/${path}`);

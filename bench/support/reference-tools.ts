@@ -21,7 +21,8 @@ export interface NginxProxyOptions {
   /** PEM files: the certificate (with its chain) and the key. */
   certFile: string;
   keyFile: string;
-  upstreamPort: number;
+  /** The upstream: a loopback port, or a unix socket path (the service's own registry listens on one). */
+  upstream: number | string;
   /** Extra directives for `location /` (e.g. streaming bodies both ways). */
   location?: string;
 }
@@ -58,7 +59,7 @@ http {
   access_log off;
   client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
   fastcgi_temp_path ${prefix}/fastcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
-  upstream app { server 127.0.0.1:${opts.upstreamPort}; keepalive 128; keepalive_requests 1000000; }
+  upstream app { server ${typeof opts.upstream === 'string' ? `unix:${opts.upstream}` : `127.0.0.1:${opts.upstream}`}; keepalive 128; keepalive_requests 1000000; }
   server {
     listen 127.0.0.1:${port} ssl;
     server_name ${opts.serverName};

@@ -17,6 +17,7 @@ import { WakeLimits } from './lifecycle/wake-limits.ts';
 import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
 import { startRegistry, type Registry } from './registry/index.ts';
+import { installEgressRules, openPort } from './lifecycle/runtime/egress-firewall.ts';
 
 export interface Service {
   config: Config;
@@ -34,12 +35,7 @@ export interface Service {
  * `npm start` and the integration tests both start the service through here.
  */
 export async function startService(config: Config, logger: Logger): Promise<Service> {
-  const docker = new Docker(); // DOCKER_HOST or the local socket, as the docker CLI does
-  try {
-    await docker.ping();
-  } catch (err) {
-    throw new Error(`no container engine answers (${(err as Error).message}); run "npm run setup" or set DOCKER_HOST`);
-  }
+  const docker = await sandboxEngine(config, logger);
   // The data folder holds the store, the CA key, archives and the registry: the service's alone,
   // whatever mode an operator pre-created it with.
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -51,7 +47,14 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const workerRedis: Redis = createRedis(config.redisUrl);
   const queue = new LifecycleQueue(redis, config.redisPrefix);
   const transferRoot = path.join(config.dataDir, 'transfer');
-  const runtime = new DockerRuntime(docker, { image: config.sandboxImage, runtime: config.sandboxRuntime, instance: config.redisPrefix, logger, transferRoot });
+  const runtime = new DockerRuntime(docker, {
+    image: config.sandboxImage,
+    runtime: config.sandboxRuntime,
+    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
+    instance: config.redisPrefix,
+    logger,
+    transferRoot,
+  });
   const apps = new AppDirectory(redis, config.redisPrefix, logger.child({ part: 'apps' }), (sandbox, pid) => runtime.procNetTcp(sandbox, pid));
   await apps.load();
   const lifecycle = new Lifecycle({
@@ -70,6 +73,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const api = await buildApi({ config, store, lifecycle, files, logger, caPem: () => serviceCaPem(config), sseHeartbeatMs: config.sseHeartbeatMs });
   await api.ready();
   const registry: Registry = await startRegistry({ config, store, logger });
+  // sandboxes reach the service's public port (registry pushes from inside), and nothing else of the host
+  const closePort = config.sandboxRuntime === 'userns' ? await openPort(config.httpsPort) : async () => undefined;
   const edge = await startEdge({
     config,
     backend: new LifecycleEdgeBackend(lifecycle, apps, new WakeLimits(redis, config.redisPrefix, config.wakesPerHour), logger),
@@ -88,6 +93,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     registry,
     async close() {
       await edge.close();
+      await closePort();
       await api.close();
       await files.close();
       await registry.close();
@@ -99,4 +105,38 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       await store.close();
     },
   };
+}
+
+/**
+ * The engine that runs sandbox containers. `userns`: the service's own (scripts/sandbox-engine.sh), which
+ * must remap root; its egress rules are installed here. `unisolated`: the main engine, with a warning.
+ */
+async function sandboxEngine(config: Config, logger: Logger): Promise<Docker> {
+  const unisolated = config.sandboxRuntime === 'unisolated';
+  // DOCKER_HOST or the local socket for the main engine, as the docker CLI does
+  const docker = unisolated ? new Docker() : new Docker(dockerOptions(config.sandboxDockerHost));
+  let security: string[];
+  try {
+    security = (await docker.info()).SecurityOptions ?? [];
+  } catch (err) {
+    throw new Error(unisolated
+      ? `no container engine answers (${(err as Error).message}); run "npm run setup" or set DOCKER_HOST`
+      : `the sandbox engine at ${config.sandboxDockerHost} does not answer (${(err as Error).message}); run "npm run setup" (it starts it with scripts/sandbox-engine.sh)`);
+  }
+  if (unisolated) {
+    logger.warn('SVC_SANDBOX_RUNTIME=unisolated: root in every sandbox is root on this host; use it only on a machine of your own');
+  } else if (config.sandboxRuntime === 'userns') {
+    if (!security.some((o) => o.includes('name=userns'))) {
+      throw new Error(`the sandbox engine at ${config.sandboxDockerHost} does not remap root (no --userns-remap): refusing to run sandboxes as host root; start it with scripts/sandbox-engine.sh`);
+    }
+    await installEgressRules(logger);
+  }
+  return docker;
+}
+
+/** dockerode options for `unix:///path` or `tcp://host:port`. */
+function dockerOptions(url: string): Docker.DockerOptions {
+  if (url.startsWith('unix://')) return { socketPath: url.slice('unix://'.length) };
+  const u = new URL(url.replace(/^tcp:/, 'http:'));
+  return { host: u.hostname, port: Number(u.port) };
 }

@@ -21,7 +21,16 @@ export interface Config {
   /** Image the sandbox containers run (built by scripts/setup.sh). */
   sandboxImage: string;
   /** `default` (cap-add ALL, unconfined) or `sysbox-runc` where installed. */
-  sandboxRuntime: string;
+  sandboxRuntime: SandboxRuntimeMode;
+  /**
+   * The engine that runs sandbox containers: the service's own, with --userns-remap
+   * (scripts/sandbox-engine.sh). In `unisolated` mode the main engine (dockerHost) runs them.
+   */
+  sandboxDockerHost: string;
+  /** Limits of one sandbox container (all its inner containers share them). */
+  sandboxMemoryMb: number;
+  sandboxCpus: number;
+  sandboxPids: number;
   /** Prefix for Redis keys and BullMQ queues, so several services (or test runs) can share one Redis. */
   redisPrefix: string;
   /** Nameservers for containers inside sandboxes (the sandbox's own 127.0.0.11 is out of their reach). */
@@ -33,6 +42,33 @@ export interface Config {
 }
 
 const MB = 1024 * 1024;
+
+/**
+ * How sandbox containers are isolated from the host:
+ * - `userns` (default): on the service's own engine with --userns-remap; root inside is uid 100000+ outside.
+ * - `sysbox-runc`: Sysbox, where it is installed; it isolates nested dockerd itself.
+ * - `unisolated`: on the main engine with every capability; root inside is root on the host. Only for
+ *   development on a machine of one's own, and only when named.
+ */
+export type SandboxRuntimeMode = 'userns' | 'sysbox-runc' | 'unisolated';
+
+function runtimeMode(raw: string | undefined): SandboxRuntimeMode {
+  if (!raw) return 'userns';
+  if (raw === 'userns' || raw === 'sysbox-runc' || raw === 'unisolated') return raw;
+  if (raw === 'default') {
+    throw new Error('SVC_SANDBOX_RUNTIME=default is gone: sandboxes run in a user namespace now (leave it unset); ' +
+      'name "unisolated" to get the old mode, where root in a sandbox is root on the host');
+  }
+  throw new Error(`SVC_SANDBOX_RUNTIME must be userns, sysbox-runc or unisolated, got "${raw}"`);
+}
+
+function positive(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`);
+  return n;
+}
 
 function int(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -69,7 +105,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tlsKeyFile: env.SVC_TLS_KEY || undefined,
     filesMaxUpload: int('FILES_MAX_UPLOAD', 100 * MB),
     sandboxImage: env.SVC_SANDBOX_IMAGE || 'svc-sandbox:latest',
-    sandboxRuntime: env.SVC_SANDBOX_RUNTIME || 'default',
+    sandboxRuntime: runtimeMode(env.SVC_SANDBOX_RUNTIME),
+    sandboxDockerHost: env.SVC_SANDBOX_DOCKER_HOST || 'unix:///run/svc-sandbox-docker.sock',
+    sandboxMemoryMb: int('SVC_SANDBOX_MEMORY_MB', 2048),
+    sandboxCpus: positive('SVC_SANDBOX_CPUS', 1.5),
+    sandboxPids: int('SVC_SANDBOX_PIDS', 4096),
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc',
     wakesPerHour: int('SVC_WAKES_PER_HOUR', 60),
     sandboxDns: (env.SVC_SANDBOX_DNS ?? hostNameservers()).split(/[\s,]+/).filter(Boolean),

@@ -309,6 +309,7 @@ export class Lifecycle {
       const record = await this.deps.store.sandboxes.get(name);
       if (!record || record.archived_at) continue;
       const session = await this.deps.sessions.get(name);
+      if (running) await this.deps.runtime.settle(name);
       if (running && !session) {
         this.log.info({ sandbox: name }, 'sandbox running without an idle session (started outside the service); opening one');
         await this.openSession(record);

@@ -71,6 +71,21 @@ setup_cgroup_v2() {
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cgroup_v1; fi
 trace cgroups
 
+# In a user namespace (the sandbox engine's --userns-remap) our cgroup folders belong to the host's root
+# until the service hands them to our root (lifecycle/runtime/cgroup-delegation.ts), right after it
+# starts the container. Wait for that before dockerd restarts inner containers; go on after 60 s so the
+# engine is reachable anyway (inner containers then fail to start, and say so).
+in_userns() { ! grep -qE '^ +0 +0 +4294967295$' /proc/self/uid_map; }
+if in_userns && [ ! -f /sys/fs/cgroup/cgroup.controllers ]; then
+    i=0
+    until [ -w /sys/fs/cgroup/memory/cgroup.procs ] && [ -w /sys/fs/cgroup/pids/cgroup.procs ]; do
+        i=$((i + 1))
+        if [ "$i" -gt 6000 ]; then log "warning: cgroups not delegated after 60 s; inner containers will not start"; break; fi
+        sleep 0.01
+    done
+fi
+trace delegated
+
 # --- stale state from the previous run -----------------------------------------------------------------
 # /run lives in the container's layer, so it survives stop/start. PIDs restart low in a new PID namespace:
 # a stale containerd.pid can name a live process (sshd, say) and dockerd would then wait on it forever.

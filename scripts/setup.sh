@@ -235,6 +235,21 @@ bash "$ROOT/scripts/build-sandbox-image.sh" || fail "the sandbox image could not
 SVC_SANDBOX_SUITE=bookworm SVC_SANDBOX_IMAGE=svc-sandbox:bookworm bash "$ROOT/scripts/build-sandbox-image.sh" --if-missing \
     || fail "the legacy sandbox image (bookworm) could not be built"
 bash "$ROOT/scripts/build-fixtures.sh" || fail "the fixture images could not be built"
+
+# --- sandbox engine ------------------------------------------------------------------------------------
+# Sandboxes run on an engine of the service's own, in a user namespace (see scripts/sandbox-engine.sh).
+# Images are built on the main engine and copied over when the copy there differs.
+bash "$ROOT/scripts/sandbox-engine.sh" || fail "the sandbox engine did not start, see /var/log/svc-sandbox-dockerd.log"
+SANDBOX_DOCKER="docker -H unix:///run/svc-sandbox-docker.sock"
+for image in svc-sandbox:latest svc-sandbox:bookworm; do
+    id=$(docker image inspect -f '{{.Id}}' "$image")
+    if [ "$($SANDBOX_DOCKER image inspect -f '{{.Id}}' "$image" 2> /dev/null)" = "$id" ]; then
+        say "sandbox engine: $image present"
+    else
+        copy_image() { docker save "$image" | $SANDBOX_DOCKER load -q > /dev/null; }
+        step "sandbox engine" "copying $image" copy_image || fail "could not copy $image to the sandbox engine"
+    fi
+done
 if [ "$MODE" = full ]; then
     step "docker engine" "running a container" docker run --rm --network none svc-fixture-busybox true \
         || fail "the Docker engine cannot run containers, see $DOCKERD_LOG"

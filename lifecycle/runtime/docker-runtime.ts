@@ -3,8 +3,11 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import type Docker from 'dockerode';
+import { createHash } from 'node:crypto';
+import type { SandboxRuntimeMode } from '../../core/config.ts';
 import type { Logger } from '../../core/logger.ts';
 import { resourceNames } from '../names.ts';
+import { delegateCgroups } from './cgroup-delegation.ts';
 import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
 import { SandboxExec } from './sandbox-exec.ts';
 
@@ -38,6 +41,23 @@ function statusCode(err: unknown): number | undefined {
   return (err as { statusCode?: number }).statusCode;
 }
 
+/** Host interfaces of sandbox networks start with this, so the egress rules can name them all. */
+export const SANDBOX_BRIDGE_PREFIX = 'svcb';
+
+/** The host bridge of a sandbox's network: at most 15 characters, as Linux allows. */
+export function sandboxBridge(network: string): string {
+  return SANDBOX_BRIDGE_PREFIX + createHash('sha256').update(network).digest('hex').slice(0, 11);
+}
+
+export interface DockerRuntimeOptions {
+  image: string;
+  runtime: SandboxRuntimeMode;
+  limits: { memoryMb: number; cpus: number; pids: number };
+  instance: string;
+  logger: Logger;
+  transferRoot: string;
+}
+
 /**
  * The only code that creates, starts, stops or removes sandbox containers on the host engine.
  * Every call is idempotent: "already started", "already stopped", "already gone" are success.
@@ -47,7 +67,7 @@ export class DockerRuntime {
 
   constructor(
     private readonly docker: Docker,
-    private readonly opts: { image: string; runtime: string; instance: string; logger: Logger; transferRoot: string },
+    private readonly opts: DockerRuntimeOptions,
   ) {
     this.exec = new SandboxExec(docker);
   }
@@ -79,7 +99,10 @@ export class DockerRuntime {
       Object.values(names.volumes).map((volume) => this.docker.createVolume({ Name: volume, Labels: labels })),
     );
     try {
-      await this.docker.createNetwork({ Name: names.network, Driver: 'bridge', Labels: labels, CheckDuplicate: true });
+      await this.docker.createNetwork({
+        Name: names.network, Driver: 'bridge', Labels: labels, CheckDuplicate: true,
+        Options: { 'com.docker.network.bridge.name': sandboxBridge(names.network) },
+      });
     } catch (err) {
       if (statusCode(err) !== 409) throw err;
     }
@@ -97,6 +120,7 @@ export class DockerRuntime {
           env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
           labels,
           runtime: this.opts.runtime,
+          limits: this.opts.limits,
         }),
       );
     } catch (err) {
@@ -111,6 +135,25 @@ export class DockerRuntime {
     } catch (err) {
       if (statusCode(err) !== 304) throw err;
     }
+    await this.settle(name);
+  }
+
+  /**
+   * What a running sandbox container needs from the host once it runs, whoever started it (a wake,
+   * its restart policy, an engine restart): in a user namespace, its own cgroups. Idempotent and cheap;
+   * reconcile calls it for every running sandbox.
+   */
+  async settle(name: string): Promise<void> {
+    if (this.opts.runtime !== 'userns') return;
+    const info = await this.docker.getContainer(resourceNames(name).container).inspect().catch((err) => {
+      if (statusCode(err) === 404) return null;
+      throw err;
+    });
+    if (!info?.State.Running || !info.State.Pid) return;
+    await delegateCgroups(info.State.Pid).catch((err: NodeJS.ErrnoException) => {
+      // the container stopped meanwhile: its cgroups are gone
+      if (err.code !== 'ENOENT' && err.code !== 'ESRCH') throw err;
+    });
   }
 
   async stop(name: string): Promise<void> {

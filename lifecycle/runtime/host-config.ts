@@ -2,6 +2,7 @@
 // dockerd and sshd (sandbox-image/). Only the container's shape lives here; lifecycle/ decides when.
 import path from 'node:path';
 import type Docker from 'dockerode';
+import type { SandboxRuntimeMode } from '../../core/config.ts';
 
 /**
  * Where a sandbox sees its transfer folder: a host folder of the service, mounted read-only, in
@@ -26,8 +27,9 @@ export interface SandboxContainerSpec {
   transferFolder: string;
   env: string[];
   labels: Record<string, string>;
-  /** 'default': runc with the flags below; 'sysbox-runc': Sysbox, which isolates nested dockerd itself */
-  runtime: string;
+  /** see SandboxRuntimeMode: how the container is isolated from the host */
+  runtime: SandboxRuntimeMode;
+  limits: { memoryMb: number; cpus: number; pids: number };
 }
 
 // CgroupnsMode exists since API 1.41 (Docker 20.10) but @types/dockerode does not list it yet.
@@ -54,6 +56,12 @@ export function sandboxContainerOptions(spec: SandboxContainerSpec): Docker.Cont
     CgroupnsMode: 'private',
     // The inner dockerd logs to stdout; a sandbox may run for months.
     LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '2' } },
+    // One sandbox's fork bomb or memory hog must leave the others and the service alone. Inner
+    // containers live in cgroups below the sandbox's, so these bound the whole sandbox.
+    Memory: spec.limits.memoryMb * 1024 * 1024,
+    MemorySwap: spec.limits.memoryMb * 1024 * 1024,
+    NanoCpus: Math.round(spec.limits.cpus * 1e9),
+    PidsLimit: spec.limits.pids,
   };
 
   if (spec.runtime === 'sysbox-runc') {
@@ -64,6 +72,9 @@ export function sandboxContainerOptions(spec: SandboxContainerSpec): Docker.Cont
     Object.assign(hostConfig, {
       // --privileged fails on our hosts: CAP_SYS_RESOURCE is missing from the bounding set, and
       // privileged asks for every capability. Everything else that dockerd needs is granted here.
+      // In `userns` mode the sandbox engine runs the container in a user namespace (--userns-remap):
+      // these capabilities then hold only over the sandbox's own namespaces, not over the host
+      // (no mknod, no kernel knobs, no clock, no modules).
       CapAdd: ['ALL'],
       CapDrop: ['SYS_RESOURCE'],
       // dockerd makes mounts, namespaces and iptables rules, all of which the default profiles block.
@@ -72,9 +83,11 @@ export function sandboxContainerOptions(spec: SandboxContainerSpec): Docker.Cont
       // lists; the API wants them directly. The inner dockerd writes /proc/sys (ip_forward, bridge).
       MaskedPaths: [],
       ReadonlyPaths: [],
-      // Inner containers get device nodes created by runc (mknod) and need access to them.
-      DeviceCgroupRules: ['a *:* rwm'],
     } satisfies HostConfig);
+    // Without a user namespace, runc inside makes device nodes (mknod) and inner containers need them.
+    // With one, runc inside bind-mounts the sandbox's own few devices instead, and a device node that
+    // reached a volume somehow must stay unusable: the engine's default device rules apply.
+    if (spec.runtime === 'unisolated') hostConfig.DeviceCgroupRules = ['a *:* rwm'];
   }
 
   return {

@@ -10,6 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { SANDBOX_CLI } from '../helpers/sandbox-engine.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -25,7 +26,7 @@ describe('file routes on a real sandbox', () => {
   let cli: EngineCli;
   let tmp: string;
 
-  const inSandbox = async (cmd: string) => (await run('docker', ['exec', name, 'sh', '-c', cmd])).stdout;
+  const inSandbox = async (cmd: string) => (await run('docker', [...SANDBOX_CLI, 'exec', name, 'sh', '-c', cmd])).stdout;
   const files = (q: string) => `/api/sandboxes/${name}/files${q}`;
   const enc = encodeURIComponent;
   const raw = (method: string, route: string, body?: BodyInit | null, token = limited, headers: Record<string, string> = {}) =>

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Docker from 'dockerode';
 import { Redis } from 'ioredis';
 import { createToken, createUser } from '../../accounts/index.ts';
 import { loadConfig, type Config } from '../../core/config.ts';
@@ -11,6 +10,7 @@ import { LABEL_INSTANCE } from '../../lifecycle/runtime/docker-runtime.ts';
 import { startService, type Service } from '../../service.ts';
 import { TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
 import { freePort } from './ports.ts';
+import { sandboxDocker } from './sandbox-engine.ts';
 
 /**
  * A whole service for one test file: its own data folder, SQLite store and Redis key prefix,
@@ -82,7 +82,7 @@ async function listen(service: Service): Promise<string> {
 
 /** Removes everything a test instance left: containers, networks, volumes, Redis keys. */
 export async function removeInstance(id: string): Promise<void> {
-  const docker = new Docker();
+  const docker = sandboxDocker();
   const filters = { label: [`${LABEL_INSTANCE}=${id}`] };
   for (const c of await docker.listContainers({ all: true, filters })) await docker.getContainer(c.Id).remove({ force: true, v: false });
   for (const n of await docker.listNetworks({ filters })) await docker.getNetwork(n.Id).remove().catch(() => undefined);

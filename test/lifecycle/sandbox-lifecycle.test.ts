@@ -5,12 +5,12 @@ import https from 'node:https';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import Docker from 'dockerode';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
 
 const run = promisify(execFile);
-const docker = new Docker();
+const docker = sandboxDocker();
 const FIXTURE = path.resolve('fixtures/busybox');
 
 /** The whole life of one sandbox, driven through the HTTP API and the real docker CLI. */
@@ -22,7 +22,7 @@ describe('sandbox lifecycle', () => {
 
   const get = async () => (await t.api('GET', `/api/sandboxes/${name}`, alice.token)).body;
   const status = async () => (await get()).status as string;
-  const hostExec = async (cmd: string) => (await run('docker', ['exec', name, 'sh', '-c', cmd])).stdout;
+  const hostExec = async (cmd: string) => (await run('docker', [...SANDBOX_CLI, 'exec', name, 'sh', '-c', cmd])).stdout;
   const runningApps = async () => (await cli.docker(['ps', '--format', '{{.Names}}'])).stdout.split('\n').filter(Boolean).sort();
   const followAddress = async () => {
     const state = await t.service.lifecycle.status(name);

@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startTestService, type TestService } from '../helpers/service.ts';
+import { SANDBOX_CLI } from '../helpers/sandbox-engine.ts';
 
 const run = promisify(execFile);
 
@@ -31,7 +32,7 @@ describe('MCP tools', () => {
     const text = (res.content as Array<{ type: string; text: string }>)[0]!.text;
     return res.isError ? { value: undefined, error: text } : { value: JSON.parse(text), error: '' };
   };
-  const inSandbox = async (cmd: string) => (await run('docker', ['exec', name, 'sh', '-c', cmd])).stdout;
+  const inSandbox = async (cmd: string) => (await run('docker', [...SANDBOX_CLI, 'exec', name, 'sh', '-c', cmd])).stdout;
 
   before(async () => {
     t = await startTestService();

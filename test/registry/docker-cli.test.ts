@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import Docker from 'dockerode';
 import { serviceCaPem } from '../../edge/index.ts';
 import { eventually, startTestService, type TestService } from '../helpers/service.ts';
 import { OciClient, privateKeyPem } from './oci.ts';
+import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
 
 const run = promisify(execFile);
 
@@ -25,11 +25,11 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
   let sb: string;
   let registry: string;
   let oci: OciClient;
-  const docker = new Docker();
+  const docker = sandboxDocker();
 
   /** Runs a shell script in the sandbox container (where the inner docker CLI and engine live). */
   const sh = async (script: string, input?: string | Buffer, allowFail = false): Promise<{ code: number; out: string }> => {
-    const child = spawn('docker', ['exec', '-i', sb, 'sh', '-c', script], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('docker', [...SANDBOX_CLI, 'exec', '-i', sb, 'sh', '-c', script], { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));

@@ -12,7 +12,10 @@ import { join, resolve } from 'node:path';
 import https from 'node:https';
 import http from 'node:http';
 import Docker from 'dockerode';
+import { loadConfig } from '../../core/config.ts';
+import { delegateCgroups } from '../../lifecycle/runtime/cgroup-delegation.ts';
 import { sandboxContainerOptions } from '../../lifecycle/runtime/host-config.ts';
+import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const IMAGE = 'svc-sandbox:latest';
@@ -20,7 +23,16 @@ const FIXTURE = 'svc-fixture-busybox:latest';
 // The engine's server certificate names this host; the docker CLI reaches it through a private /etc/hosts.
 const ENGINE_HOST = 'sbx-engine.test';
 
-const docker = new Docker();
+// the engine that runs sandboxes, with the runtime mode the service would use on it
+const docker = sandboxDocker();
+const config = loadConfig();
+const limits = { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids };
+
+/** start() as the runtime does it: the container, then (in a user namespace) its own cgroups. */
+async function startSandbox(container: Docker.Container): Promise<void> {
+  await container.start();
+  await delegateCgroups((await container.inspect()).State.Pid);
+}
 
 interface Run {
   stdout: string;
@@ -112,7 +124,7 @@ async function startBreakdown(container: Docker.Container, since: number): Promi
 async function startAndPing(container: Docker.Container, network: string, tls: { ca: Buffer; cert: Buffer; key: Buffer }) {
   const wall = Date.now();
   const t0 = performance.now();
-  await container.start();
+  await startSandbox(container);
   const started = performance.now() - t0;
   const ip = await ipOf(container, network);
   const deadline = t0 + 60_000;
@@ -131,9 +143,9 @@ async function preflight() {
   try {
     await docker.ping();
   } catch (e) {
-    assert.fail(`no host Docker engine answers (${(e as Error).message}); run: bash scripts/setup.sh`);
+    assert.fail(`the sandbox engine does not answer (${(e as Error).message}); run: bash scripts/setup.sh`);
   }
-  for (const image of [IMAGE, FIXTURE]) {
+  for (const image of [IMAGE]) {
     await docker.getImage(image).inspect().catch(() => assert.fail(`image ${image} is missing; run: bash scripts/setup.sh`));
   }
   await access(join(ROOT, 'fixtures/busybox/.build/rootfs/bin/busybox')).catch(() =>
@@ -173,7 +185,7 @@ async function makeSandbox(t: TestContext, env: string[]) {
   await docker.createNetwork({ Name: network, Driver: 'bridge', Labels: { 'svc.test': 'sandbox-image' } });
   for (const v of Object.values(volumes)) await docker.createVolume({ Name: v, Labels: { 'svc.test': 'sandbox-image' } });
   const container = await docker.createContainer(
-    sandboxContainerOptions({ name, image: IMAGE, network, volumes, transferFolder, env, labels: { 'svc.test': 'sandbox-image' }, runtime: 'default' }),
+    sandboxContainerOptions({ name, image: IMAGE, network, volumes, transferFolder, env, labels: { 'svc.test': 'sandbox-image' }, runtime: config.sandboxRuntime, limits }),
   );
   return { name, network, container };
 }
@@ -218,7 +230,7 @@ test('sandbox image: inner engine over TLS, ssh, and what survives a stop/start'
   const inner = async (...args: string[]) =>
     (await run('unshare', ['-m', '--propagation', 'private', 'sh', '-c', 'mount --bind "$0" /etc/hosts && exec docker "$@"', hostsFile, ...args],
       { env: innerEnv, cwd: ROOT })).stdout.trim();
-  const inSandbox = async (cmd: string) => (await run('docker', ['exec', sb.name, 'sh', '-c', cmd])).stdout.trim();
+  const inSandbox = async (cmd: string) => (await run('docker', [...SANDBOX_CLI, 'exec', sb.name, 'sh', '-c', cmd])).stdout.trim();
   const sshArgs = (ip: string) => ['-i', join(dir, 'id'), '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no',
     '-o', `UserKnownHostsFile=${join(dir, 'known_hosts')}`, '-o', 'ConnectTimeout=5', `root@${ip}`];
   const hostKey = async (ip: string) => (await run('ssh-keyscan', ['-t', 'ed25519', ip])).stdout.split(' ').slice(1).join(' ').trim();
@@ -284,27 +296,27 @@ test('sandbox image: inner engine over TLS, ssh, and what survives a stop/start'
   assert.doesNotMatch(logs, /Removing stale sandbox/);
 });
 
-// Restarts the host's dockerd: every container on this machine stops for a few seconds. npm test runs
+// Restarts the sandbox engine: every sandbox on this machine stops for a few seconds. npm test runs
 // test files one at a time, so nothing else of ours is running; never run it beside other work.
-test('sandbox containers across a host engine restart: running ones come back, stopped ones stay stopped',
+test('sandbox containers across a sandbox engine restart: running ones come back, stopped ones stay stopped',
   { timeout: 300_000 },
   async (t) => {
     await preflight();
     const running = await makeSandbox(t, []);
     const asleep = await makeSandbox(t, []);
     const innerAnswers = async (name: string) =>
-      (await run('docker', ['exec', name, 'docker', 'version', '--format', '{{.Server.Version}}']).catch(() => ({ stdout: '' }))).stdout.trim() !== '';
+      (await run('docker', [...SANDBOX_CLI, 'exec', name, 'docker', 'version', '--format', '{{.Server.Version}}']).catch(() => ({ stdout: '' }))).stdout.trim() !== '';
     const waitInner = async (name: string) => {
       for (let i = 0; i < 600 && !(await innerAnswers(name)); i++) await sleep(100);
       assert.ok(await innerAnswers(name), `inner engine of ${name} does not answer`);
     };
-    await running.container.start();
-    await asleep.container.start();
+    await startSandbox(running.container);
+    await startSandbox(asleep.container);
     await waitInner(running.name);
     await waitInner(asleep.name);
     await asleep.container.stop();
 
-    const pid = (await readFile('/var/run/docker.pid', 'utf8')).trim();
+    const pid = (await readFile(config.sandboxRuntime === 'unisolated' ? '/var/run/docker.pid' : '/run/svc-sandbox-docker.pid', 'utf8')).trim();
     process.kill(Number(pid), 'SIGTERM');
     for (let i = 0; i < 600; i++) {
       try {
@@ -319,6 +331,8 @@ test('sandbox containers across a host engine restart: running ones come back, s
     const state = async (c: Docker.Container) => (await c.inspect()).State;
     for (let i = 0; i < 300 && !(await state(running.container)).Running; i++) await sleep(100);
     assert.equal((await state(running.container)).Running, true, 'a running sandbox comes back after the engine restart');
+    // the engine restarted it: its cgroups are new, and the service's reconcile pass hands them over
+    await delegateCgroups((await state(running.container)).Pid);
     await waitInner(running.name);
     assert.equal((await state(asleep.container)).Running, false, 'an asleep sandbox stays stopped');
   });

@@ -1,0 +1,79 @@
+// Where a sandbox may send packets: the internet and its own apps, and the service's public ports on the
+// host; not link-local addresses (169.254.169.254, the cloud metadata service), not the host's other
+// listeners (Redis, PostgreSQL, the API port, the upstream registry), not other sandboxes, not the main
+// engine's networks. The sandbox engine runs with --iptables=false (a second dockerd with iptables on
+// rewrites the main engine's chains), so these rules are the only ones its bridges get; NAT for its
+// address pool comes from scripts/sandbox-engine.sh.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { Logger } from '../../core/logger.ts';
+import { SANDBOX_BRIDGE_PREFIX } from './docker-runtime.ts';
+
+const run = promisify(execFile);
+const IN = 'SVC-SANDBOX-IN';
+const FWD = 'SVC-SANDBOX-FWD';
+const BRIDGES = `${SANDBOX_BRIDGE_PREFIX}+`;
+
+type Tool = 'iptables' | 'ip6tables';
+
+async function ipt(tool: Tool, args: string[]): Promise<boolean> {
+  try {
+    await run(tool, ['-w', '5', ...args]);
+    return true;
+  } catch (err) {
+    if (args[0] === '-C' || args[0] === '-N') return false;
+    throw new Error(`${tool} ${args.join(' ')} failed: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`);
+  }
+}
+
+/** Appends `rule` to `chain` unless it is there. */
+async function ensure(tool: Tool, chain: string, rule: string[], position?: number): Promise<void> {
+  if (await ipt(tool, ['-C', chain, ...rule])) return;
+  await ipt(tool, position ? ['-I', chain, String(position), ...rule] : ['-A', chain, ...rule]);
+}
+
+/** A chain of ours, emptied and filled with `rules`, jumped to first from each of `from`. */
+async function chain(tool: Tool, name: string, rules: string[][], from: string[]): Promise<void> {
+  await ipt(tool, ['-N', name]);
+  await ipt(tool, ['-F', name]);
+  for (const rule of rules) await ipt(tool, ['-A', name, ...rule]);
+  for (const parent of from) {
+    // DOCKER-USER exists only where the main engine manages iptables; its FORWARD rules come after it
+    if (parent === 'DOCKER-USER' && !(await ipt(tool, ['-L', parent, '-n']).catch(() => false))) continue;
+    // first, before any ACCEPT the main engine puts there (it re-inserts DOCKER-USER's jump at its start)
+    await ipt(tool, ['-D', parent, '-j', name]).catch(() => undefined);
+    await ipt(tool, ['-I', parent, '1', '-j', name]);
+  }
+}
+
+const established = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'ACCEPT'];
+
+/** Installs the chains (idempotent). Public ports are opened one by one with `openPort`. */
+export async function installEgressRules(logger: Logger): Promise<void> {
+  await chain('iptables', IN, [
+    ['-i', BRIDGES, ...established],
+    ['-i', BRIDGES, '-j', 'DROP'],
+  ], ['INPUT']);
+  await chain('iptables', FWD, [
+    ['-o', BRIDGES, ...established],
+    ['-i', BRIDGES, '-o', BRIDGES, '-j', 'DROP'],
+    ['-i', BRIDGES, '-d', '169.254.0.0/16', '-j', 'DROP'],
+    ['-i', BRIDGES, '-o', 'docker0', '-j', 'DROP'],
+    ['-i', BRIDGES, '-o', 'br-+', '-j', 'DROP'],
+    ['-i', BRIDGES, '-j', 'ACCEPT'],
+    ['-o', BRIDGES, '-j', 'DROP'],
+  ], ['FORWARD', 'DOCKER-USER']);
+  // sandbox networks have no IPv6 addresses, but the host's bridge has a link-local one
+  await chain('ip6tables', IN, [['-i', BRIDGES, ...established], ['-i', BRIDGES, '-j', 'DROP']], ['INPUT']);
+  await chain('ip6tables', FWD, [['-i', BRIDGES, '-j', 'DROP'], ['-o', BRIDGES, '-j', 'DROP']], ['FORWARD']);
+  logger.info('sandbox egress rules installed: internet yes; link-local, host listeners, other sandboxes no');
+}
+
+/** Lets sandboxes reach one public port of the service on the host (the edge: registry pushes). */
+export async function openPort(port: number): Promise<() => Promise<void>> {
+  const rule = ['-i', BRIDGES, '-p', 'tcp', '--dport', String(port), '-j', 'ACCEPT'];
+  await ensure('iptables', IN, rule, 2);
+  return async () => {
+    await ipt('iptables', ['-D', IN, ...rule]).catch(() => undefined);
+  };
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Starts the sandbox engine: a Docker engine of the service's own, apart from the machine's main engine,
+# that runs every sandbox container in a user namespace (--userns-remap): root in a sandbox is an
+# unprivileged uid range on the host (100000 + n). Idempotent; `--check` only says whether it answers.
+#
+#   socket     /run/svc-sandbox-docker.sock   (SVC_SANDBOX_DOCKER_HOST=unix:///run/svc-sandbox-docker.sock)
+#   data root  /var/lib/svc-sandbox-docker    (images, the sandboxes' volumes)
+#   log        /var/log/svc-sandbox-dockerd.log
+#
+# Why these flags:
+#   --userns-remap=default   the dockremap user and its /etc/subuid range: the isolation itself
+#   --iptables=false         a second dockerd with iptables on rewrites the main engine's chains; the
+#                            service installs its own egress rules for the sandbox networks instead
+#   --bridge=none            sandboxes only use networks of their own (one per sandbox)
+#   --default-address-pool   apart from the main engine's pools, so the two never pick the same subnet
+#   --cgroup-parent          every sandbox below /svc-sandboxes: one place to see and limit them all
+set -euo pipefail
+
+SOCK=/run/svc-sandbox-docker.sock
+DATA=/var/lib/svc-sandbox-docker
+EXEC_ROOT=/run/svc-sandbox-docker
+PIDFILE=/run/svc-sandbox-docker.pid
+LOG=/var/log/svc-sandbox-dockerd.log
+POOL=${SVC_SANDBOX_ADDRESS_POOL:-10.213.0.0/16}
+
+say() { printf '[setup] %s\n' "$*"; }
+answers() { timeout 10 docker -H "unix://$SOCK" info --format '{{.ServerVersion}}' > /dev/null 2>&1; }
+
+# Outgoing NAT for the sandboxes' pool (dockerd does none with --iptables=false). Checked on every run:
+# a host reboot empties the tables while the engine may come back by itself.
+nat() {
+    sysctl -qw net.ipv4.ip_forward=1
+    iptables -w 5 -t nat -C POSTROUTING -s "$POOL" ! -o 'svcb+' -j MASQUERADE 2> /dev/null \
+        || iptables -w 5 -t nat -A POSTROUTING -s "$POOL" ! -o 'svcb+' -j MASQUERADE
+}
+
+if answers; then
+    nat
+    say "sandbox engine: answering on $SOCK"
+    exit 0
+fi
+[ "${1:-}" != --check ] || exit 1
+
+if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2> /dev/null; then rm -f "$PIDFILE"; fi
+# The main engine's default bridge: a dockerd started with --bridge=none removes an interface of that
+# name when it starts; remember its address to put it back.
+docker0=$(ip -4 -o addr show dev docker0 2> /dev/null | awk '{ print $4 }' | head -n 1 || true)
+
+t0=${EPOCHREALTIME/,/.}
+printf '[setup] sandbox engine: starting dockerd --userns-remap (log %s) ... ' "$LOG"
+mkdir -p "$DATA" "$EXEC_ROOT"
+setsid -f dockerd --host "unix://$SOCK" --data-root "$DATA" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE" \
+    --userns-remap=default --iptables=false --ip6tables=false --ip-masq=false --bridge=none \
+    --default-address-pool "base=$POOL,size=24" --cgroup-parent=/svc-sandboxes \
+    --log-opt max-size=10m --log-opt max-file=2 \
+    < /dev/null >> "$LOG" 2>&1 9>&-
+for _ in $(seq 1 300); do answers && break; sleep 0.1; done
+if ! answers; then
+    echo failed
+    tail -n 15 "$LOG" >&2
+    exit 1
+fi
+if [ -n "$docker0" ] && ! ip link show docker0 > /dev/null 2>&1; then
+    ip link add docker0 type bridge && ip addr add "$docker0" dev docker0 && ip link set docker0 up || true
+fi
+nat
+awk -v a="$t0" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "ok (%.1fs)\n", b - a }'

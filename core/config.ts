@@ -78,6 +78,22 @@ function int(name: string, fallback: number): number {
   return n;
 }
 
+/**
+ * The Redis URL kept by scripts/redis-acl.sh (`SVC_REDIS_URL_FILE`, default /etc/svc/redis.url) when
+ * setup started Redis with an ACL user; undefined when there is no such file (a Redis without password).
+ */
+function redisUrlFromFile(file: string): string | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new Error(`cannot read the Redis URL file ${file} (SVC_REDIS_URL_FILE): ${(err as Error).message}; run as its owner or set REDIS_URL`);
+  }
+  if (!/^rediss?:\/\/\S+$/.test(text)) throw new Error(`the Redis URL file ${file} (SVC_REDIS_URL_FILE) holds no redis:// URL; run "npm run setup" again or set REDIS_URL`);
+  return text;
+}
+
 /** The host's own nameservers, less loopback ones (which mean nothing inside a container). */
 function hostNameservers(): string {
   try {
@@ -97,7 +113,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     httpsPort: int('SVC_HTTPS_PORT', 443),
     httpPort: int('SVC_HTTP_PORT', 80),
     dataDir,
-    redisUrl: env.REDIS_URL || 'redis://127.0.0.1:6379',
+    redisUrl: env.REDIS_URL || redisUrlFromFile(env.SVC_REDIS_URL_FILE || '/etc/svc/redis.url') || 'redis://127.0.0.1:6379',
     storeUrl: env.SVC_STORE_URL || `sqlite://${path.join(dataDir, 'svc.sqlite')}`,
     secretKeyFile: path.resolve(env.SVC_SECRET_KEY_FILE || '/etc/svc/secret.key'),
     dockerHost: env.DOCKER_HOST || undefined,

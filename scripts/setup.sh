@@ -178,16 +178,21 @@ $(tail -n 15 "$DOCKERD_LOG" 2> /dev/null)"
 fi
 
 # --- Redis ---------------------------------------------------------------------------------------------
-redis_answers() { [ "$(timeout 5 redis-cli -h 127.0.0.1 -p 6379 ping 2> /dev/null)" = PONG ]; }
-start_redis() {
-    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
-        --logfile /var/log/svc-redis.log > /dev/null 9>&-
-    wait_for 10 redis_answers
-}
-if redis_answers; then
-    say "redis: answering on 127.0.0.1:6379"
+# A Redis that already answers without a password (CI's, started before us) is used as it is. One this
+# script starts gets an ACL user `svc` with a random password and the default user off; the URL is kept
+# only in /etc/svc/redis.url (0600), which the service reads when REDIS_URL is unset.
+REDIS_ACL_DIR=/etc/svc
+redis_open() { [ "$(timeout 5 redis-cli -h 127.0.0.1 -p 6379 ping 2> /dev/null)" = PONG ]; }
+if bash "$ROOT/scripts/redis-acl.sh" ping 6379 $REDIS_ACL_DIR; then
+    say "redis: answering on 127.0.0.1:6379 (ACL user svc)"
+elif redis_open; then
+    say "redis: answering on 127.0.0.1:6379 (no password: started outside this script)"
+    # a URL for a Redis that is gone would send the service to a password this one does not know
+    [ ! -e $REDIS_ACL_DIR/redis.url ] || { rm -f $REDIS_ACL_DIR/redis.url; say "redis: removed the stale $REDIS_ACL_DIR/redis.url"; }
 else
-    step redis "starting redis-server on 127.0.0.1:6379" start_redis || fail "redis did not answer, see /var/log/svc-redis.log"
+    step redis "starting redis-server on 127.0.0.1:6379 (ACL user svc, URL in $REDIS_ACL_DIR/redis.url)" \
+        bash "$ROOT/scripts/redis-acl.sh" start 6379 $REDIS_ACL_DIR /var/log/svc-redis.log \
+        || fail "redis did not answer, see /var/log/svc-redis.log"
 fi
 
 # --- PostgreSQL ----------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { buildApi } from './api/app.ts';
+import { SignInGuard } from './api/sign-in-guard.ts';
+import { WebSessions } from './accounts/index.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
 import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
@@ -70,7 +72,13 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   await queue.startReconciling();
   await lifecycle.reconcile();
   const files = new SandboxFiles(new SandboxExec(docker), lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
-  const api = await buildApi({ config, store, lifecycle, files, logger, caPem: () => serviceCaPem(config), sseHeartbeatMs: config.sseHeartbeatMs });
+  const api = await buildApi({
+    config, store, lifecycle, files, logger,
+    sessions: new WebSessions(redis, config.redisPrefix),
+    signInGuard: new SignInGuard(redis, config.redisPrefix),
+    caPem: () => serviceCaPem(config),
+    sseHeartbeatMs: config.sseHeartbeatMs,
+  });
   await api.ready();
   const registry: Registry = await startRegistry({ config, store, logger });
   // sandboxes reach the service's public port (registry pushes from inside), and nothing else of the host

@@ -1,13 +1,14 @@
 export { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
 export {
-  createUser, resetPassword, verifyUserPassword, requireUserByName, updateUser, validateUserName, publicUser,
+  createUser, resetPassword, changePassword, verifyUserPassword, requireUserByName, updateUser, validateUserName, publicUser,
   type NewUser,
 } from './users.ts';
 export {
-  TOKEN_PREFIX, authenticate, createToken, listTokens, revokeToken, generateTokenValue, hashToken, looksLikeToken, publicToken,
-  type Principal, type NewToken,
+  TOKEN_PREFIX, authenticate, createToken, listTokens, revokeToken, generateTokenValue, hashToken, looksLikeToken, publicToken, redactTokens, containsToken,
+  type Caller, type Principal, type NewToken,
 } from './tokens.ts';
 export {
   SSH_KEY_TYPES, addSshKey, listSshKeys, removeSshKey, parseSshPublicKey, sshFingerprint, authorizedKeys,
   type ParsedSshKey, type SshKeyType,
 } from './ssh-keys.ts';
+export { WebSessions, csrfMatches, SESSION_TTL_MS, type WebSession } from './web-sessions.ts';

@@ -7,11 +7,31 @@ export const TOKEN_PREFIX = 'svc_';
 /** `svc_` + 43 base64url characters: 32 random bytes (256 bits). */
 const TOKEN_FORMAT = /^svc_[A-Za-z0-9_-]{43}$/;
 
-export interface Principal {
+/** Who makes a request: a user, through an access token or a web UI session. */
+export interface Caller {
   user: UserRecord;
-  token: TokenRecord;
   /** Set for a token limited to one sandbox. */
   sandbox?: string;
+  token?: TokenRecord;
+  /** The web session's cookie value (the web UI); never logged. */
+  session?: string;
+}
+
+/** A caller authenticated by an access token. */
+export interface Principal extends Caller {
+  token: TokenRecord;
+}
+
+/** "Last used" is written at most this often per token and process: not a store write per request. */
+const TOUCH_EVERY_MS = 60_000;
+const touched = new Map<string, number>();
+
+function touch(store: Store, token: TokenRecord): void {
+  const now = Date.now();
+  if (now - (touched.get(token.id) ?? 0) < TOUCH_EVERY_MS) return;
+  touched.set(token.id, now);
+  if (touched.size > 10_000) touched.clear(); // a bound; forgetting only means one more write
+  store.tokens.touch(token.id, new Date(now).toISOString()).catch(() => touched.delete(token.id));
 }
 
 export interface NewToken {
@@ -31,6 +51,20 @@ export function hashToken(value: string): string {
 
 export function looksLikeToken(value: string): boolean {
   return TOKEN_FORMAT.test(value);
+}
+
+const TOKEN_IN_TEXT = /svc_[A-Za-z0-9_-]{43}/g;
+
+/** Text with every token value blanked (URLs on their way into logs). */
+export function redactTokens(text: string): string {
+  return text.replace(TOKEN_IN_TEXT, 'svc_[redacted]');
+}
+
+/** Whether a token value appears in the text, percent-encoded or not. */
+export function containsToken(text: string): boolean {
+  let decoded = text;
+  try { decoded = decodeURIComponent(text); } catch { /* malformed escapes: check the raw text */ }
+  return new RegExp(TOKEN_IN_TEXT.source).test(text) || new RegExp(TOKEN_IN_TEXT.source).test(decoded);
 }
 
 /**
@@ -83,9 +117,9 @@ export async function revokeToken(store: Store, tokenId: string, opts: { userId?
 }
 
 /** A token as shown to clients: never the hash. */
-export function publicToken(token: TokenRecord): Omit<TokenRecord, 'hash'> {
+export function publicToken(token: TokenRecord, lastUsedAt?: string): Omit<TokenRecord, 'hash'> & { last_used_at?: string } {
   const { hash: _hash, ...rest } = token;
-  return rest;
+  return lastUsedAt ? { ...rest, last_used_at: lastUsedAt } : rest;
 }
 
 /**
@@ -104,6 +138,7 @@ export async function authenticate(store: Store, authorizationHeader: string | u
   }
   const user = await store.users.get(token.user_id);
   if (!user) throw new errors.Unauthenticated('unknown or revoked token');
+  touch(store, token);
   return token.sandbox !== undefined ? { user, token, sandbox: token.sandbox } : { user, token };
 }
 

@@ -47,6 +47,25 @@ export async function resetPassword(store: Store, name: string): Promise<NewUser
   return { user: updated, password };
 }
 
+/** Passwords a user chooses: long enough to resist guessing at our sign-in's pace, bounded for scrypt. */
+const MIN_PASSWORD = 12;
+const MAX_PASSWORD = 256;
+
+/**
+ * Changes the user's password after checking the current one: undefined if it is wrong (nothing
+ * changed), errors.BadRequest for a new one that is too short or too long. Ending the user's
+ * other sessions is the caller's part.
+ */
+export async function changePassword(store: Store, userId: string, current: string, next: string): Promise<UserRecord | undefined> {
+  if (typeof next !== 'string' || next.length < MIN_PASSWORD || next.length > MAX_PASSWORD) {
+    throw new errors.BadRequest(`the new password needs ${MIN_PASSWORD} to ${MAX_PASSWORD} characters`);
+  }
+  const user = await store.users.get(userId);
+  if (!user || !(await verifyPassword(current, user.password_hash))) return undefined;
+  const password_hash = await hashPassword(next);
+  return updateUser(store, userId, (u) => ({ ...u, password_hash }));
+}
+
 /**
  * Read-modify-write of one user record, serialised per user in this process (every change to a
  * user record in accounts/ goes through here, so concurrent changes of different fields are kept).

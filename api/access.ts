@@ -1,5 +1,5 @@
 import { errors } from '../core/errors.ts';
-import type { Principal } from '../accounts/index.ts';
+import type { Caller } from '../accounts/index.ts';
 import type { SandboxRecord } from '../store/records.ts';
 import type { Store } from '../store/index.ts';
 
@@ -10,7 +10,7 @@ export type SandboxAction = 'use' | 'configure' | 'delete';
  * The sandbox a caller may act on, or the error they get. Another user's sandbox and a sandbox
  * outside a limited token are both "not found": existence is not leaked.
  */
-export async function authorizeSandbox(store: Store, principal: Principal, name: string, action: SandboxAction): Promise<SandboxRecord> {
+export async function authorizeSandbox(store: Store, principal: Caller, name: string, action: SandboxAction): Promise<SandboxRecord> {
   if (principal.sandbox && action === 'delete') throw new errors.Forbidden('a token limited to one sandbox cannot delete sandboxes');
   const record = await store.sandboxes.get(name);
   const visible =
@@ -24,6 +24,6 @@ export async function authorizeSandbox(store: Store, principal: Principal, name:
   return record;
 }
 
-export function forbidLimited(principal: Principal, what: string): void {
+export function forbidLimited(principal: Caller, what: string): void {
   if (principal.sandbox) throw new errors.Forbidden(`a token limited to one sandbox cannot ${what}`);
 }

@@ -21,6 +21,10 @@ import { addressesOf } from '../core/addresses.ts';
 import type { Config } from '../core/config.ts';
 import { managerNotIncluded, type ManagerAccessProvider } from '../export/index.ts';
 import { ErrorBody } from './schemas/common.ts';
+import type { WebSessions } from '../accounts/index.ts';
+import type { SignInGuard } from './sign-in-guard.ts';
+import { sessionRoutes } from './routes/session.ts';
+import { noTokenInUrlPlugin, reqSerializer } from './plugins/no-token-in-url.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -36,6 +40,9 @@ export interface ApiDeps {
   config: Pick<Config, 'domain' | 'httpsPort'>;
   /** Management tool values for export folders; absent: the folder says why they are not included. */
   managerAccess?: ManagerAccessProvider;
+  /** Web UI sessions and the guard on password checks (sign-in, password change). */
+  sessions: WebSessions;
+  signInGuard: SignInGuard;
 }
 
 /**
@@ -44,7 +51,7 @@ export interface ApiDeps {
  */
 export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
-    loggerInstance: deps.logger.child({ part: 'api' }) as FastifyBaseLogger,
+    loggerInstance: deps.logger.child({ part: 'api' }, { serializers: { req: reqSerializer } }) as FastifyBaseLogger,
     bodyLimit: 1024 * 1024,
     // Unknown fields and wrong types are errors, never silently dropped or coerced (bad input
     // changes nothing). Query strings are declared as strings for the same reason.
@@ -53,6 +60,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
 
   app.addSchema(ErrorBody);
   await app.register(errorsPlugin);
+  await app.register(noTokenInUrlPlugin);
   await app.register(swaggerPlugin);
   app.get('/ca.pem', {
     config: { public: true },
@@ -62,11 +70,13 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     if (!pem) return reply.status(404).send({ error: { code: 'SVC_NOT_FOUND', message: 'this service uses an operator-supplied certificate; no service CA' } });
     return reply.type('application/x-pem-file').send(pem);
   });
-  await app.register(guideRoutes, { addresses: addressesOf(deps.config) });
+  const addresses = addressesOf(deps.config);
+  await app.register(guideRoutes, { addresses });
   const exportDeps = { store: deps.store, config: deps.config, serviceCa: deps.caPem, manager: deps.managerAccess ?? managerNotIncluded };
   await app.register(
     async (api) => {
-      await api.register(authPlugin, { store: deps.store });
+      await api.register(authPlugin, { store: deps.store, sessions: deps.sessions, siteOrigin: addresses.site });
+      await api.register(sessionRoutes, { store: deps.store, sessions: deps.sessions, guard: deps.signInGuard, siteOrigin: addresses.site });
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(registryRoutes, { store: deps.store });

@@ -24,6 +24,7 @@ export const errors = {
   // 413 / 422 / 429
   TooLarge: createError('SVC_TOO_LARGE', '%s', 413),
   Unprocessable: createError('SVC_UNPROCESSABLE', '%s', 422),
+  TooManyRequests: createError('SVC_TOO_MANY_REQUESTS', '%s', 429),
   TooManyWakes: createError('SVC_TOO_MANY_WAKES', 'wake limit reached for this account (%s per hour); try again later or start the sandbox through the API', 429),
   // files, volumes, logs (spec 4.2, issue 5)
   BadPath: createError('SVC_BAD_PATH', 'invalid path: %s', 400),
@@ -42,6 +43,7 @@ export const errors = {
   EngineAccessDisabled: createError('SVC_ENGINE_ACCESS_DISABLED', 'engine access of "%s" is not enabled (needs-certs); enable it first (POST /api/sandboxes/%s/engine-access)', 409),
   FileOperationFailed: createError('SVC_FILE_OPERATION_FAILED', 'the file operation failed inside the sandbox: %s', 502),
   // 5xx: our side or a part we depend on
+  Busy: createError('SVC_BUSY', '%s', 503),
   EngineUnavailable: createError('SVC_ENGINE_UNAVAILABLE', 'the container engine did not answer: %s', 503),
   SandboxFailed: createError('SVC_SANDBOX_FAILED', 'sandbox "%s" failed to start: %s', 502),
 } as const;

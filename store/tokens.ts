@@ -11,10 +11,18 @@ export interface TokenStore {
   put(t: TokenRecord): Promise<void>;
   /** The user's tokens, revoked ones included, oldest first. */
   listByUser(userId: string): Promise<TokenRecord[]>;
+  /**
+   * Notes when a token was last used. Kept apart from the record, so a write here can never undo
+   * a revocation written at the same moment by another process.
+   */
+  touch(id: string, at: string): Promise<void>;
+  /** When each token was last used (absent: never, or before this was kept). */
+  lastUsed(ids: string[]): Promise<Map<string, string>>;
 }
 
 /**
- * Keys: `tokens:<id>` → record; `tokens-idx:hash:<hash>` → id; `tokens-idx:user:<userId>:<id>` → 1.
+ * Keys: `tokens:<id>` → record; `tokens-idx:hash:<hash>` → id; `tokens-idx:user:<userId>:<id>` → 1;
+ * `tokens-idx:used:<id>` → when it was last used.
  * One index key per token: writers in different processes never rewrite a shared list, so none
  * can drop another's entry. Index keys are written before the record and checked against it on
  * read, so an index key left without its record is harmless.
@@ -64,5 +72,14 @@ export async function tokenStore(backend: Backend): Promise<TokenStore> {
       .sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id.localeCompare(b.id)));
   }
 
-  return { get, getByHash, put, listByUser };
+  async function touch(id: string, at: string): Promise<void> {
+    await index.set(['used', id], at);
+  }
+
+  async function lastUsed(ids: string[]): Promise<Map<string, string>> {
+    const times = await index.getMany(ids.map((id) => ['used', id]));
+    return new Map(ids.flatMap((id, i) => (typeof times[i] === 'string' ? [[id, times[i] as string]] : [])));
+  }
+
+  return { get, getByHash, put, listByUser, touch, lastUsed };
 }

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { Principal } from '../../accounts/index.ts';
+import type { Caller } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
 import { listVolumes, type SandboxFiles } from '../../files/index.ts';
 import type { Lifecycle, SandboxView } from '../../lifecycle/index.ts';
@@ -22,7 +22,7 @@ const PATH_HELP = 'Absolute path in /root (default), /home, /srv, /opt, or a vol
  * for a whole session. Every tool calls the same operations as the HTTP routes, under the same
  * authorisation, so the rules (paths, links, limits, asleep = 409) are the same.
  */
-export function buildMcpServer(deps: McpDeps, principal: Principal): McpServer {
+export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
   const { store, lifecycle, files } = deps;
   const server = new McpServer(
     { name: 'svc-sandboxes', version: '1.0.0' },

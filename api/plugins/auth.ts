@@ -1,25 +1,44 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { authenticate, type Principal } from '../../accounts/index.ts';
+import { authenticate, type Caller, type WebSessions } from '../../accounts/index.ts';
+import { errors } from '../../core/errors.ts';
 import type { Store } from '../../store/index.ts';
+import { requestSession, SESSION_COOKIE, readCookie } from '../web-session.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    principal: Principal;
+    principal: Caller;
   }
   interface FastifyContextConfig {
-    /** Routes that answer without a token (swagger, ca.pem). */
+    /** Routes that answer without a token (swagger, ca.pem, sign-in). */
     public?: boolean;
   }
 }
 
-/** Bearer-token authentication on every route not marked `config.public`. */
+export interface AuthOptions {
+  store: Store;
+  sessions: WebSessions;
+  /** `https://<domain>[:port]`: the only Origin a session's changes may come from. */
+  siteOrigin: string;
+}
+
+/**
+ * Authentication on every route not marked `config.public`: a bearer token (clients, agents),
+ * else the web UI's session cookie with its cross-site and CSRF checks (api/web-session.ts).
+ */
 export const authPlugin = fp(
-  async (app: FastifyInstance, opts: { store: Store }) => {
-    app.decorateRequest('principal', null as unknown as Principal);
+  async (app: FastifyInstance, opts: AuthOptions) => {
+    app.decorateRequest('principal', null as unknown as Caller);
     app.addHook('onRequest', async (request: FastifyRequest) => {
       if (request.routeOptions.config?.public || !request.routeOptions.url) return;
-      request.principal = await authenticate(opts.store, request.headers.authorization);
+      if (request.headers.authorization !== undefined || readCookie(request.headers.cookie, SESSION_COOKIE) === undefined) {
+        request.principal = await authenticate(opts.store, request.headers.authorization);
+        return;
+      }
+      const { id, session } = await requestSession(request, opts.sessions, opts.siteOrigin);
+      const user = await opts.store.users.get(session.userId);
+      if (!user) throw new errors.Unauthenticated('your account no longer exists');
+      request.principal = { user, session: id };
     });
   },
   { name: 'svc-auth' },

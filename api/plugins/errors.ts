@@ -19,6 +19,8 @@ export const errorsPlugin = fp(
         return reply.status(500).send({ error: { code: 'SVC_INTERNAL', message: 'internal error; it has been logged, try again' } });
       }
       if (status >= 500) request.log.warn({ err }, 'request failed');
+      const retryAfter = (err as { retryAfter?: unknown }).retryAfter;
+      if (typeof retryAfter === 'number' && retryAfter > 0) reply.header('retry-after', String(Math.ceil(retryAfter)));
       const code = err.code?.startsWith('SVC_') ? err.code : 'SVC_BAD_REQUEST';
       return reply.status(status).send({ error: { code, message: err.message } });
     });

@@ -13,6 +13,7 @@ const Token = Type.Object({
   name: Type.Optional(Type.String()),
   created_at: Type.String(),
   revoked_at: Type.Optional(Type.String()),
+  last_used_at: Type.Optional(Type.String()),
 });
 
 const SshKey = Type.Object({ id: Type.String(), key: Type.String(), fingerprint: Type.String(), created_at: Type.String() });
@@ -33,7 +34,9 @@ export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Life
     schema: { tags, summary: 'Access tokens of the caller (never their values)', response: { 200: Type.Array(Token), ...errorResponses(401, 403) } },
   }, async ({ principal }) => {
     forbidLimited(principal, 'manage access tokens');
-    return (await listTokens(store, principal.user.id)).map(publicToken);
+    const tokens = await listTokens(store, principal.user.id);
+    const used = await store.tokens.lastUsed(tokens.map((t) => t.id));
+    return tokens.map((t) => publicToken(t, used.get(t.id)));
   });
 
   app.post('/me/tokens', {

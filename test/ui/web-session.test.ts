@@ -94,6 +94,19 @@ describe('web sessions', () => {
     assert.equal(ok.status, 201);
   });
 
+  it('lists when each token was last used', async () => {
+    const { cookie, csrf } = await signIn();
+    const made = await call('POST', '/api/me/tokens', { cookie, csrf, body: { name: 'used' } });
+    const unused = await call('POST', '/api/me/tokens', { cookie, csrf, body: { name: 'unused' } });
+    assert.equal((await t.api('GET', '/api/me', made.body.token)).status, 200);
+    const listed = await eventually(async () => {
+      const rows = (await call('GET', '/api/me/tokens', { cookie })).body as Array<{ id: string; last_used_at?: string }>;
+      return rows.find((r) => r.id === made.body.record.id)?.last_used_at ? rows : undefined;
+    }, 'last_used_at to be written');
+    assert.ok(Date.parse(listed.find((r) => r.id === made.body.record.id)!.last_used_at!) > Date.now() - 60_000);
+    assert.equal(listed.find((r) => r.id === unused.body.record.id)!.last_used_at, undefined);
+  });
+
   it('refuses a forged, ended or expired session cookie', async () => {
     for (const forged of [randomBytes(32).toString('base64url'), 'x', '']) {
       const res = await call('GET', '/api/me', { cookie: forged || 'none' });

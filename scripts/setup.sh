@@ -205,32 +205,42 @@ start_postgres() {
     pg_ctlcluster --skip-systemctl-redirect "$v" main start 9>&-
     wait_for 20 pg_answers
 }
-# quick path: one query answers "running", "trust auth works" and "svc_test exists"
-svc_test_db() { psql -h 127.0.0.1 -U postgres -w -tAc "select count(*) from pg_database where datname = 'svc_test'" 2> /dev/null; }
-if [ "$(svc_test_db)" = 1 ]; then
-    say "postgres: answering on 127.0.0.1:5432, database svc_test present"
+# Tests use role svc_test (no superuser) and its own database svc_test. Only that pair is trusted on
+# loopback; the service's own database and the postgres role keep their passwords.
+# quick path: one query answers "running", "svc_test may connect" and "svc_test owns its database"
+svc_test_ready() { [ "$(psql -h 127.0.0.1 -U svc_test -d svc_test -w -tAc "select count(*) from pg_database where datname = 'svc_test' and pg_get_userbyid(datdba) = 'svc_test'" 2> /dev/null)" = 1 ]; }
+if svc_test_ready; then
+    say "postgres: answering on 127.0.0.1:5432, role and database svc_test ready"
 else
     if pg_answers; then
         say "postgres: answering on 127.0.0.1:5432"
     else
         step postgres "starting PostgreSQL $(pg_version)" start_postgres || fail "PostgreSQL did not start"
     fi
-    as_postgres() { runuser -u postgres -- "$@"; }
-    # Tests connect as postgres over TCP without a password; a stock Debian cluster asks for one.
-    if ! psql -h 127.0.0.1 -U postgres -w -tAc 'select 1' > /dev/null 2>&1; then
-        hba=$(as_postgres psql -tAc 'show hba_file')
+    # as the postgres OS user over the local socket (peer auth on a stock Debian cluster)
+    as_postgres() { (cd / && runuser -u postgres -- "$@"); }
+    pg_sql() { as_postgres psql -X -q -v ON_ERROR_STOP=1 -d "${2:-postgres}" -tAc "$1"; }
+    svc_test_role() {
+        [ "$(pg_sql "select count(*) from pg_roles where rolname = 'svc_test'")" = 1 ] \
+            || pg_sql 'create role svc_test login nosuperuser nocreatedb nocreaterole'
+        if [ "$(pg_sql "select count(*) from pg_database where datname = 'svc_test'")" = 1 ]; then
+            # a database made by older versions for the postgres role: hand it and its tables over
+            pg_sql 'alter database svc_test owner to svc_test' \
+                && pg_sql "do \$\$ declare t record; begin for t in select tablename from pg_tables where schemaname = 'public' and tableowner <> 'svc_test' loop execute format('alter table public.%I owner to svc_test', t.tablename); end loop; end \$\$" svc_test
+        else
+            as_postgres createdb -O svc_test svc_test
+        fi
+    }
+    step postgres "role svc_test (no superuser) owning database svc_test" svc_test_role || fail "cannot make role and database svc_test"
+    if ! svc_test_ready; then
+        hba=$(pg_sql 'show hba_file')
         trust_hba() {
-            sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba" \
-                && as_postgres psql -tAc 'select pg_reload_conf()' > /dev/null \
-                && wait_for 5 psql -h 127.0.0.1 -U postgres -w -tAc 'select 1'
+            sed -i '1i host svc_test svc_test 127.0.0.1/32 trust\nhost svc_test svc_test ::1/128 trust' "$hba" \
+                && pg_sql 'select pg_reload_conf()' > /dev/null \
+                && wait_for 5 svc_test_ready
         }
-        step postgres "trust auth for loopback in $hba (test machines only)" trust_hba \
-            || fail "cannot connect to PostgreSQL as postgres"
-    fi
-    if [ "$(svc_test_db)" = 1 ]; then
-        say "postgres: database svc_test present"
-    else
-        step postgres "creating database svc_test" as_postgres createdb svc_test || fail "createdb svc_test failed"
+        step postgres "trust for role svc_test on database svc_test over loopback in $hba" trust_hba \
+            || fail "role svc_test cannot connect to database svc_test over 127.0.0.1"
     fi
 fi
 

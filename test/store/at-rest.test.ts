@@ -105,6 +105,15 @@ function suite(backend: BackendName): void {
 suite('sqlite');
 suite('postgres');
 
+test('the store tests need no Postgres superuser (setup trusts only role svc_test on database svc_test)', async () => {
+  const t = await openTestStore('postgres');
+  try {
+    assert.equal((await psql(t.url, 'SELECT current_user || \' \' || rolsuper FROM pg_roles WHERE rolname = current_user')).trim(), 'svc_test false');
+  } finally {
+    await t.cleanup();
+  }
+});
+
 describe('SecretBox', () => {
   const tmp = tempDir('svc-secretbox-');
   after(() => tmp.remove());

@@ -6,8 +6,11 @@ import { destroyStore, openStore, type Store } from '../../store/index.ts';
 
 export type BackendName = 'sqlite' | 'postgres';
 
-/** Postgres for tests: database svc_test with trust auth on loopback, made by scripts/setup.sh; override with SVC_TEST_POSTGRES_URL. */
-export const POSTGRES_URL = process.env.SVC_TEST_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/svc_test';
+/**
+ * Postgres for tests: role svc_test (no superuser) on its database svc_test, the one pair scripts/setup.sh
+ * trusts on loopback; override with SVC_TEST_POSTGRES_URL.
+ */
+export const POSTGRES_URL = process.env.SVC_TEST_POSTGRES_URL || 'postgres://svc_test@127.0.0.1:5432/svc_test';
 
 /** The key that seals store secrets in tests (never the machine's /etc/svc/secret.key). */
 export const TEST_SECRET_KEY_FILE = path.join(os.tmpdir(), 'svc-test', 'secret.key');

@@ -39,6 +39,11 @@ export async function buildManager(opts: ManagerOptions): Promise<FastifyInstanc
     // Portainer answers a stack file of many MB; ours stop at 1 MB by schema
     ajv: { customOptions: { coerceTypes: true, removeAdditional: false, allErrors: false } },
     forceCloseConnections: true,
+    // Fastify's request lines carry the full URL, and clients may put a key in it (?token=, ?X-API-Key=)
+    disableRequestLogging: true,
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info({ method: request.method, path: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
   });
 
   // Clients send `Content-Type: application/json` with no body on DELETE and start/stop.

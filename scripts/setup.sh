@@ -250,13 +250,14 @@ bash "$ROOT/scripts/build-sandbox-image.sh" || fail "the sandbox image could not
 SVC_SANDBOX_SUITE=bookworm SVC_SANDBOX_IMAGE=svc-sandbox:bookworm bash "$ROOT/scripts/build-sandbox-image.sh" --if-missing \
     || fail "the legacy sandbox image (bookworm) could not be built"
 bash "$ROOT/scripts/build-fixtures.sh" || fail "the fixture images could not be built"
+bash "$ROOT/scripts/build-manager-image.sh" || fail "the management tool image could not be built"
 
 # --- sandbox engine ------------------------------------------------------------------------------------
 # Sandboxes run on an engine of the service's own, in a user namespace (see scripts/sandbox-engine.sh).
 # Images are built on the main engine and copied over when the copy there differs.
 bash "$ROOT/scripts/sandbox-engine.sh" || fail "the sandbox engine did not start, see /var/log/svc-sandbox-dockerd.log"
 SANDBOX_DOCKER="docker -H unix:///run/svc-sandbox-docker.sock"
-for image in svc-sandbox:latest svc-sandbox:bookworm; do
+for image in svc-sandbox:latest svc-sandbox:bookworm svc-manager:latest; do
     id=$(docker image inspect -f '{{.Id}}' "$image")
     if [ "$($SANDBOX_DOCKER image inspect -f '{{.Id}}' "$image" 2> /dev/null)" = "$id" ]; then
         say "sandbox engine: $image present"

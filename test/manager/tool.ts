@@ -118,3 +118,31 @@ export async function removeProjects(prefix: string): Promise<void> {
 export function sleepers(...services: string[]): string {
   return 'services:\n' + services.map((s) => `  ${s}:\n    image: svc-fixture-busybox\n    init: true\n    command: ["sleep", "3600"]\n    environment:\n      TAG: "\${TAG:-none}"\n`).join('');
 }
+
+/**
+ * Resolves once GET <url>/api/status answers JSON (spec 4.5: an HTML answer is the waiting page).
+ * Each try has its own timeout: a port the engine publishes accepts before the tool listens and
+ * may then hold the connection without an answer.
+ */
+export async function waitForStatus(url: string, timeoutMs = 60_000): Promise<{ Version: string; InstanceID: string }> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  // a ref'd timer: undici's pending sockets do not keep the process alive on their own
+  const keep = setInterval(() => undefined, 1000);
+  try {
+    while (Date.now() < deadline) {
+      try {
+        const res = await fetch(`${url}/api/status`, { signal: AbortSignal.timeout(3000) });
+        const text = await res.text();
+        if (res.status === 200 && (res.headers.get('content-type') ?? '').includes('application/json')) return JSON.parse(text);
+        last = `${res.status} ${text.slice(0, 80)}`;
+      } catch (err) {
+        last = String((err as Error).message);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    clearInterval(keep);
+  }
+  throw new Error(`${url}/api/status did not answer JSON within ${timeoutMs} ms (last: ${last})`);
+}

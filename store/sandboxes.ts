@@ -14,7 +14,10 @@ export interface SandboxStore {
   listByOwner(ownerId: string): Promise<SandboxRecord[]>;
   /** Every sandbox, archived ones included, by name. */
   listAll(): Promise<SandboxRecord[]>;
-  /** Seals the secrets of records written before sealing existed; the number of records sealed. */
+  /**
+   * At start: seals the secrets of records written before sealing existed (the number sealed is
+   * returned) and checks that every sealed one opens with this key, throwing for the first that does not.
+   */
   sealPlainRecords(): Promise<number>;
 }
 
@@ -87,7 +90,11 @@ export async function sandboxStore(backend: Backend, box: SecretBox): Promise<Sa
     let sealed = 0;
     for (const { rest, value, raw } of await records.scan()) {
       const certs = value.certs;
-      if (!certs || SECRET_CERT_FIELDS.every((f) => SecretBox.isSealed(certs[f]))) continue;
+      if (!certs) continue;
+      if (SECRET_CERT_FIELDS.every((f) => SecretBox.isSealed(certs[f]))) {
+        open(value);
+        continue;
+      }
       // Compare-and-set: a record changed meanwhile (by any process) was written sealed already.
       if (await records.replaceIf(rest, raw, seal(value))) sealed += 1;
     }

@@ -94,6 +94,7 @@ function suite(backend: BackendName): void {
       const store = await openStore(t.url, { table: t.table, secretKeyFile: path.join(other.dir, 'secret.key') });
       try {
         await assert.rejects(store.sandboxes.get('svc-other-key'), /certs\.client_key does not open: SVC_SECRET_KEY_FILE is not the key/);
+        await assert.rejects(store.sandboxes.sealPlainRecords(), /does not open/, 'a start with the wrong key stops');
       } finally {
         await store.close();
         other.remove();

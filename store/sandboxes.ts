@@ -21,14 +21,22 @@ export interface SandboxStore {
   sealPlainRecords(): Promise<number>;
 }
 
-/** The secret fields of a record: kept sealed in the database, plain in the records this store hands out. */
-const SECRET_CERT_FIELDS = ['client_key', 'server_key'] as const;
+/**
+ * The secret fields of a record, as `<object>.<field>`: sealed in the database, plain in the records
+ * this store hands out. A new secret in a record is one more entry here.
+ */
+const SECRET_FIELDS = ['certs.client_key', 'certs.server_key'] as const;
 
+/** The record with `fn` applied to each secret field it has. */
 function mapSecrets(s: SandboxRecord, fn: (value: string, context: string) => string): SandboxRecord {
-  if (!s.certs) return s;
-  const certs = { ...s.certs };
-  for (const field of SECRET_CERT_FIELDS) certs[field] = fn(certs[field], `sandboxes:${s.name}:certs.${field}`);
-  return { ...s, certs };
+  let out = s;
+  for (const field of SECRET_FIELDS) {
+    const [parent, key] = field.split('.') as [keyof SandboxRecord, string];
+    const holder = out[parent] as Record<string, unknown> | undefined;
+    if (typeof holder?.[key] !== 'string') continue;
+    out = { ...out, [parent]: { ...holder, [key]: fn(holder[key] as string, `sandboxes:${s.name}:${field}`) } };
+  }
+  return out;
 }
 
 /**
@@ -89,12 +97,12 @@ export async function sandboxStore(backend: Backend, box: SecretBox): Promise<Sa
   async function sealPlainRecords(): Promise<number> {
     let sealed = 0;
     for (const { rest, value, raw } of await records.scan()) {
-      const certs = value.certs;
-      if (!certs) continue;
-      if (SECRET_CERT_FIELDS.every((f) => SecretBox.isSealed(certs[f]))) {
-        open(value);
-        continue;
-      }
+      let plain = false;
+      mapSecrets(value, (v, c) => {
+        if (!SecretBox.isSealed(v)) plain = true;
+        return box.open(v, c); // a sealed value must open with this key; a plain one passes through
+      });
+      if (!plain) continue;
       // Compare-and-set: a record changed meanwhile (by any process) was written sealed already.
       if (await records.replaceIf(rest, raw, seal(value))) sealed += 1;
     }

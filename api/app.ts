@@ -25,6 +25,7 @@ import type { WebSessions } from '../accounts/index.ts';
 import type { SignInGuard } from './sign-in-guard.ts';
 import { sessionRoutes } from './routes/session.ts';
 import { noTokenInUrlPlugin, reqSerializer } from './plugins/no-token-in-url.ts';
+import { uiPlugin } from './plugins/ui.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -43,6 +44,8 @@ export interface ApiDeps {
   /** Web UI sessions and the guard on password checks (sign-in, password change). */
   sessions: WebSessions;
   signInGuard: SignInGuard;
+  /** The web UI's build (ui/dist when absent). */
+  uiDir?: string;
 }
 
 /**
@@ -72,6 +75,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   });
   const addresses = addressesOf(deps.config);
   await app.register(guideRoutes, { addresses });
+  await app.register(uiPlugin, { dir: deps.uiDir });
   const exportDeps = { store: deps.store, config: deps.config, serviceCa: deps.caPem, manager: deps.managerAccess ?? managerNotIncluded };
   await app.register(
     async (api) => {

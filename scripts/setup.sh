@@ -24,7 +24,8 @@ done
 export DEBIAN_FRONTEND=noninteractive DOCKER_BUILDKIT=0
 APT_PACKAGES=(docker.io containerd runc iptables redis-server redis-tools postgresql postgresql-client
     debootstrap busybox-static docker-registry openssl ca-certificates util-linux procps iproute2
-    openssh-client curl zstd python3 make g++) # zstd: scanner reads zstd layers; the last three build native node modules (sqlite3)
+    openssh-client curl zstd python3 make g++ chromium unzip) # zstd: scanner reads zstd layers; python3, make, g++ build native
+    # node modules (sqlite3); chromium drives the web UI tests (playwright-core, no browser download); unzip reads export folders
 DOCKERD_LOG=/var/log/svc-dockerd.log
 
 T_START=${EPOCHREALTIME/,/.}
@@ -153,6 +154,20 @@ if [ ! -f "$ROOT/node_modules/.package-lock.json" ] \
     fi
 else
     say "node modules: up to date"
+fi
+
+# --- web UI --------------------------------------------------------------------------------------------
+# Built into ui/dist when its inputs (ui/ less dist, and the lock file) differ from the last build's.
+ui_inputs() {
+    (cd "$ROOT" && { find ui -path ui/dist -prune -o -type f -print | LC_ALL=C sort | xargs sha256sum; sha256sum package-lock.json; } \
+        | sha256sum | cut -c1-16)
+}
+build_ui() { (cd "$ROOT" && npx vite build ui > /tmp/svc-ui-build.log 2>&1) && ui_inputs > "$ROOT/ui/dist/.inputs"; }
+if [ "$(cat "$ROOT/ui/dist/.inputs" 2> /dev/null)" = "$(ui_inputs)" ]; then
+    say "web UI: built"
+else
+    step "web UI" "vite build ui (log /tmp/svc-ui-build.log)" build_ui \
+        || fail "the web UI did not build: $(tail -n 15 /tmp/svc-ui-build.log)"
 fi
 
 # --- host Docker engine --------------------------------------------------------------------------------

@@ -1,0 +1,38 @@
+export type Status = 'running' | 'exited' | 'deep_sleep';
+
+export interface User { id: string; name: string; admin: boolean; created_at: string }
+
+export interface SandboxSummary {
+  name: string;
+  status: Status;
+  template: string;
+  created_at: string;
+  idle_timeout: string;
+  deep_sleep_after: string;
+  stops_at: string | null;
+  deep_sleep_at: string | null;
+  engine_access: { host: string; port: number; docker_host: string; state: 'ready' | 'needs-certs' };
+  hint?: string;
+  tunnel_urls: string[];
+}
+
+export interface Sandbox extends SandboxSummary {
+  owner: string;
+  apps: Array<{ url: string; answers: boolean }>;
+  extras: Record<string, string>;
+}
+
+export interface Token { id: string; name?: string; sandbox?: string; created_at: string; revoked_at?: string; last_used_at?: string }
+export interface SshKey { id: string; key: string; fingerprint: string; created_at: string }
+export interface FileEntry { name: string; type: 'dir' | 'file' | 'link' | 'other'; size: number; mtime: string }
+export interface Volume { name: string; path: string; project?: string | null; containers: Array<{ name: string; service?: string | null; running: boolean; mount: string }> }
+
+export interface RegistryReport {
+  sandbox: string;
+  images: Array<{
+    name: string;
+    visibility: 'public' | 'private';
+    reason: string;
+    versions: Array<{ digest: string; tags: string[]; pushed_at: string; scan: { state: string; reason?: string }; findings: Array<{ path: string; rule: string }> }>;
+  }>;
+}

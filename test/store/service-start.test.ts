@@ -57,5 +57,6 @@ test('a start tightens the data folder and the store files and seals old plain e
     assert.equal(res.body.client_key, clientKey, 'the owner still gets the key');
   } finally {
     await t.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
   }
 });

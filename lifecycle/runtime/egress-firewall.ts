@@ -32,15 +32,20 @@ async function ensure(tool: Tool, chain: string, rule: string[], position?: numb
   await ipt(tool, position ? ['-I', chain, String(position), ...rule] : ['-A', chain, ...rule]);
 }
 
-/** A chain of ours, emptied and filled with `rules`, jumped to first from each of `from`. */
+/**
+ * A chain of ours holding `rules` in that order, jumped to first from each of `from`. Never flushed:
+ * several service processes share one host (each has its public port rule in the INPUT chain), so a
+ * start only adds what is missing.
+ */
 async function chain(tool: Tool, name: string, rules: string[][], from: string[]): Promise<void> {
   await ipt(tool, ['-N', name]);
-  await ipt(tool, ['-F', name]);
-  for (const rule of rules) await ipt(tool, ['-A', name, ...rule]);
+  for (const rule of rules) await ensure(tool, name, rule);
   for (const parent of from) {
     // DOCKER-USER exists only where the main engine manages iptables; its FORWARD rules come after it
     if (parent === 'DOCKER-USER' && !(await ipt(tool, ['-L', parent, '-n']).catch(() => false))) continue;
     // first, before any ACCEPT the main engine puts there (it re-inserts DOCKER-USER's jump at its start)
+    const first = (await run(tool, ['-w', '5', '-S', parent])).stdout.split('\n')[1]?.trim();
+    if (first === `-A ${parent} -j ${name}`) continue;
     await ipt(tool, ['-D', parent, '-j', name]).catch(() => undefined);
     await ipt(tool, ['-I', parent, '1', '-j', name]);
   }

@@ -125,7 +125,8 @@ describe('file routes on a real sandbox', () => {
       await assert.rejects(inSandbox('touch /run/svc-transfer/x'), /Read-only file system/);
       for (let i = 0; i < 3; i++) assert.equal((await put(`/srv/piped-${i}.txt`, `content ${i}`)).status, 200);
       assert.equal(await inSandbox('cat /srv/piped-2.txt'), 'content 2');
-      assert.equal(await inSandbox('ls -A /run/svc-transfer'), '');
+      // the sandbox may pass through the folder but not list it (0711; in a user namespace its root is
+      // "others" there): the service's side is the one to look at
       assert.deepEqual(fs.readdirSync(transferFolder()), []);
       // a set-group-ID folder would hand its group down: the upload still becomes root's
       await inSandbox('mkdir -p /srv/sgid && chgrp 1000 /srv/sgid && chmod 2775 /srv/sgid');

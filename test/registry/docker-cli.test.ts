@@ -12,13 +12,16 @@ const run = promisify(execFile);
 /**
  * The real docker CLI and a real Docker daemon against the registry at registry.<domain>.
  *
- * The pushes are made from INSIDE a sandbox: its own dockerd (docker.io 20.10, Go) resolves
- * `registry.localhost` through the sandbox container's /etc/hosts (one line added by this test:
+ * The pushes are made from INSIDE a sandbox: its own dockerd (docker.io 26, Go) resolves
+ * `registry.svc.test` through the sandbox container's /etc/hosts (one line added by this test:
  * the host's address on the sandbox network, where the edge listens) and trusts the service CA
- * from /etc/docker/certs.d/registry.localhost:<port>/ca.crt, read on every push. The host dockerd
- * is never touched: it cannot resolve *.localhost (its Go resolver asks DNS) and must not be
- * restarted, and the machine's /etc/hosts is never edited.
+ * from /etc/docker/certs.d/registry.svc.test:<port>/ca.crt, read on every push. Not *.localhost:
+ * Go's resolver since 1.22 answers every name under localhost with loopback, whatever /etc/hosts
+ * says. The host dockerd is never touched (it must not be restarted), and the machine's /etc/hosts
+ * is never edited.
  */
+const DOMAIN = 'svc.test';
+
 describe('registry with the real docker CLI (pushing from inside a sandbox)', () => {
   let t: TestService;
   let alice: { id: string; token: string };
@@ -55,26 +58,26 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
     }, `scans of ${name}`, 60_000);
 
   before(async () => {
-    t = await startTestService({ domain: 'localhost' });
+    t = await startTestService({ domain: DOMAIN });
     alice = await t.user('alice');
     const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `dcli-${t.config.redisPrefix}` });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     sb = created.body.name;
     const port = t.service.edge.httpsPort;
-    registry = `registry.localhost:${port}`;
+    registry = `registry.${DOMAIN}:${port}`;
     const info = await docker.getContainer(sb).inspect();
     const gateway = Object.values(info.NetworkSettings.Networks)[0]?.Gateway;
     assert.ok(gateway, `the sandbox container ${sb} has no network gateway; cannot reach the edge from inside it`);
     const ca = (await serviceCaPem(t.config))!;
-    await sh(`echo "${gateway} registry.localhost" >> /etc/hosts && mkdir -p /etc/docker/certs.d/${registry} && cat > /etc/docker/certs.d/${registry}/ca.crt`, ca);
+    await sh(`echo "${gateway} registry.${DOMAIN}" >> /etc/hosts && mkdir -p /etc/docker/certs.d/${registry} && cat > /etc/docker/certs.d/${registry}/ca.crt`, ca);
     await eventually(async () => (await sh('docker info >/dev/null 2>&1', undefined, true)).code === 0, 'the inner engine', 60_000);
     // Go's resolver re-reads /etc/hosts at most every 5 s: wait until the inner dockerd sees the line.
-    await eventually(async () => !/no such host/.test((await sh(`docker pull ${registry}/probe/probe:none`, undefined, true)).out), 'the inner dockerd to resolve registry.localhost', 30_000, 1000);
+    await eventually(async () => !/no such host/.test((await sh(`docker pull ${registry}/probe/probe:none`, undefined, true)).out), `the inner dockerd to resolve registry.${DOMAIN}`, 30_000, 1000);
     const saved = await run('sh', ['-c', 'docker save svc-fixture-busybox:latest | base64 -w0'], { maxBuffer: 64 * 1024 * 1024 }).catch((err) => {
       throw new Error(`the fixture image svc-fixture-busybox:latest is missing on the host engine (run "npm run setup"): ${err.message}`);
     });
     await sh('base64 -d | docker load -q', saved.stdout);
-    oci = new OciClient({ port, host: 'registry.localhost', ca, auth: OciClient.basic(alice.token) });
+    oci = new OciClient({ port, host: `registry.${DOMAIN}`, ca, auth: OciClient.basic(alice.token) });
   });
   after(async () => {
     oci?.close();

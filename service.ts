@@ -10,6 +10,7 @@ import { WebSessions } from './accounts/index.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
 import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
+import type { DockerRuntimeOptions } from './lifecycle/runtime/docker-runtime.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxExec } from './lifecycle/runtime/sandbox-exec.ts';
@@ -56,6 +57,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     instance: config.redisPrefix,
     logger,
     transferRoot,
+    move: await mainEngineMove(config, docker, logger),
   });
   const apps = new AppDirectory(redis, config.redisPrefix, logger.child({ part: 'apps' }), (sandbox, pid) => runtime.procNetTcp(sandbox, pid));
   await apps.load();
@@ -147,4 +149,21 @@ function dockerOptions(url: string): Docker.DockerOptions {
   if (url.startsWith('unix://')) return { socketPath: url.slice('unix://'.length) };
   const u = new URL(url.replace(/^tcp:/, 'http:'));
   return { host: u.hostname, port: Number(u.port) };
+}
+
+/**
+ * In userns mode, sandboxes made on the main engine (before isolation) move to the sandbox engine at
+ * their next creation (lifecycle/runtime/engine-move.ts). Nothing to move from where no main engine runs.
+ */
+async function mainEngineMove(config: Config, sandboxEngine: Docker, logger: Logger): Promise<DockerRuntimeOptions['move']> {
+  if (config.sandboxRuntime !== 'userns') return undefined;
+  const main = new Docker();
+  if (!(await main.ping().then(() => true, () => false))) {
+    logger.info('no main engine answers: no sandboxes to move from it');
+    return undefined;
+  }
+  // the remapped root's uid names the data root: /var/lib/svc-sandbox-docker/100000.100000
+  const root = /\/(\d+)\.\d+$/.exec((await sandboxEngine.info()).DockerRootDir ?? '');
+  if (!root) throw new Error('the sandbox engine does not say which uid its root maps to (DockerRootDir without <uid>.<gid>)');
+  return { from: main, rootId: Number(root[1]), stateDir: path.join(config.dataDir, 'moved') };
 }

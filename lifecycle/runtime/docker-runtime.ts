@@ -8,6 +8,7 @@ import type { SandboxRuntimeMode } from '../../core/config.ts';
 import type { Logger } from '../../core/logger.ts';
 import { resourceNames } from '../names.ts';
 import { delegateCgroups } from './cgroup-delegation.ts';
+import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
 import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
 import { SandboxExec } from './sandbox-exec.ts';
 
@@ -56,6 +57,8 @@ export interface DockerRuntimeOptions {
   instance: string;
   logger: Logger;
   transferRoot: string;
+  /** Where sandboxes made on the main engine come from at their next creation (userns mode). */
+  move?: Omit<EngineMoveOptions, 'to' | 'labels' | 'logger'>;
 }
 
 /**
@@ -95,6 +98,9 @@ export class DockerRuntime {
   async create(spec: ContainerSpec): Promise<void> {
     const names = resourceNames(spec.name);
     const labels = { [LABEL_SANDBOX]: spec.name, [LABEL_INSTANCE]: this.opts.instance };
+    if (this.opts.move) {
+      await moveFromMainEngine(spec.name, { ...this.opts.move, to: this.docker, labels: () => labels, logger: this.opts.logger });
+    }
     await Promise.all(
       Object.values(names.volumes).map((volume) => this.docker.createVolume({ Name: volume, Labels: labels })),
     );

@@ -79,6 +79,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     sessions: new WebSessions(redis, config.redisPrefix),
     signInGuard: new SignInGuard(redis, config.redisPrefix),
     caPem: () => serviceCaPem(config),
+    managerAccess: (record) => lifecycle.managerAccess(record),
     sseHeartbeatMs: config.sseHeartbeatMs,
   });
   await api.ready();

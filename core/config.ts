@@ -20,6 +20,8 @@ export interface Config {
   filesMaxUpload: number;
   /** Image the sandbox containers run (built by scripts/setup.sh). */
   sandboxImage: string;
+  /** Image of the management tool (scripts/build-manager-image.sh), loaded into manager sandboxes. */
+  managerImage: string;
   /** `default` (cap-add ALL, unconfined) or `sysbox-runc` where installed. */
   sandboxRuntime: SandboxRuntimeMode;
   /**
@@ -121,6 +123,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tlsKeyFile: env.SVC_TLS_KEY || undefined,
     filesMaxUpload: int('FILES_MAX_UPLOAD', 100 * MB),
     sandboxImage: env.SVC_SANDBOX_IMAGE || 'svc-sandbox:latest',
+    managerImage: env.SVC_MANAGER_IMAGE || 'svc-manager:latest',
     sandboxRuntime: runtimeMode(env.SVC_SANDBOX_RUNTIME),
     sandboxDockerHost: env.SVC_SANDBOX_DOCKER_HOST || 'unix:///run/svc-sandbox-docker.sock',
     sandboxMemoryMb: int('SVC_SANDBOX_MEMORY_MB', 2048),

@@ -15,6 +15,9 @@ import type { DockerRuntime, RuntimeState } from './runtime/docker-runtime.ts';
 import { innerEngine, waitForInnerEngine } from './runtime/inner-engine.ts';
 import type { IdleSessions } from './sessions.ts';
 import { probe, type AppDirectory } from './apps/app-directory.ts';
+import type { AppEntry } from './apps/app-labels.ts';
+import { installManager, MANAGER_PORT, mintManagerKey, TOOL_MANAGER, waitForTool } from './manager-tool.ts';
+import { generatePassword } from '../accounts/passwords.ts';
 import { deepSleepAt, engineHost, fullView, summarise, type SandboxSummary, type SandboxView } from './view.ts';
 
 export const DEFAULT_IDLE_TIMEOUT = '30m';
@@ -75,11 +78,12 @@ export class Lifecycle {
 
   async create(owner: UserRecord, input: CreateSandboxInput): Promise<SandboxView> {
     const name = input.name ? sandboxName(input.name) : NAME_PREFIX + randomBytes(5).toString('hex');
-    if (input.template === 'manager') throw new errors.Unprocessable('the manager template is not available on this service yet; use "default"');
+    const template = input.template ?? 'default';
     const record: SandboxRecord = {
       name,
       owner_id: owner.id,
-      template: 'default',
+      template,
+      ...(template === 'manager' ? { manager_password: generatePassword() } : {}),
       idle_timeout: normaliseIdleTimeout(input.idle_timeout ?? DEFAULT_IDLE_TIMEOUT),
       deep_sleep_after: normaliseDeepSleepAfter(input.deep_sleep_after ?? DEFAULT_DEEP_SLEEP_AFTER),
       created_at: new Date().toISOString(),
@@ -88,7 +92,10 @@ export class Lifecycle {
     await this.deps.store.sandboxes.insert(record);
     this.log.info({ sandbox: name, owner: owner.name }, 'creating sandbox');
     try {
-      await this.lock.run(name, () => this.bringUp(record));
+      await this.lock.run(name, async () => {
+        const state = await this.bringUp(record);
+        if (record.manager_password) await this.installManager(record, state);
+      });
     } catch (err) {
       this.log.error({ sandbox: name, err }, 'sandbox creation failed; rolling back');
       await this.deps.runtime.takeDown(name).catch(() => undefined);
@@ -107,13 +114,55 @@ export class Lifecycle {
       this.deps.sessions.get(record.name),
       this.deps.store.users.get(record.owner_id),
     ]);
+    const entries = this.deps.apps.appsOf(record.name);
     const apps = await Promise.all(
-      this.deps.apps.appsOf(record.name).map(async (a) => ({
+      entries.map(async (a) => ({
         url: this.appUrl(a.label),
         answers: state.address ? await probe(state.address, a.hostPort) : false,
       })),
     );
-    return fullView(record, owner?.name ?? record.owner_id, state, session, apps, this.ctx);
+    return fullView(record, owner?.name ?? record.owner_id, state, session, apps, this.ctx, this.extras(record, entries));
+  }
+
+  /**
+   * Spec 2.1 extras: the management tool's address when a container of the tool is published on
+   * all interfaces (the template's, or one in the user's own compose project: the image's label
+   * tells), and the password the service made for a manager sandbox.
+   */
+  private extras(record: SandboxRecord, entries: AppEntry[]): Record<string, string> {
+    const tool = managerEntry(entries);
+    return {
+      ...(tool ? { manager_url: this.appUrl(tool.label) } : {}),
+      ...(record.manager_password ? { manager_password: record.manager_password } : {}),
+    };
+  }
+
+  /** Starts the management tool in a new manager sandbox and puts its address in the app table. */
+  private async installManager(record: SandboxRecord, state: RuntimeState): Promise<void> {
+    if (!record.certs || !state.address || !record.manager_password) throw new Error('a manager sandbox needs engine access and a running container');
+    const began = Date.now();
+    // image loads take seconds of silence from the engine: a longer idle timeout than the default
+    const engine = innerEngine(record.name, state.address, record.certs, { timeoutMs: 120_000 });
+    await installManager({ source: this.deps.runtime, engine, image: this.deps.config.managerImage, password: record.manager_password, address: state.address });
+    await this.deps.apps.refresh(record.name, engine);
+    this.log.info({ sandbox: record.name, ms: Date.now() - began }, 'management tool running');
+  }
+
+  /**
+   * The export folder's SVC_MANAGER_URL and SVC_MANAGER_TOKEN (a new API key of the tool), or
+   * why they are absent. Never wakes the sandbox.
+   */
+  async managerAccess(record: SandboxRecord): Promise<{ url: string; token: string } | { reason: string }> {
+    const tool = managerEntry(this.deps.apps.appsOf(record.name));
+    if (!tool) return { reason: 'this sandbox has no management tool published on all interfaces' };
+    const url = this.appUrl(tool.label);
+    if (!record.manager_password) return { reason: `the tool at ${url} was started inside the sandbox, so the service does not know its password; make an API key in the tool` };
+    const state = await this.deps.runtime.inspect(record.name);
+    if (state.status !== 'running' || !state.address) return { reason: 'the sandbox is not running; start it and export again' };
+    // just woken: the engine restarts the tool a moment after the sandbox
+    await waitForTool(state.address, tool.hostPort, 30_000);
+    const token = await mintManagerKey(state.address, tool.hostPort, record.manager_password, `svc export ${new Date().toISOString().slice(0, 16)}`);
+    return { url, token };
   }
 
   appUrl(label: string): string {
@@ -373,7 +422,7 @@ export class Lifecycle {
       await this.deps.sessions.close(name);
       this.renewals.delete(name);
       await this.deps.runtime.archiveVolumes(name, dir);
-      const { certs: _secrets, ...configuration } = record;
+      const { certs: _secrets, manager_password: _password, ...configuration } = record;
       await fs.promises.writeFile(path.join(dir, 'sandbox.json'), JSON.stringify(configuration, null, 2) + '\n', { mode: 0o600 });
       await this.deps.runtime.takeDown(name);
       await this.deps.runtime.removeVolumes(name);
@@ -382,6 +431,12 @@ export class Lifecycle {
       return { name, archive: relative };
     });
   }
+}
+
+/** The management tool's address: its own port if published, else the first port of the tool's container. */
+function managerEntry(entries: AppEntry[]): AppEntry | undefined {
+  const tools = entries.filter((e) => e.tool === TOOL_MANAGER);
+  return tools.find((e) => e.containerPort === MANAGER_PORT) ?? tools[0];
 }
 
 function describe(status: string): string {

@@ -85,6 +85,7 @@ export function fullView(
   session: IdleSession | null,
   apps: SandboxView['apps'],
   ctx: ViewContext,
+  extras: Record<string, string> = {},
 ): SandboxView {
   return {
     ...summarise(record, state, session, apps.map((a) => a.url), ctx),
@@ -93,6 +94,6 @@ export function fullView(
       ? { ca_cert: record.certs.ca_cert, client_cert: record.certs.client_cert, client_key: record.certs.client_key }
       : {}),
     apps,
-    extras: {},
+    extras,
   };
 }

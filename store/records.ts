@@ -49,6 +49,8 @@ export interface SandboxRecord {
   created_at: string;
   /** Absent for a sandbox created before engine access existed: engine_access.state is `needs-certs`. */
   certs?: EngineCerts;
+  /** Password of the management tool's `admin` (template `manager`), shown as extras.manager_password. */
+  manager_password?: string;
   archived_at?: string;
   /** Where the archive of an archived sandbox lies, relative to the data folder. */
   archive_path?: string;

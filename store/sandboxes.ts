@@ -22,19 +22,20 @@ export interface SandboxStore {
 }
 
 /**
- * The secret fields of a record, as `<object>.<field>`: sealed in the database, plain in the records
- * this store hands out. A new secret in a record is one more entry here.
+ * The secret fields of a record, as `<object>.<field>` or a top-level `<field>`: sealed in the
+ * database, plain in the records this store hands out. A new secret in a record is one more entry here.
  */
-const SECRET_FIELDS = ['certs.client_key', 'certs.server_key'] as const;
+const SECRET_FIELDS = ['certs.client_key', 'certs.server_key', 'manager_password'] as const;
 
 /** The record with `fn` applied to each secret field it has. */
 function mapSecrets(s: SandboxRecord, fn: (value: string, context: string) => string): SandboxRecord {
   let out = s;
   for (const field of SECRET_FIELDS) {
-    const [parent, key] = field.split('.') as [keyof SandboxRecord, string];
-    const holder = out[parent] as Record<string, unknown> | undefined;
+    const [parent, key] = field.includes('.') ? (field.split('.') as [keyof SandboxRecord, string]) : [undefined, field];
+    const holder = (parent ? out[parent] : out) as Record<string, unknown> | undefined;
     if (typeof holder?.[key] !== 'string') continue;
-    out = { ...out, [parent]: { ...holder, [key]: fn(holder[key] as string, `sandboxes:${s.name}:${field}`) } };
+    const value = fn(holder[key] as string, `sandboxes:${s.name}:${field}`);
+    out = parent ? { ...out, [parent]: { ...holder, [key]: value } } : { ...out, [key]: value };
   }
   return out;
 }

@@ -5,6 +5,8 @@ const COMPOSE_PROJECT = 'com.docker.compose.project';
 const COMPOSE_SERVICE = 'com.docker.compose.service';
 /** The user's own label choosing the app's address (spec 4.3, 1). */
 export const SUBDOMAIN_LABEL = 'tunnel.subdomain';
+/** Carried by a tool's image (the management tool: `manager`); containers inherit it. */
+export const TOOL_LABEL = 'svc.tool';
 
 /** Suffixes the edge reads as engine, shell or TCP twin; an app label never ends with them. */
 const RESERVED_SUFFIXES = ['-engine', '-shell-tcp', '-tcp'];
@@ -36,6 +38,8 @@ export interface AppEntry {
   hostPort: number;
   /** The app listens on 127.0.0.1 only: its address answers with an error saying so. */
   loopbackOnly?: boolean;
+  /** The container runs a tool the service knows (its TOOL_LABEL), such as the management tool. */
+  tool?: string;
 }
 
 function dnsSafe(s: string): string {
@@ -57,6 +61,7 @@ export function appEntries(sandbox: string, container: AppContainer): AppEntry[]
   const project = container.labels[COMPOSE_PROJECT];
   const service = container.labels[COMPOSE_SERVICE];
   const subdomain = container.labels[SUBDOMAIN_LABEL];
+  const tool = container.labels[TOOL_LABEL];
   const ports = [...new Map(container.ports.filter(publishedOnAllInterfaces).map((p) => [p.hostPort, p])).values()]
     .sort((a, b) => a.containerPort - b.containerPort);
   return ports
@@ -65,7 +70,7 @@ export function appEntries(sandbox: string, container: AppContainer): AppEntry[]
       const label = subdomain && i === 0
         ? `${sandbox}-${dnsSafe(subdomain)}`
         : [shortName(sandbox), project && dnsSafe(project), dnsSafe(container.name), `port${p.hostPort}`].filter(Boolean).join('-');
-      return { label, sandbox, container: container.name, project, service, containerPort: p.containerPort, hostPort: p.hostPort };
+      return { label, sandbox, container: container.name, project, service, containerPort: p.containerPort, hostPort: p.hostPort, ...(tool ? { tool } : {}) };
     })
     .filter((e) => DNS_LABEL.test(e.label) && !RESERVED_SUFFIXES.some((s) => e.label.endsWith(s)));
 }

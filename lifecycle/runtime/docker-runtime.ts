@@ -251,6 +251,21 @@ export class DockerRuntime {
     return stdout.toString('utf8');
   }
 
+  /** The svc.inputs label of an image on the engine that runs sandboxes (which build it is); undefined if it is missing. */
+  async imageInputs(image: string): Promise<string | undefined> {
+    try {
+      return (await this.docker.getImage(image).inspect()).Config.Labels?.['svc.inputs'] ?? '';
+    } catch (err) {
+      if (statusCode(err) === 404) return undefined;
+      throw err;
+    }
+  }
+
+  /** `docker save` of an image of the engine that runs sandboxes, to load into a sandbox's own engine. */
+  saveImage(image: string): Promise<NodeJS.ReadableStream> {
+    return this.docker.getImage(image).get();
+  }
+
   /** Sandbox containers of this instance that the host engine knows, with their state. */
   async list(): Promise<Array<{ name: string; running: boolean }>> {
     const containers = await this.docker.listContainers({

@@ -21,6 +21,13 @@ describe('app addresses (spec 4.3)', () => {
     assert.deepEqual(appEntries('svc-demo', c).map((e) => e.label), ['svc-demo-shop']);
   });
 
+  it("marks the management tool's container by its image label, and leaves it private on 127.0.0.1", () => {
+    const tool = container({ name: 'manager-manager-1', labels: { 'com.docker.compose.project': 'manager', 'tunnel.subdomain': 'manager', 'svc.tool': 'manager' }, ports: [{ containerPort: 9000, hostPort: 9000, hostIp: '' }] });
+    assert.deepEqual(appEntries('svc-demo', tool).map((e) => [e.label, e.tool]), [['svc-demo-manager', 'manager']]);
+    assert.equal(appEntries('svc-demo', container()).at(0)?.tool, undefined);
+    assert.deepEqual(appEntries('svc-demo', { ...tool, ports: [{ containerPort: 9000, hostPort: 9000, hostIp: '127.0.0.1' }] }), []);
+  });
+
   it('gives no address to ports published on 127.0.0.1, or to labels the edge would misread', () => {
     assert.deepEqual(appEntries('svc-demo', container({ ports: [{ containerPort: 80, hostPort: 8080, hostIp: '127.0.0.1' }] })), []);
     const sneaky = container({ labels: { 'tunnel.subdomain': 'x-engine' } });

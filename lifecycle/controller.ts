@@ -154,7 +154,7 @@ export class Lifecycle {
    */
   async managerAccess(record: SandboxRecord): Promise<{ url: string; token: string } | { reason: string }> {
     const tool = managerEntry(this.deps.apps.appsOf(record.name));
-    if (!tool) return { reason: 'this sandbox has no management tool published on all interfaces' };
+    if (!tool) return { reason: 'this sandbox has no management tool' };
     const url = this.appUrl(tool.label);
     if (!record.manager_password) return { reason: `the tool at ${url} was started inside the sandbox, so the service does not know its password; make an API key in the tool` };
     const state = await this.deps.runtime.inspect(record.name);

@@ -218,12 +218,16 @@ describe('a manager sandbox through the edge', () => {
     assert.deepEqual(JSON.parse(stdout), { name: '/manager-manager-1', tool: 'manager' });
   });
 
-  it('mints an API key for the export folder (SVC_MANAGER_TOKEN)', async () => {
-    const stored = (await t.service.store.sandboxes.get(name))!;
-    const access = await t.service.lifecycle.managerAccess(stored);
-    assert.ok('token' in access, JSON.stringify(access));
-    assert.equal(access.url, managerUrl);
-    assert.equal((await tool('GET', '/api/stacks', { key: access.token })).status, 200);
+  it("puts the tool's address and a new API key in the export folder (SVC_MANAGER_URL, SVC_MANAGER_TOKEN)", async () => {
+    const res = await fetch(`${t.url}/api/sandboxes/${name}/export`, { headers: { authorization: `Bearer ${alice.token}` } });
+    assert.equal(res.status, 200);
+    const zip = path.join(dir, 'export.zip');
+    fs.writeFileSync(zip, Buffer.from(await res.arrayBuffer()));
+    const { stdout } = await run('unzip', ['-p', zip, `${name}/svc.env`]);
+    const env = Object.fromEntries(stdout.split('\n').filter((l) => /^SVC_MANAGER_/.test(l)).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1).replace(/^"|"$/g, '')]));
+    assert.equal(env.SVC_MANAGER_URL, managerUrl);
+    assert.match(env.SVC_MANAGER_TOKEN ?? '', /^ptr_/);
+    assert.equal((await tool('GET', '/api/stacks', { key: env.SVC_MANAGER_TOKEN })).status, 200);
   });
 
   it('wakes an asleep sandbox on tool traffic (waiting page first), and tool traffic keeps it awake', async () => {

@@ -76,6 +76,14 @@ function suite(backend: BackendName): void {
       assert.equal(await t.store.sandboxes.sealPlainRecords(), 0, 'nothing left to seal');
     });
 
+    test("a manager sandbox's tool password is sealed in its row too", async () => {
+      const password = 'tool-password-in-plain-sight';
+      await t.store.sandboxes.put({ ...sandbox('svc-sealed-manager', await certs()), template: 'manager', manager_password: password });
+      assert.equal((await t.store.sandboxes.get('svc-sealed-manager'))?.manager_password, password);
+      const row = (await rawRows(t)).find((r) => r.key === 'sandboxes:svc-sealed-manager');
+      assert.ok(row && !row.value.includes(password) && row.value.includes('svc-sealed:v1:'));
+    });
+
     test('records written before sealing are sealed by sealPlainRecords, once', async () => {
       const c = await certs();
       const old = sandbox('svc-plain-old', c);

@@ -5,7 +5,7 @@ import type { Lifecycle } from './controller.ts';
 import type { RuntimeState } from './runtime/docker-runtime.ts';
 import type { WakeLimits } from './wake-limits.ts';
 
-/** How long a sandbox's state is trusted on the hot path; a stale "running" only costs one 502. */
+/** How long a "running" state is trusted on the hot path; a stale "running" only costs one 502. */
 const STATE_TTL_MS = 1_000;
 
 /**
@@ -13,7 +13,7 @@ const STATE_TTL_MS = 1_000;
  * limit, and activity. Answers from memory where it can: one engine inspect per sandbox per second.
  */
 export class LifecycleEdgeBackend implements EdgeBackend {
-  private readonly states = new Map<string, { at: number; state: Promise<RuntimeState> }>();
+  private readonly states = new Map<string, { at: number; state: Promise<RuntimeState>; settled?: RuntimeState }>();
 
   constructor(
     private readonly lifecycle: Lifecycle,
@@ -24,10 +24,14 @@ export class LifecycleEdgeBackend implements EdgeBackend {
 
   private state(sandbox: string): Promise<RuntimeState> {
     const cached = this.states.get(sandbox);
-    if (cached && Date.now() - cached.at < STATE_TTL_MS) return cached.state;
+    // An inspect in flight is shared. Of settled answers only "running" is trusted from memory: a
+    // sandbox asleep a moment ago may have been started since (POST start answered), and its engine
+    // must not be refused, nor its apps shown the waiting page, for the rest of the second.
+    if (cached && Date.now() - cached.at < STATE_TTL_MS && (!cached.settled || cached.settled.status === 'running')) return cached.state;
     const state = this.lifecycle.status(sandbox);
-    this.states.set(sandbox, { at: Date.now(), state });
-    state.catch(() => this.states.delete(sandbox));
+    const entry: { at: number; state: Promise<RuntimeState>; settled?: RuntimeState } = { at: Date.now(), state };
+    this.states.set(sandbox, entry);
+    state.then((s) => { entry.settled = s; }, () => this.states.delete(sandbox));
     return state;
   }
 

@@ -3,19 +3,31 @@
  * containers — each measured from the call until the sandbox's own engine answers `docker ps` with every
  * restartable container running — plus the memory of one idle running sandbox and the image size.
  *
- * Two sandbox images side by side, runs alternating between them so a busy moment of the machine hits
- * both alike: the image before Debian 13 (svc-sandbox:bookworm, docker.io 20.10) and today's
- * (svc-sandbox:latest). Baseline, measured in the same run: starting a plain busybox container on the
- * host engine (the floor any wake pays). Medians over RUNS runs.
+ * Two set-ups side by side, runs alternating between them so a busy moment of the machine hits both
+ * alike. COMPARE=image (default): the image before Debian 13 (svc-sandbox:bookworm, docker.io 20.10)
+ * against today's (svc-sandbox:latest), both isolated. COMPARE=isolation: today's image unisolated on
+ * the main engine against the user-namespaced sandbox engine. Baseline, measured in the same run:
+ * starting a plain busybox container on the host engine (the floor any wake pays). Medians over RUNS.
  *
- *   npm run bench:lifecycle            (RUNS=5 by default; IMAGES=a,b to compare other images)
+ *   npm run bench:lifecycle            (RUNS=5 by default)
+ *   COMPARE=isolation npm run bench:lifecycle
  */
 import Docker from 'dockerode';
+import type { Config } from '../core/config.ts';
 import { innerEngine } from '../lifecycle/runtime/inner-engine.ts';
+import { sandboxDocker } from '../test/helpers/sandbox-engine.ts';
 import { startTestService, type TestService } from '../test/helpers/service.ts';
 
 const RUNS = Number(process.env.RUNS ?? 5);
-const IMAGES = (process.env.IMAGES ?? 'svc-sandbox:bookworm,svc-sandbox:latest').split(',');
+const SETUPS: Array<{ label: string; config: Partial<Config> }> = process.env.COMPARE === 'isolation'
+  ? [
+      { label: 'unisolated (main engine)', config: { sandboxRuntime: 'unisolated' } },
+      { label: 'userns (sandbox engine)', config: { sandboxRuntime: 'userns' } },
+    ]
+  : [
+      { label: 'svc-sandbox:bookworm', config: { sandboxImage: 'svc-sandbox:bookworm' } },
+      { label: 'svc-sandbox:latest', config: { sandboxImage: 'svc-sandbox:latest' } },
+    ];
 const CONTAINER_COUNTS = [0, 2, 5];
 const FIXTURE = 'svc-fixture-busybox:latest';
 const docker = new Docker();
@@ -31,7 +43,9 @@ async function time(fn: () => Promise<unknown>): Promise<number> {
 
 /** One service per image, with a sandbox per container count. */
 interface Lane {
-  image: string;
+  label: string;
+  /** the engine that runs this lane's sandboxes */
+  engine: Docker;
   t: TestService;
   create: number[];
   wake: Map<number, number[]>;
@@ -56,9 +70,10 @@ async function ready(lane: Lane, name: string, count: number): Promise<void> {
   }
 }
 
-async function openLane(image: string): Promise<Lane> {
-  const t = await startTestService({ sandboxImage: image });
-  return { image, t, create: [], wake: new Map(), deep: new Map(), sandboxes: new Map(), memory: 0 };
+async function openLane(label: string, config: Partial<Config>): Promise<Lane> {
+  const t = await startTestService(config);
+  const engine = t.config.sandboxRuntime === 'unisolated' ? docker : sandboxDocker();
+  return { label, engine, t, create: [], wake: new Map(), deep: new Map(), sandboxes: new Map(), memory: 0 };
 }
 
 /** A sandbox with `count` restartable containers, each publishing a port (as apps do). */
@@ -89,7 +104,7 @@ async function prepare(lane: Lane, user: Awaited<ReturnType<TestService['service
 
 const lanes: Lane[] = [];
 try {
-  for (const image of IMAGES) lanes.push(await openLane(image));
+  for (const setup of SETUPS) lanes.push(await openLane(setup.label, setup.config));
 
   // Baseline: a plain container start on the host engine.
   const plain = await docker.createContainer({ Image: FIXTURE, Cmd: ['sleep', '100000'], Labels: { 'svc.instance': lanes[0]!.t.config.redisPrefix } });
@@ -121,7 +136,7 @@ try {
   // Memory of one idle running sandbox (the empty one), after it settles.
   await new Promise((r) => setTimeout(r, 5_000));
   for (const lane of lanes) {
-    const stats = await docker.getContainer(lane.sandboxes.get(0)!).stats({ stream: false });
+    const stats = await lane.engine.getContainer(lane.sandboxes.get(0)!).stats({ stream: false });
     lane.memory = (stats.memory_stats.usage - (stats.memory_stats.stats?.total_inactive_file ?? stats.memory_stats.stats?.inactive_file ?? 0)) / 1024 / 1024;
   }
 
@@ -150,17 +165,17 @@ try {
     console.log(`${label.padEnd(34)} ${ms(ma).padStart(9)} (${(ma / base).toFixed(1)}x)` +
       (mb !== undefined ? ` → ${ms(mb).padStart(9)} (${(mb / base).toFixed(1)}x)   new/old ${(mb / ma).toFixed(2)}` : ''));
   };
-  console.log(`${'image'.padEnd(34)} ${old!.image} → ${now?.image ?? ''}`);
+  console.log(`${'set-up'.padEnd(34)} ${old!.label} → ${now?.label ?? ''}`);
   row('create', old!.create, now?.create);
   for (const n of CONTAINER_COUNTS) row(`wake from asleep, ${n} containers`, old!.wake.get(n)!, now?.wake.get(n));
   for (const n of CONTAINER_COUNTS) row(`wake from deep sleep, ${n} containers`, old!.deep.get(n)!, now?.deep.get(n));
   for (const lane of lanes) {
     const perContainer = (m: Map<number, number[]>) => ((median(m.get(5)!) - median(m.get(0)!)) / 5).toFixed(0);
-    console.log(`${lane.image}: per restartable container ${perContainer(lane.wake)} ms asleep, ${perContainer(lane.deep)} ms deep; idle memory ${lane.memory.toFixed(1)} MiB; image ${await size(lane.image)}`);
+    console.log(`${lane.label}: per restartable container ${perContainer(lane.wake)} ms asleep, ${perContainer(lane.deep)} ms deep; idle memory ${lane.memory.toFixed(1)} MiB; image ${await size(lane.t.config.sandboxImage)}`);
   }
   console.log(`all runs (ms): baseline ${baseline.map(Math.round)}`);
   for (const lane of lanes) {
-    console.log(`  ${lane.image}: create ${lane.create.map(Math.round)}; ` +
+    console.log(`  ${lane.label}: create ${lane.create.map(Math.round)}; ` +
       CONTAINER_COUNTS.map((n) => `wake${n} ${lane.wake.get(n)!.map(Math.round)}; deep${n} ${lane.deep.get(n)!.map(Math.round)}`).join('; '));
   }
 } finally {

@@ -21,6 +21,7 @@ import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
 import { startRegistry, type Registry } from './registry/index.ts';
 import { installEgressRules, openPort } from './lifecycle/runtime/egress-firewall.ts';
+import { engineClient } from './lifecycle/runtime/engine-client.ts';
 
 export interface Service {
   config: Config;
@@ -125,7 +126,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
 async function sandboxEngine(config: Config, logger: Logger): Promise<Docker> {
   const unisolated = config.sandboxRuntime === 'unisolated';
   // DOCKER_HOST or the local socket for the main engine, as the docker CLI does
-  const docker = unisolated ? new Docker() : new Docker(dockerOptions(config.sandboxDockerHost));
+  const docker = unisolated ? new Docker() : engineClient(config.sandboxDockerHost);
   let security: string[];
   try {
     security = (await docker.info()).SecurityOptions ?? [];
@@ -143,13 +144,6 @@ async function sandboxEngine(config: Config, logger: Logger): Promise<Docker> {
     await installEgressRules(logger);
   }
   return docker;
-}
-
-/** dockerode options for `unix:///path` or `tcp://host:port`. */
-function dockerOptions(url: string): Docker.DockerOptions {
-  if (url.startsWith('unix://')) return { socketPath: url.slice('unix://'.length) };
-  const u = new URL(url.replace(/^tcp:/, 'http:'));
-  return { host: u.hostname, port: Number(u.port) };
 }
 
 /**

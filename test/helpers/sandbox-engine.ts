@@ -1,5 +1,6 @@
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import { loadConfig } from '../../core/config.ts';
+import { engineClient } from '../../lifecycle/runtime/engine-client.ts';
 
 /**
  * The engine that runs sandbox containers in tests, as the service picks it: the service's own
@@ -10,10 +11,7 @@ export const SANDBOX_DOCKER_HOST = config.sandboxRuntime === 'unisolated' ? (pro
 
 /** A dockerode client for the sandbox engine. */
 export function sandboxDocker(): Docker {
-  const url = SANDBOX_DOCKER_HOST;
-  if (url.startsWith('unix://')) return new Docker({ socketPath: url.slice('unix://'.length) });
-  const u = new URL(url.replace(/^tcp:/, 'http:'));
-  return new Docker({ host: u.hostname, port: Number(u.port) });
+  return engineClient(SANDBOX_DOCKER_HOST);
 }
 
 /** Arguments that point the docker CLI at the sandbox engine: `docker ...SANDBOX_CLI exec …`. */

@@ -11,9 +11,16 @@ logger.info(
   `service started: https://${config.domain}${service.edge.httpsPort === 443 ? '' : `:${service.edge.httpsPort}`}/api/swagger`,
 );
 
+/** Like a container's stop grace period: the process ends this long after a signal, whatever hangs. */
+const SHUTDOWN_GRACE_MS = 20_000;
+
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     logger.info({ signal }, 'shutting down');
+    setTimeout(() => {
+      logger.error(`shutdown took longer than ${SHUTDOWN_GRACE_MS} ms; exiting`);
+      process.exit(1);
+    }, SHUTDOWN_GRACE_MS).unref();
     service.close().then(() => process.exit(0), (err) => { logger.error({ err }, 'shutdown failed'); process.exit(1); });
   });
 }

@@ -16,6 +16,7 @@ import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxExec } from './lifecycle/runtime/sandbox-exec.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
 import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
+import { SandboxLeases } from './lifecycle/lease.ts';
 import { WakeLimits } from './lifecycle/wake-limits.ts';
 import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
@@ -67,6 +68,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     store,
     runtime,
     sessions: new IdleSessions(redis, config.redisPrefix),
+    leases: new SandboxLeases(redis, config.redisPrefix),
     queue,
     apps,
     logger,
@@ -74,6 +76,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   await queue.startReconciling();
   await lifecycle.reconcile();
+  const rearm = rearmReconciling(queue, lifecycle, logger);
   const files = new SandboxFiles(new SandboxExec(docker), lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
   const api = await buildApi({
     config, store, lifecycle, files, logger,
@@ -104,17 +107,21 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     docker,
     registry,
     async close() {
-      await edge.close();
-      await closePort();
-      await api.close();
-      await files.close();
-      await registry.close();
-      apps.close();
-      await worker.close();
-      await queue.close();
+      clearInterval(rearm);
+      // Each step is bounded: one that hangs (BullMQ's Worker.close() waits forever on a
+      // connection that is reconnecting to a Redis that is gone) is logged and left behind.
+      const step = (what: string, work: () => Promise<unknown> | unknown) => bounded(what, work, logger);
+      await step('edge', () => edge.close());
+      await step('sandbox port', () => closePort());
+      await step('api', () => api.close());
+      await step('files', () => files.close());
+      await step('registry', () => registry.close());
+      await step('apps', () => apps.close());
+      await step('lifecycle worker', () => worker.close());
+      await step('lifecycle queue', () => queue.close());
       redis.disconnect();
       workerRedis.disconnect();
-      await store.close();
+      await step('store', () => store.close());
     },
   };
 }
@@ -161,4 +168,38 @@ async function mainEngineMove(config: Config, sandboxEngine: Docker, logger: Log
   const root = /\/(\d+)\.\d+$/.exec((await sandboxEngine.info()).DockerRootDir ?? '');
   if (!root) throw new Error('the sandbox engine does not say which uid its root maps to (DockerRootDir without <uid>.<gid>)');
   return { from: main, rootId: Number(root[1]), stateDir: path.join(config.dataDir, 'moved') };
+}
+
+/** How often each process checks that the reconcile schedule is still in Redis. */
+const REARM_EVERY_MS = 10_000;
+const CLOSE_STEP_MS = 5_000;
+
+/** Every process puts the reconcile schedule back when Redis lost it, and reconciles at once. */
+function rearmReconciling(queue: LifecycleQueue, lifecycle: Lifecycle, logger: Logger): NodeJS.Timeout {
+  let busy = false; // a Redis that is away holds the check; never stack them
+  return setInterval(() => {
+    if (busy) return;
+    busy = true;
+    void (async () => {
+      if (await queue.ensureReconciling()) {
+        logger.warn('the reconcile schedule was gone from Redis (Redis restarted?): put back; reconciling now');
+        await lifecycle.reconcile();
+      }
+    })()
+      .catch((err) => logger.warn({ err }, 'could not check the reconcile schedule'))
+      .finally(() => { busy = false; });
+  }, REARM_EVERY_MS).unref();
+}
+
+async function bounded(what: string, work: () => Promise<unknown> | unknown, logger: Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), CLOSE_STEP_MS); });
+  try {
+    const outcome = await Promise.race([Promise.resolve().then(work), late]);
+    if (outcome === 'late') logger.warn({ step: what }, `shutdown: ${what} did not close within ${CLOSE_STEP_MS} ms; left behind`);
+  } catch (err) {
+    logger.warn({ step: what, err }, `shutdown: ${what} failed to close`);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -10,6 +10,7 @@ import type { Store } from '../store/index.ts';
 import { normaliseDeepSleepAfter, normaliseIdleTimeout, parseDuration } from './durations.ts';
 import { issueEngineCerts } from './engine-certs.ts';
 import { KeyedLock, SingleFlight } from './keyed-lock.ts';
+import type { SandboxLeases } from './lease.ts';
 import { NAME_PREFIX, sandboxName } from './names.ts';
 import type { DockerRuntime, RuntimeState } from './runtime/docker-runtime.ts';
 import { innerEngine, waitForInnerEngine } from './runtime/inner-engine.ts';
@@ -43,6 +44,7 @@ export interface LifecycleDeps {
   store: Store;
   runtime: DockerRuntime;
   sessions: IdleSessions;
+  leases: SandboxLeases;
   queue: LifecycleQueue;
   apps: AppDirectory;
   logger: Logger;
@@ -62,6 +64,11 @@ export class Lifecycle {
 
   constructor(private readonly deps: LifecycleDeps) {
     this.log = deps.logger.child({ part: 'lifecycle' });
+  }
+
+  /** One transition of a sandbox at a time: in this process (KeyedLock), then across processes (lease). */
+  private exclusive<T>(name: string, work: () => Promise<T>): Promise<T> {
+    return this.lock.run(name, () => this.deps.leases.hold(name, work));
   }
 
   private get ctx() {
@@ -92,7 +99,7 @@ export class Lifecycle {
     await this.deps.store.sandboxes.insert(record);
     this.log.info({ sandbox: name, owner: owner.name }, 'creating sandbox');
     try {
-      await this.lock.run(name, async () => {
+      await this.exclusive(name, async () => {
         const state = await this.bringUp(record);
         if (record.manager_password) await this.installManager(record, state);
       });
@@ -197,7 +204,7 @@ export class Lifecycle {
   start(name: string): Promise<RuntimeState> {
     return this.wakes.do(name, async () => {
       const record = await this.record(name);
-      return this.lock.run(name, () => this.bringUp(record));
+      return this.exclusive(name, () => this.bringUp(record));
     });
   }
 
@@ -215,6 +222,10 @@ export class Lifecycle {
     if (state.status !== 'running' || !state.address) {
       throw new Error(`the sandbox container is not running after start (exit code ${state.exitCode ?? 'unknown'})`);
     }
+    // Its apps may answer before its engine does: no running sandbox is ever without a session,
+    // even if this process dies in the wait below. Opened again once the engine answers, so the
+    // countdown starts from a usable sandbox.
+    await this.openSession(record);
     if (record.certs) {
       const engine = innerEngine(record.name, state.address, record.certs);
       await waitForInnerEngine(engine, ENGINE_READY_TIMEOUT_MS);
@@ -235,7 +246,7 @@ export class Lifecycle {
   async syncSshKeys(ownerId: string): Promise<void> {
     for (const record of await this.deps.store.sandboxes.listByOwner(ownerId)) {
       if (record.archived_at || (await this.deps.runtime.inspect(record.name)).status !== 'running') continue;
-      await this.lock.run(record.name, () => this.pushSshKeys(record));
+      await this.exclusive(record.name, () => this.pushSshKeys(record));
     }
   }
 
@@ -285,10 +296,18 @@ export class Lifecycle {
   }
 
   private async renew(name: string): Promise<void> {
-    if (!(await this.deps.sessions.get(name))) return;
     const record = await this.deps.store.sandboxes.get(name);
     if (!record || record.archived_at) return;
-    await this.openSession(record);
+    if (await this.deps.sessions.get(name)) {
+      await this.openSession(record);
+      return;
+    }
+    // Traffic to a running sandbox without a session (its wake's process was killed, Redis lost
+    // it): open one now rather than at the next reconcile, under the lock so a sleep under way
+    // finishes first (traffic never wakes a sandbox).
+    await this.exclusive(name, async () => {
+      if (!(await this.deps.sessions.get(name)) && (await this.deps.runtime.inspect(name)).status === 'running') await this.openSession(record);
+    });
   }
 
   /** POST keep-awake: restarts the idle countdown of a running sandbox; never wakes one. */
@@ -302,16 +321,18 @@ export class Lifecycle {
 
   /** Puts a running sandbox to sleep: the whole container stops, the deep-sleep timer starts. */
   async sleep(name: string, reason: string): Promise<void> {
-    await this.lock.run(name, async () => {
-      const record = await this.deps.store.sandboxes.get(name);
-      if (!record || record.archived_at) return;
-      this.log.info({ sandbox: name, reason }, 'sandbox going to sleep');
-      this.deps.apps.unwatch(name);
-      await this.deps.runtime.stop(name);
-      await this.deps.sessions.close(name);
-      this.renewals.delete(name);
-      await this.scheduleDeepSleep(record, await this.deps.runtime.inspect(name));
-    });
+    await this.exclusive(name, () => this.sleepHeld(name, reason));
+  }
+
+  private async sleepHeld(name: string, reason: string): Promise<void> {
+    const record = await this.deps.store.sandboxes.get(name);
+    if (!record || record.archived_at) return;
+    this.log.info({ sandbox: name, reason }, 'sandbox going to sleep');
+    this.deps.apps.unwatch(name);
+    await this.deps.runtime.stop(name);
+    await this.deps.sessions.close(name);
+    this.renewals.delete(name);
+    await this.scheduleDeepSleep(record, await this.deps.runtime.inspect(name));
   }
 
   private async scheduleDeepSleep(record: SandboxRecord, state: RuntimeState): Promise<void> {
@@ -319,21 +340,28 @@ export class Lifecycle {
     if (at !== null) await this.deps.queue.scheduleDeepSleep(record.name, at);
   }
 
-  /** Idle-check timer fired: sleep if the session really ran out, else re-arm for the new expiry. */
+  /**
+   * Idle-check timer fired: sleep if the session really ran out, else re-arm for the new expiry.
+   * Checked again under the lock: a wake or traffic holding it may have renewed the session.
+   */
   async onIdleCheck(name: string, at: number): Promise<void> {
-    const session = await this.deps.sessions.get(name);
-    if (!session || session.timerAt !== at) return; // closed, or superseded by an earlier timer
-    if (session.expiresAt > Date.now() + 250) {
+    const due = async (): Promise<boolean> => {
+      const session = await this.deps.sessions.get(name);
+      if (!session || session.timerAt !== at) return false; // closed, or superseded by an earlier timer
+      if (session.expiresAt <= Date.now() + 250) return true;
       await this.deps.sessions.set(name, { ...session, timerAt: session.expiresAt });
       await this.deps.queue.scheduleIdleCheck(name, session.expiresAt);
-      return;
-    }
-    await this.sleep(name, 'idle timeout');
+      return false;
+    };
+    if (!(await due())) return;
+    await this.exclusive(name, async () => {
+      if (await due()) await this.sleepHeld(name, 'idle timeout');
+    });
   }
 
   /** Deep-sleep timer fired: take the container and network down if it is still asleep and due. */
   async onDeepSleep(name: string, at: number): Promise<void> {
-    await this.lock.run(name, async () => {
+    await this.exclusive(name, async () => {
       const record = await this.deps.store.sandboxes.get(name);
       if (!record || record.archived_at) return;
       const state = await this.deps.runtime.inspect(name);
@@ -354,8 +382,14 @@ export class Lifecycle {
    * its deep-sleep timer. Idempotent; runs every RECONCILE_EVERY_MS.
    */
   async reconcile(): Promise<void> {
+    const archived = new Set<string>();
+    for (const name of await this.deps.runtime.withVolumes()) {
+      const record = await this.deps.store.sandboxes.get(name);
+      if (record?.archived_at) archived.add(name);
+    }
     for (const { name, running } of await this.deps.runtime.list()) {
       const record = await this.deps.store.sandboxes.get(name);
+      if (record?.archived_at) archived.add(name);
       if (!record || record.archived_at) continue;
       const session = await this.deps.sessions.get(name);
       if (running) await this.deps.runtime.settle(name);
@@ -372,13 +406,20 @@ export class Lifecycle {
         await this.scheduleDeepSleep(record, await this.deps.runtime.inspect(name));
       }
     }
+    for (const name of archived) {
+      this.log.info({ sandbox: name }, 'finishing the archive of a sandbox (the service stopped during its DELETE)');
+      await this.exclusive(name, async () => {
+        const record = await this.deps.store.sandboxes.get(name);
+        if (record?.archived_at) await this.finishArchive(record);
+      });
+    }
   }
 
   /** PATCH: validates everything before changing anything; applies both values at once. */
   async updateSettings(name: string, patch: SettingsPatch): Promise<SandboxView> {
     const idle = patch.idle_timeout === undefined ? undefined : normaliseIdleTimeout(patch.idle_timeout);
     const deep = patch.deep_sleep_after === undefined ? undefined : normaliseDeepSleepAfter(patch.deep_sleep_after);
-    return this.lock.run(name, async () => {
+    return this.exclusive(name, async () => {
       const current = await this.record(name);
       const record = { ...current, ...(idle && { idle_timeout: idle }), ...(deep && { deep_sleep_after: deep }) };
       await this.deps.store.sandboxes.put(record);
@@ -391,7 +432,7 @@ export class Lifecycle {
 
   /** Issues engine certificates for a `needs-certs` sandbox and recreates its container to use them. */
   async enableEngineAccess(name: string): Promise<SandboxView> {
-    const record = await this.lock.run(name, async () => {
+    const record = await this.exclusive(name, async () => {
       const current = await this.record(name);
       if (current.certs) throw new errors.Conflict(`engine access of "${name}" is already enabled`);
       const updated = { ...current, certs: await issueEngineCerts(name, engineHost(name, this.deps.config.domain)) };
@@ -412,24 +453,42 @@ export class Lifecycle {
    * the data folder, and everything on the engine is removed. The name stays reserved.
    */
   async archive(name: string): Promise<{ name: string; archive: string }> {
-    return this.lock.run(name, async () => {
-      const record = await this.record(name);
+    return this.exclusive(name, async () => {
+      const current = await this.record(name);
       const stamp = new Date().toISOString().replace(/[:.]/g, '-');
       const relative = path.join('archive', `${name}-${stamp}`);
-      const dir = path.join(this.deps.config.dataDir, relative);
+      // Recorded before anything is removed: a service killed halfway finds an archived sandbox
+      // with leftovers, and its reconcile finishes the archive (never a live one with lost parts).
+      const record: SandboxRecord = { ...current, archived_at: new Date().toISOString(), archive_path: relative };
+      await this.deps.store.sandboxes.put(record);
       this.log.info({ sandbox: name, archive: relative }, 'archiving sandbox');
-      await this.deps.runtime.stop(name);
       await this.deps.sessions.close(name);
       this.renewals.delete(name);
-      await this.deps.runtime.archiveVolumes(name, dir);
-      const { certs: _secrets, manager_password: _password, ...configuration } = record;
-      await fs.promises.writeFile(path.join(dir, 'sandbox.json'), JSON.stringify(configuration, null, 2) + '\n', { mode: 0o600 });
-      await this.deps.runtime.takeDown(name);
-      await this.deps.runtime.removeVolumes(name);
-      await this.deps.apps.forget(name);
-      await this.deps.store.sandboxes.put({ ...record, archived_at: new Date().toISOString(), archive_path: relative });
+      await this.finishArchive(record);
       return { name, archive: relative };
     });
+  }
+
+  /** The steps of an archive, each safe to run again: folders to the archive, then removal. */
+  private async finishArchive(record: SandboxRecord): Promise<void> {
+    const { runtime } = this.deps;
+    const name = record.name;
+    this.deps.apps.unwatch(name);
+    await runtime.stop(name);
+    await runtime.removeArchivers(name);
+    if (record.archive_path) {
+      const dir = path.join(this.deps.config.dataDir, record.archive_path);
+      const configFile = path.join(dir, 'sandbox.json');
+      if (!fs.existsSync(configFile)) { // written last: the folders before it are complete
+        await runtime.archiveVolumes(name, dir);
+        const { certs: _secrets, manager_password: _password, ...configuration } = record;
+        await fs.promises.writeFile(`${configFile}.tmp`, JSON.stringify(configuration, null, 2) + '\n', { mode: 0o600 });
+        await fs.promises.rename(`${configFile}.tmp`, configFile);
+      }
+    }
+    await runtime.takeDown(name);
+    await runtime.removeVolumes(name);
+    await this.deps.apps.forget(name);
   }
 }
 

@@ -39,6 +39,17 @@ export class LifecycleQueue {
     await this.queue.upsertJobScheduler('reconcile', { every: everyMs }, { name: 'reconcile', data: { kind: 'reconcile' } });
   }
 
+  /**
+   * The reconcile schedule lives in Redis, which may restart empty (it keeps nothing on disk on a
+   * typical host): puts it back if it is gone. True when it was gone, so the caller reconciles at
+   * once (sessions and timers went with it).
+   */
+  async ensureReconciling(everyMs = RECONCILE_EVERY_MS): Promise<boolean> {
+    if (await this.queue.getJobScheduler('reconcile')) return false;
+    await this.startReconciling(everyMs);
+    return true;
+  }
+
   async close(): Promise<void> {
     await this.queue.close();
   }

@@ -118,7 +118,9 @@ export async function spawnUpstream(dataDir: string, logger: Logger, opts: { bin
 
   const start = () => {
     fs.rmSync(socketPath, { force: true }); // left by a registry that was killed: it would refuse to listen
-    const proc = spawn(binary, ['serve', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
+    // setpriv (util-linux) asks the kernel to kill the registry when the service dies, even by
+    // SIGKILL: else each killed service leaves one running, and its next start adds another.
+    const proc = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, 'serve', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
     child = proc;
     const startedAt = Date.now();
     const relay = (d: Buffer) => {

@@ -266,6 +266,24 @@ export class DockerRuntime {
     return this.docker.getImage(image).get();
   }
 
+  /** Removes archiver containers a killed archive left behind (they hold the sandbox's volumes). */
+  async removeArchivers(name: string): Promise<void> {
+    const containers = await this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`, `${LABEL_SANDBOX}=${name}`] } });
+    for (const c of containers.filter((c) => c.Names.some((n) => n.includes('-archiver-')))) {
+      try {
+        await this.docker.getContainer(c.Id).remove({ force: true });
+      } catch (err) {
+        if (statusCode(err) !== 404) throw err;
+      }
+    }
+  }
+
+  /** Sandboxes of this instance that still have volumes on the host engine (with or without a container). */
+  async withVolumes(): Promise<string[]> {
+    const { Volumes } = await this.docker.listVolumes({ filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
+    return [...new Set((Volumes ?? []).map((v) => v.Labels?.[LABEL_SANDBOX]).filter((n): n is string => !!n))];
+  }
+
   /** Sandbox containers of this instance that the host engine knows, with their state. */
   async list(): Promise<Array<{ name: string; running: boolean }>> {
     const containers = await this.docker.listContainers({

@@ -7,11 +7,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import Docker from 'dockerode';
 import { createToken, createUser } from '../../accounts/index.ts';
 import { openStore } from '../../store/index.ts';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { freePort } from '../helpers/ports.ts';
+import { sandboxDocker } from '../helpers/sandbox-engine.ts';
 import { eventually, removeInstance } from '../helpers/service.ts';
 import { TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
 import { engineEvent, OwnRedis, registryProcesses, ServiceProcess, wakeStarts, type ServiceEnv } from './harness.ts';
@@ -36,7 +36,7 @@ interface Row {
  * name, and the requests a client is owed must be answered. Prints a table of the figures.
  */
 describe('faults: the service, Redis and sandboxes killed at bad moments', () => {
-  const docker = new Docker();
+  const docker = sandboxDocker();
   const rows: Row[] = [];
   let redis: OwnRedis;
   let env: ServiceEnv;

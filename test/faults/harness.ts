@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import { freePort } from '../helpers/ports.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');

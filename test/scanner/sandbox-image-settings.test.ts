@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import Docker from 'dockerode';
 import tar from 'tar-stream';
 import { loadConfig } from '../../core/config.ts';
 import { ContentScanner, isEnvLike } from '../../scanner/rules.ts';
+import { sandboxDocker } from '../helpers/sandbox-engine.ts';
 
 /**
  * The generic assignment rule against real settings files: every env-like file of the sandbox image
@@ -12,7 +12,7 @@ import { ContentScanner, isEnvLike } from '../../scanner/rules.ts';
  */
 describe('generic assignments in the sandbox image', () => {
   it("finds nothing in the image's own env-like files", async () => {
-    const docker = new Docker();
+    const docker = sandboxDocker();
     const container = await docker.createContainer({ Image: loadConfig().sandboxImage, name: `svc-test-scan-settings-${process.pid}`, Labels: { 'svc.test': 'scan-settings' } });
     try {
       const extract = tar.extract();

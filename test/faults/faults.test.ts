@@ -251,6 +251,7 @@ describe('faults: the service, Redis and sandboxes killed at bad moments', () =>
       }
     };
     await write();
+    assert.equal(sent, 24 * MiB, 'the upload was under way when the service was killed');
     await svc.kill('SIGKILL');
     r.faults += 1;
     req.destroy();
@@ -312,7 +313,8 @@ describe('faults: the service, Redis and sandboxes killed at bad moments', () =>
     };
     const clean = await eventually(async () => (await left()) === 0, `${sb.name}: nothing left on the engine`, 60_000).catch(() => false);
     if (!clean) r.wrongStates.push(`${sb.name}: ${await left()} containers/volumes left after the restart`);
-    const archives = fs.readdirSync(path.join(env.dataDir, 'archive')).filter((d) => d.startsWith(`${sb.name}-`));
+    const archiveRoot = path.join(env.dataDir, 'archive');
+    const archives = fs.existsSync(archiveRoot) ? fs.readdirSync(archiveRoot).filter((d) => d.startsWith(`${sb.name}-`)) : [];
     const folder = archives.length === 1 ? path.join(env.dataDir, 'archive', archives[0]!) : undefined;
     if (!folder || !fs.existsSync(path.join(folder, 'sandbox.json'))) r.filesLost.push(`the archive of ${sb.name} (${archives.join(', ')})`);
     else {

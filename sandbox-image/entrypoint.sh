@@ -72,15 +72,16 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cg
 trace cgroups
 
 # In a user namespace (the sandbox engine's --userns-remap) our cgroup folders belong to the host's root
-# until the service hands them to our root (lifecycle/runtime/cgroup-delegation.ts), right after it
-# starts the container. Wait for that before dockerd restarts inner containers; go on after 60 s so the
-# engine is reachable anyway (inner containers then fail to start, and say so).
+# until the service hands them to our root (lifecycle/runtime/cgroup-delegation.ts): right after a start
+# of its own, and within its 30-s reconcile pass after a start by the engine (a host reboot). Wait for
+# that before dockerd starts: dockerd restarts inner containers only once, at its own start, and they
+# cannot start without their cgroups. Nothing can reach the sandbox without the service meanwhile.
 in_userns() { ! grep -qE '^ +0 +0 +4294967295$' /proc/self/uid_map; }
 if in_userns && [ ! -f /sys/fs/cgroup/cgroup.controllers ]; then
     i=0
     until [ -w /sys/fs/cgroup/memory/cgroup.procs ] && [ -w /sys/fs/cgroup/pids/cgroup.procs ]; do
         i=$((i + 1))
-        if [ "$i" -gt 6000 ]; then log "warning: cgroups not delegated after 60 s; inner containers will not start"; break; fi
+        [ $((i % 3000)) -ne 0 ] || log "waiting for the service to hand over this sandbox's cgroups ($((i / 100)) s)"
         sleep 0.01
     done
 fi

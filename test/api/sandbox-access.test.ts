@@ -49,7 +49,7 @@ describe('sandbox access and bad input', () => {
       [{ name: 'ok-name', colour: 'blue' }, 400, 'SVC_BAD_REQUEST'],
       [{ name: 'ok-name', idle_timeout: '5x' }, 400, 'SVC_BAD_DURATION'],
       [{ name: 'ok-name', deep_sleep_after: '-1d' }, 400, 'SVC_BAD_DURATION'],
-      [{ name: 'ok-name', template: 'manager' }, 422, 'SVC_UNPROCESSABLE'],
+      [{ name: 'ok-name', template: 'portainer' }, 400, 'SVC_BAD_REQUEST'],
       [{ name }, 409, 'SVC_NAME_TAKEN'],
       ['{"name": ', 400, 'SVC_BAD_REQUEST'],
       [{ name: 42 }, 400, 'SVC_BAD_REQUEST'],

@@ -72,6 +72,8 @@ export async function installManager(opts: {
       PortBindings: { [`${MANAGER_PORT}/tcp`]: [{ HostIp: '', HostPort: String(MANAGER_PORT) }] },
       RestartPolicy: { Name: 'unless-stopped' },
       NetworkMode: `${MANAGER_PROJECT}_default`,
+      // a line per request: bounded, so a long-lived sandbox's disk does not fill with them
+      LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
     },
   });
   await container.start();

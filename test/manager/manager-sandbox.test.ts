@@ -294,4 +294,19 @@ describe('a manager sandbox through the edge', () => {
     }, 'stops_at moved on by tool traffic', 30_000, 1_000);
     await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '1h' });
   });
+  it('wakes from deep sleep on tool traffic too, with its stacks and keys intact', async () => {
+    const own = (await tool('POST', '/api/auth', { json: { username: 'admin', password } })).body.jwt;
+    const stacksBefore = (await tool('GET', '/api/stacks', { jwt: own })).body;
+    await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '2s', deep_sleep_after: '2s' });
+    await eventually(async () => (await record()).status === 'deep_sleep', 'deep sleep', 60_000, 500);
+    await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '1h', deep_sleep_after: '7d' });
+    const waiting = await eventually(async () => {
+      const r = await tool('GET', '/api/status');
+      return r.status === 502 ? null : r;
+    }, 'an answer other than 502 from the tool in deep sleep', 10_000, 300);
+    assert.match(waiting.head, new RegExp(`${WAITING_HEADER}: 1`));
+    await eventually(async () => (await tool('GET', '/api/status')).body?.Version === '2.23.0', 'the tool after a deep-sleep wake', 90_000, 500);
+    assert.equal((await record()).status, 'running');
+    assert.deepEqual((await tool('GET', '/api/stacks', { jwt: own })).body, stacksBefore);
+  });
 });

@@ -41,7 +41,7 @@ describe('web UI in Chromium', () => {
   };
   const panel = async (name: string) => {
     await page.goto(`${site}/#/sandboxes/${name}`);
-    await page.getByRole('heading', { level: 1, name: new RegExp(name) }).waitFor();
+    await page.getByRole('heading', { level: 1, name: new RegExp(name) }).waitFor({ timeout: WAIT });
   };
   const noSecrets = async () => {
     const html = await page.content();
@@ -70,8 +70,13 @@ describe('web UI in Chromium', () => {
       cli.dispose();
     }
     browser = await launchChromium('localhost');
+    // The tests share this signed-in page; signing in itself is tested in a context of its own.
     context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: DESKTOP, acceptDownloads: true });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: site });
+    const signIn = await fetch(`${t.url}/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: user.name, password: user.password }) });
+    const cookie = /^__Host-svc_session=([^;]+)/.exec(signIn.headers.get('set-cookie') ?? '')?.[1];
+    assert.ok(cookie, `sign-in failed: ${signIn.status}`);
+    await context.addCookies([{ name: '__Host-svc_session', value: cookie, url: site, secure: true, httpOnly: true, sameSite: 'Strict' }]);
     page = await context.newPage();
     page.on('dialog', (d) => void d.accept());
   });
@@ -99,6 +104,8 @@ describe('web UI in Chromium', () => {
   });
 
   it('signs in with the keyboard, and a wrong password says so', async () => {
+    const own = await browser.newContext({ ignoreHTTPSErrors: true, viewport: DESKTOP });
+    const page = await own.newPage();
     await page.goto(site);
     await page.getByLabel('User name').waitFor();
     await page.keyboard.type(user.name); // the name field has the focus
@@ -110,10 +117,19 @@ describe('web UI in Chromium', () => {
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { level: 1, name: 'Sandboxes' }).waitFor();
     await page.locator(`a:text-is("${sandbox}")`).waitFor();
-    const cookies = await context.cookies(site);
+    const cookies = await own.cookies(site);
     const session = cookies.find((c) => c.name === '__Host-svc_session');
     assert.ok(session && session.httpOnly && session.secure && session.sameSite === 'Strict', JSON.stringify(cookies));
-    await page.locator('.dot.up').first().waitFor({ timeout: WAIT }); // the app answers
+    await own.close();
+  });
+
+  it('lists the sandboxes with their state, schedule and app addresses', async () => {
+    await page.goto(`${site}/#/sandboxes`);
+    const row = page.locator('ul.sandboxes > li', { hasText: sandbox });
+    await row.locator('.badge', { hasText: 'running' }).waitFor({ timeout: WAIT });
+    await row.getByText(/idle timeout 1h · deep sleep after/).waitFor();
+    await row.locator('.dot.up').waitFor({ timeout: WAIT }); // the app answers
+    await row.getByRole('link', { name: new RegExp(`^https://${sandbox}-web\\.localhost`) }).waitFor();
     await shot('sandboxes');
     await noSecrets();
   });
@@ -237,10 +253,56 @@ describe('web UI in Chromium', () => {
     await eventually(async () => (await t.api('GET', `/api/sandboxes/${made}`, token)).status !== 200, 'the sandbox to be archived', WAIT);
   });
 
-  it('signs out', async () => {
+  it("reveals the management tool's password only on click", async () => {
+    const res = await t.api('POST', '/api/sandboxes', token, { name: `mgr-${t.config.redisPrefix}`, template: 'manager', idle_timeout: '1h' });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    const { manager_url: url, manager_password: password } = res.body.extras;
+    assert.ok(url && password, JSON.stringify(res.body.extras));
+    await panel(res.body.name);
+    const section = page.locator('section', { has: page.getByRole('heading', { name: 'Management tool' }) });
+    await section.getByRole('link', { name: url }).waitFor();
+    assert.ok(!(await page.content()).includes(password), 'hidden until asked for');
+    await section.getByRole('button', { name: 'Reveal password' }).click();
+    await section.getByText(password).waitFor();
+    await section.getByRole('button', { name: 'Hide' }).click();
+    assert.ok(!(await page.content()).includes(password));
+  });
+
+  it('adds, lists and removes an SSH key', async () => {
+    const keyFile = path.join(tmp, 'id_ed25519');
+    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'ui-test@laptop', '-f', keyFile]);
+    const publicKey = fs.readFileSync(`${keyFile}.pub`, 'utf8').trim();
+    await page.goto(`${site}/#/ssh-keys`);
+    await page.getByLabel(/Public key/).fill('ssh-ed25519 not-a-key');
+    await page.getByRole('button', { name: 'Add key' }).click();
+    await page.getByRole('alert').waitFor();
+    await page.getByLabel(/Public key/).fill(publicKey);
+    await page.getByRole('button', { name: 'Add key' }).click();
+    await page.getByText('ui-test@laptop').waitFor();
+    await shot('ssh-keys');
+    await page.getByRole('button', { name: /^Remove key / }).click();
+    await page.getByText('No keys yet.').waitFor();
+  });
+
+  it('changes the password, then signs out and in with the new one', async () => {
+    await page.goto(`${site}/#/account`);
+    const next = `ui-${t.config.redisPrefix}-new-password`;
+    await page.getByLabel('Current password').fill(user.password);
+    await page.getByLabel('New password (at least 12 characters)').fill(next);
+    await page.getByLabel('New password again').fill(`${next}-typo`);
+    await page.getByRole('button', { name: 'Change password' }).click();
+    await page.getByRole('alert').filter({ hasText: 'differ' }).waitFor();
+    await page.getByLabel('New password again').fill(next);
+    await page.getByRole('button', { name: 'Change password' }).click();
+    await page.getByRole('status').filter({ hasText: 'Password changed.' }).waitFor();
+    await shot('account');
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     await page.reload();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await page.getByLabel('User name').fill(user.name);
+    await page.getByLabel('Password').fill(next);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Account' }).waitFor(); // back where the user was
   });
 });

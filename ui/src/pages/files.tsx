@@ -83,7 +83,7 @@ export function FileBrowser({ path: sandbox }: { path: string }) {
                 <td>{e.type === 'file' ? size(e.size) : ''}</td>
                 <td class="wide">{date(e.mtime)}</td>
                 <td class="actions">
-                  {(e.type === 'file' || e.type === 'dir') && <a href={`/api${sandbox}/files/content?path=${enc(join(dir, e.name))}`} download aria-label={`Download ${e.name}`}>Download</a>}
+                  {(e.type === 'file' || e.type === 'dir') && <a href={`/api${sandbox}/files/content?path=${enc(join(dir, e.name))}`} aria-label={`Download ${e.name}`}>Download</a>}
                   <button type="button" class="link danger" onClick={() => remove(e)} aria-label={`Delete ${e.name}`}>Delete</button>
                 </td>
               </tr>

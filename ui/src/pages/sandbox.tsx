@@ -94,7 +94,7 @@ function Access({ record, path, onChange }: { record: Sandbox; path: string; onC
         <>
           <p>Docker engine: <code>{ea.docker_host}</code> <CopyButton text={ea.docker_host} /></p>
           <p>The export folder holds <code>svc.env</code> (with a new access token limited to this sandbox), the engine's client certificates and a README: hand it to a coding agent with the <a href="/agent-guide.md">agent guide</a>.</p>
-          <p><a class="button" href={`/api${path}/export`} download>Download export folder</a></p>
+          <p><a class="button" href={`/api${path}/export`}>Download export folder</a></p>
         </>
       )}
       <ErrorNote error={error} />

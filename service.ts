@@ -74,6 +74,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     logger,
   });
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
+  const stopWatchingStarts = runtime.watchStarts();
   await queue.startReconciling();
   await lifecycle.reconcile();
   const rearm = rearmReconciling(queue, lifecycle, logger);
@@ -113,6 +114,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       const step = (what: string, work: () => Promise<unknown> | unknown) => bounded(what, work, logger);
       await step('edge', () => edge.close());
       await step('sandbox port', () => closePort());
+      stopWatchingStarts();
       await step('api', () => api.close());
       await step('files', () => files.close());
       await step('registry', () => registry.close());

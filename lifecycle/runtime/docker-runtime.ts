@@ -170,6 +170,49 @@ export class DockerRuntime {
     }
   }
 
+  /**
+   * Settles every sandbox container the engine starts by itself (its restart policy after a crash or an
+   * out-of-memory kill, an engine restart) the moment it starts, instead of at the next reconcile pass:
+   * its entrypoint waits for the cgroups. Returns a function that stops watching.
+   */
+  watchStarts(): () => void {
+    if (this.opts.runtime !== 'userns') return () => undefined;
+    let stopped = false;
+    let stream: NodeJS.ReadableStream | undefined;
+    const onStart = (name: string) =>
+      void this.settle(name).catch((err) => this.opts.logger.warn({ sandbox: name, err: (err as Error).message }, 'cgroup hand-over failed'));
+    const subscribe = async () => {
+      if (stopped) return;
+      try {
+        stream = await this.docker.getEvents({ filters: { type: ['container'], event: ['start'], label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
+        if (stopped) return (stream as unknown as { destroy(): void }).destroy();
+        let pending = '';
+        stream.on('data', (chunk: Buffer) => {
+          // one JSON object per line; a line longer than any event is dropped rather than held
+          const lines = (pending + chunk.toString('utf8')).split('\n');
+          pending = lines.pop()!.slice(-16_384);
+          for (const line of lines) {
+            try {
+              const name = (JSON.parse(line) as { Actor?: { Attributes?: Record<string, unknown> } }).Actor?.Attributes?.[LABEL_SANDBOX];
+              if (typeof name === 'string') onStart(name);
+            } catch {
+              // not an event
+            }
+          }
+        });
+        stream.on('error', () => undefined);
+        stream.on('end', () => { if (!stopped) setTimeout(subscribe, 1000); });
+      } catch {
+        if (!stopped) setTimeout(subscribe, 1000);
+      }
+    };
+    void subscribe();
+    return () => {
+      stopped = true;
+      (stream as unknown as { destroy?(): void } | undefined)?.destroy?.();
+    };
+  }
+
   /** Deep sleep: container and network go, volumes stay. */
   async takeDown(name: string): Promise<void> {
     const names = resourceNames(name);

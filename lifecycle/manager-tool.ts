@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type Docker from 'dockerode';
 import { hashPassword } from '../accounts/passwords.ts';
+import { COMPOSE_PROJECT, COMPOSE_SERVICE, SUBDOMAIN_LABEL } from './apps/app-labels.ts';
 
 /** The TOOL_LABEL value of the management tool's image (scripts/build-manager-image.sh). */
 export const TOOL_MANAGER = 'manager';
@@ -54,7 +55,7 @@ export async function installManager(opts: {
       else resolve();
     }));
   }
-  const project = { 'com.docker.compose.project': MANAGER_PROJECT };
+  const project = { [COMPOSE_PROJECT]: MANAGER_PROJECT };
   try {
     await engine.createNetwork({ Name: `${MANAGER_PROJECT}_default`, Driver: 'bridge', Labels: { ...project, 'com.docker.compose.network': 'default' } });
   } catch (err) {
@@ -65,7 +66,7 @@ export async function installManager(opts: {
     name: `${MANAGER_PROJECT}-manager-1`,
     Image: image,
     Env: [`MANAGER_ADMIN_PASSWORD_HASH=${await hashPassword(opts.password)}`],
-    Labels: { ...project, 'com.docker.compose.service': 'manager', 'com.docker.compose.container-number': '1', 'com.docker.compose.oneoff': 'False', 'tunnel.subdomain': 'manager' },
+    Labels: { ...project, [COMPOSE_SERVICE]: 'manager', 'com.docker.compose.container-number': '1', 'com.docker.compose.oneoff': 'False', [SUBDOMAIN_LABEL]: 'manager' },
     ExposedPorts: { [`${MANAGER_PORT}/tcp`]: {} },
     HostConfig: {
       Binds: ['/var/run/docker.sock:/var/run/docker.sock', `${MANAGER_PROJECT}_data:/data`],

@@ -112,9 +112,9 @@ export class SignInGuard {
   }
 }
 
-function tooMany(waitMs: number, what: string): PortainerError & { retryAfter: number } {
+function tooMany(waitMs: number, what: string): PortainerError {
   const seconds = Math.max(1, Math.ceil(waitMs / 1000));
-  return Object.assign(new PortainerError(429, `${what}; retry after ${seconds} s`, 'Too Many Requests'), { retryAfter: seconds });
+  return new PortainerError(429, `${what}; retry after ${seconds} s`, 'Too Many Requests', seconds);
 }
 
 /** The token a request carries, in Portainer's lookup order: API key, then JWT. */

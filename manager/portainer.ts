@@ -12,6 +12,8 @@ export class PortainerError extends Error {
     readonly statusCode: number,
     message: string,
     readonly details: string = message,
+    /** Seconds, sent as Retry-After (429). */
+    readonly retryAfter?: number,
   ) {
     super(message);
   }

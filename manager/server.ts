@@ -62,7 +62,7 @@ export async function buildManager(opts: ManagerOptions): Promise<FastifyInstanc
 
   app.setErrorHandler((err, request, reply) => {
     if (err instanceof PortainerError) {
-      if ('retryAfter' in err) reply.header('Retry-After', String(err.retryAfter));
+      if (err.retryAfter !== undefined) reply.header('Retry-After', String(err.retryAfter));
       if (err.statusCode >= 500) request.log.warn({ status: err.statusCode, message: err.message }, 'request failed');
       return reply.code(err.statusCode).send({ message: err.message, details: err.details });
     }

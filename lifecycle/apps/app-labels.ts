@@ -1,8 +1,8 @@
 import { shortName } from '../names.ts';
 
 /** Compose labels the engine puts on a service's containers. */
-const COMPOSE_PROJECT = 'com.docker.compose.project';
-const COMPOSE_SERVICE = 'com.docker.compose.service';
+export const COMPOSE_PROJECT = 'com.docker.compose.project';
+export const COMPOSE_SERVICE = 'com.docker.compose.service';
 /** The user's own label choosing the app's address (spec 4.3, 1). */
 export const SUBDOMAIN_LABEL = 'tunnel.subdomain';
 /** Carried by a tool's image (the management tool: `manager`); containers inherit it. */

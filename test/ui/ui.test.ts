@@ -39,8 +39,34 @@ describe('web UI in Chromium', () => {
     }
     await page.setViewportSize(DESKTOP);
   };
+  /**
+   * Chromium aborts a navigation with ERR_NETWORK_CHANGED when an address appears on the machine,
+   * as it does whenever an engine makes a network (crbug 41465264): a navigation is tried again.
+   */
+  const go = async (p: Page, load: () => Promise<unknown>) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await load();
+        return;
+      } catch (err) {
+        if (attempt === 3 || !String(err).includes('ERR_NETWORK_CHANGED')) throw err;
+        await p.waitForTimeout(500);
+      }
+    }
+  };
+  const goto = (url: string, p: Page = page) => go(p, () => p.goto(url));
+  const reload = () => go(page, () => page.reload());
+  /** A UI test; a failing one leaves a screenshot of the page in test-artifacts/ui/. */
+  const uiTest = (name: string, fn: () => Promise<void>) => it(name, async () => {
+    try {
+      await fn();
+    } catch (err) {
+      await page?.screenshot({ path: path.join(ARTIFACTS, `failed-${name.replace(/[^a-z0-9]+/gi, '-').slice(0, 60)}.png`), fullPage: true }).catch(() => undefined);
+      throw err;
+    }
+  });
   const panel = async (name: string) => {
-    await page.goto(`${site}/#/sandboxes/${name}`);
+    await goto(`${site}/#/sandboxes/${name}`);
     await page.getByRole('heading', { level: 1, name: new RegExp(name) }).waitFor({ timeout: WAIT });
   };
   const noSecrets = async () => {
@@ -103,10 +129,10 @@ describe('web UI in Chromium', () => {
     assert.equal((await fetch(`${t.url}/`, { headers: { 'if-none-match': index.headers.get('etag')! } })).status, 304);
   });
 
-  it('signs in with the keyboard, and a wrong password says so', async () => {
+  uiTest('signs in with the keyboard, and a wrong password says so', async () => {
     const own = await browser.newContext({ ignoreHTTPSErrors: true, viewport: DESKTOP });
     const page = await own.newPage();
-    await page.goto(site);
+    await goto(site, page);
     await page.getByLabel('User name').waitFor();
     await page.keyboard.type(user.name); // the name field has the focus
     await page.keyboard.press('Tab');
@@ -123,8 +149,8 @@ describe('web UI in Chromium', () => {
     await own.close();
   });
 
-  it('lists the sandboxes with their state, schedule and app addresses', async () => {
-    await page.goto(`${site}/#/sandboxes`);
+  uiTest('lists the sandboxes with their state, schedule and app addresses', async () => {
+    await goto(`${site}/#/sandboxes`);
     const row = page.locator('ul.sandboxes > li', { hasText: sandbox });
     await row.locator('.badge', { hasText: 'running' }).waitFor({ timeout: WAIT });
     await row.getByText(/idle timeout 1h · deep sleep after/).waitFor();
@@ -134,8 +160,8 @@ describe('web UI in Chromium', () => {
     await noSecrets();
   });
 
-  it('creates a sandbox and watches it reach running; Start shows progress until running', async () => {
-    await page.goto(`${site}/#/sandboxes`);
+  uiTest('creates a sandbox and watches it reach running; Start shows progress until running', async () => {
+    await goto(`${site}/#/sandboxes`);
     await page.getByRole('button', { name: 'New sandbox' }).click();
     await page.getByLabel('Name').fill(`made-${t.config.redisPrefix}`);
     await page.getByLabel('Idle timeout').fill('1h');
@@ -145,31 +171,31 @@ describe('web UI in Chromium', () => {
     await page.locator('h1 .badge', { hasText: 'running' }).waitFor({ timeout: WAIT });
 
     await t.service.lifecycle.sleep(made, 'test');
-    await page.reload();
+    await reload();
     await page.locator('h1 .badge', { hasText: 'asleep' }).waitFor({ timeout: WAIT });
     await page.getByRole('button', { name: 'Start' }).click();
     await page.getByRole('status').filter({ hasText: /Starting… \d+ s/ }).waitFor({ timeout: WAIT });
     await page.locator('h1 .badge', { hasText: 'running' }).waitFor({ timeout: WAIT });
   });
 
-  it("sets the idle timeout to never and reads 'never' back after a reload", async () => {
+  uiTest("sets the idle timeout to never and reads 'never' back after a reload", async () => {
     await panel(sandbox);
     await page.getByLabel('Idle timeout').fill('never');
     await page.locator('form', { has: page.getByLabel('Idle timeout') }).getByRole('button', { name: 'Save' }).click();
     await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
-    await page.reload();
+    await reload();
     await page.getByLabel('Idle timeout').waitFor();
     assert.equal(await page.getByLabel('Idle timeout').inputValue(), 'never');
     assert.equal((await t.api('GET', `/api/sandboxes/${sandbox}`, token)).body.idle_timeout, '87600h');
     await page.getByLabel('Deep sleep after').fill('2x');
     await page.locator('form', { has: page.getByLabel('Deep sleep after') }).getByRole('button', { name: 'Save' }).click();
     await page.getByRole('alert').filter({ hasText: 'invalid duration "2x"' }).waitFor();
-    await page.goto(`${site}/#/sandboxes`);
+    await goto(`${site}/#/sandboxes`);
     await page.locator('li', { hasText: sandbox }).getByText('idle timeout never').waitFor();
   });
 
-  it('makes a token limited to one sandbox and shows its value once', async () => {
-    await page.goto(`${site}/#/tokens`);
+  uiTest('makes a token limited to one sandbox and shows its value once', async () => {
+    await goto(`${site}/#/tokens`);
     await page.getByLabel('Name').fill('for the agent');
     await page.getByLabel('Limited to').selectOption(sandbox);
     await page.getByRole('button', { name: 'Create token' }).click();
@@ -179,13 +205,13 @@ describe('web UI in Chromium', () => {
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), value);
     await shot('tokens');
     assert.equal((await t.api('GET', '/api/me', value)).body.sandbox, sandbox, 'the token works, limited');
-    await page.reload();
+    await reload();
     await page.locator('td', { hasText: 'for the agent' }).waitFor();
     assert.ok(!(await page.content()).includes(value), 'never shown again');
     await page.locator('tr', { hasText: 'for the agent' }).getByText(sandbox).waitFor();
   });
 
-  it('uploads, opens, downloads and deletes a file, and makes a folder', async () => {
+  uiTest('uploads, opens, downloads and deletes a file, and makes a folder', async () => {
     await panel(sandbox);
     const files = page.locator('.files');
     await files.getByRole('button', { name: '/srv' }).click();
@@ -205,7 +231,7 @@ describe('web UI in Chromium', () => {
     assert.deepEqual(listing, ['made-here']);
   });
 
-  it('shows log lines as they arrive', async () => {
+  uiTest('shows log lines as they arrive', async () => {
     await panel(sandbox);
     const logs = page.locator('pre.logs');
     await logs.getByText(/tick \d+/).first().waitFor({ timeout: WAIT });
@@ -215,7 +241,7 @@ describe('web UI in Chromium', () => {
     await noSecrets();
   });
 
-  it('downloads the export folder', async () => {
+  uiTest('downloads the export folder', async () => {
     await panel(sandbox);
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Download export folder' }).click()]);
     assert.equal(download.suggestedFilename(), `${sandbox}.zip`);
@@ -225,7 +251,7 @@ describe('web UI in Chromium', () => {
     for (const f of ['svc.env', 'docker/ca.pem', 'docker/cert.pem', 'docker/key.pem', 'README.md', '.gitignore']) assert.ok(stdout.includes(`${sandbox}/${f}`), f);
   });
 
-  it('enables engine access of a needs-certs sandbox after warning that it restarts', async () => {
+  uiTest('enables engine access of a needs-certs sandbox after warning that it restarts', async () => {
     assert.ok(made, 'the sandbox made through the UI');
     const { certs: _certs, ...legacy } = (await t.service.store.sandboxes.get(made))!;
     await t.service.store.sandboxes.put(legacy);
@@ -240,7 +266,7 @@ describe('web UI in Chromium', () => {
     assert.equal((await t.api('GET', `/api/sandboxes/${made}`, token)).body.engine_access.state, 'ready');
   });
 
-  it('deletes a sandbox only after asking', async () => {
+  uiTest('deletes a sandbox only after asking', async () => {
     assert.ok(made);
     await panel(made);
     page.removeAllListeners('dialog');
@@ -253,7 +279,7 @@ describe('web UI in Chromium', () => {
     await eventually(async () => (await t.api('GET', `/api/sandboxes/${made}`, token)).status !== 200, 'the sandbox to be archived', WAIT);
   });
 
-  it("reveals the management tool's password only on click", async () => {
+  uiTest("reveals the management tool's password only on click", async () => {
     const res = await t.api('POST', '/api/sandboxes', token, { name: `mgr-${t.config.redisPrefix}`, template: 'manager', idle_timeout: '1h' });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     const { manager_url: url, manager_password: password } = res.body.extras;
@@ -268,11 +294,11 @@ describe('web UI in Chromium', () => {
     assert.ok(!(await page.content()).includes(password));
   });
 
-  it('adds, lists and removes an SSH key', async () => {
+  uiTest('adds, lists and removes an SSH key', async () => {
     const keyFile = path.join(tmp, 'id_ed25519');
     await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'ui-test@laptop', '-f', keyFile]);
     const publicKey = fs.readFileSync(`${keyFile}.pub`, 'utf8').trim();
-    await page.goto(`${site}/#/ssh-keys`);
+    await goto(`${site}/#/ssh-keys`);
     await page.getByLabel(/Public key/).fill('ssh-ed25519 not-a-key');
     await page.getByRole('button', { name: 'Add key' }).click();
     await page.getByRole('alert').waitFor();
@@ -284,8 +310,8 @@ describe('web UI in Chromium', () => {
     await page.getByText('No keys yet.').waitFor();
   });
 
-  it('changes the password, then signs out and in with the new one', async () => {
-    await page.goto(`${site}/#/account`);
+  uiTest('changes the password, then signs out and in with the new one', async () => {
+    await goto(`${site}/#/account`);
     const next = `ui-${t.config.redisPrefix}-new-password`;
     await page.getByLabel('Current password').fill(user.password);
     await page.getByLabel('New password (at least 12 characters)').fill(next);
@@ -298,7 +324,7 @@ describe('web UI in Chromium', () => {
     await shot('account');
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
-    await page.reload();
+    await reload();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     await page.getByLabel('User name').fill(user.name);
     await page.getByLabel('Password').fill(next);

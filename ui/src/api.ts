@@ -26,11 +26,16 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
     payload = JSON.stringify(body);
     headers['content-type'] = 'application/json';
   }
-  let res: Response;
-  try {
-    res = await fetch(`/api${path}`, { method, headers, body: payload, credentials: 'same-origin' });
-  } catch {
-    throw new ApiError(0, 'SVC_OFFLINE', 'The service did not answer. Check your connection and try again.');
+  let res: Response | undefined;
+  // A read that failed on the network is tried again: browsers abort requests when the machine's
+  // addresses change (a new container network does that). A change is never repeated blindly.
+  for (let attempt = 1; !res; attempt++) {
+    try {
+      res = await fetch(`/api${path}`, { method, headers, body: payload, credentials: 'same-origin' });
+    } catch {
+      if (method !== 'GET' || attempt === 3) throw new ApiError(0, 'SVC_OFFLINE', 'The service did not answer. Check your connection and try again.');
+      await new Promise((resolve) => setTimeout(resolve, 300 * attempt));
+    }
   }
   const text = await res.text();
   let data: unknown;

@@ -122,6 +122,9 @@ docker push ${a.registry}/$SVC_SANDBOX/myapp:1.4.2
 ${C} ${H} "$SVC_URL/sandboxes/$SVC_SANDBOX/registry"      # the secret-scan report
 \`\`\`
 
+With the service's own CA (\`service-ca.pem\` in the folder), the engine that pushes must trust it as
+\`/etc/docker/certs.d/${a.registry}/ca.crt\`.
+
 Every push is scanned. An image containing an env file or a private key stays private (only you can
 pull it) until the flagged version is deleted; anyone can pull an image once all its versions passed.
 Keep secrets out of images: pass them at run time (compose \`environment\`, files uploaded to the sandbox).

@@ -209,6 +209,9 @@ describe('web UI in Chromium', () => {
     await page.locator('td', { hasText: 'for the agent' }).waitFor();
     assert.ok(!(await page.content()).includes(value), 'never shown again');
     await page.locator('tr', { hasText: 'for the agent' }).getByText(sandbox).waitFor();
+    await page.getByRole('button', { name: 'Revoke for the agent' }).click(); // confirmed in the dialog
+    await eventually(async () => (await page.getByRole('button', { name: 'Revoke for the agent' }).count()) === 0, 'the revoked token to leave the list', WAIT);
+    assert.equal((await t.api('GET', '/api/me', value)).status, 401, 'revoked');
   });
 
   uiTest('uploads, opens, downloads and deletes a file, and makes a folder', async () => {

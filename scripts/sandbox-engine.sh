@@ -11,7 +11,9 @@
 #   --userns-remap=default   the dockremap user and its /etc/subuid range: the isolation itself
 #   --iptables=false         a second dockerd with iptables on rewrites the main engine's chains; the
 #                            service installs its own egress rules for the sandbox networks instead
-#   --bridge=none            sandboxes only use networks of their own (one per sandbox)
+#   --bridge=svcb-default    sandboxes only use networks of their own (one per sandbox), but the engine
+#                            gets a default bridge of its own: with --bridge=none dockerd deletes the
+#                            interface docker0 at start, the main engine's default bridge
 #   --default-address-pool   apart from the main engine's pools, so the two never pick the same subnet
 #   --cgroup-parent          every sandbox below /svc-sandboxes: one place to see and limit them all
 set -euo pipefail
@@ -42,15 +44,19 @@ fi
 [ "${1:-}" != --check ] || exit 1
 
 if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2> /dev/null; then rm -f "$PIDFILE"; fi
-# The main engine's default bridge: a dockerd started with --bridge=none removes an interface of that
-# name when it starts; remember its address to put it back.
-docker0=$(ip -4 -o addr show dev docker0 2> /dev/null | awk '{ print $4 }' | head -n 1 || true)
+# The default bridge of this engine, outside the sandboxes' pool; named like the sandbox bridges so the
+# service's egress rules cover it too.
+if ! ip link show svcb-default > /dev/null 2>&1; then
+    ip link add svcb-default type bridge
+    ip addr add 10.214.0.1/24 dev svcb-default
+    ip link set svcb-default up
+fi
 
 t0=${EPOCHREALTIME/,/.}
 printf '[setup] sandbox engine: starting dockerd --userns-remap (log %s) ... ' "$LOG"
 mkdir -p "$DATA" "$EXEC_ROOT"
 setsid -f dockerd --host "unix://$SOCK" --data-root "$DATA" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE" \
-    --userns-remap=default --iptables=false --ip6tables=false --ip-masq=false --bridge=none \
+    --userns-remap=default --iptables=false --ip6tables=false --ip-masq=false --bridge=svcb-default \
     --default-address-pool "base=$POOL,size=24" --cgroup-parent=/svc-sandboxes \
     --log-opt max-size=10m --log-opt max-file=2 \
     < /dev/null >> "$LOG" 2>&1 9>&-
@@ -59,9 +65,6 @@ if ! answers; then
     echo failed
     tail -n 15 "$LOG" >&2
     exit 1
-fi
-if [ -n "$docker0" ] && ! ip link show docker0 > /dev/null 2>&1; then
-    ip link add docker0 type bridge && ip addr add "$docker0" dev docker0 && ip link set docker0 up || true
 fi
 nat
 awk -v a="$t0" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "ok (%.1fs)\n", b - a }'

@@ -33,7 +33,7 @@ function svc(dataDir: string, ...args: string[]): Promise<Result> {
 
 /** The secret appears once, as the last line of stdout, and nowhere else. */
 function onlyOnLastLine(r: Result, secret: string): void {
-  assert.equal(r.last, secret);
+  assert.ok(r.last === secret, 'the secret is the last line of stdout'); // equal would print it
   assert.equal(r.stdout.split(secret).length, 2, 'once on stdout');
   assert.ok(!r.stderr.includes(secret), 'never on stderr');
 }

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../helpers/engine-cli.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -73,7 +73,7 @@ describe('docker compose v2 against a sandbox', () => {
     ca = path.join(dir, 'ca.pem');
     fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `cmp-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     cli = new EngineCli(res.body.engine_access.host, '127.0.0.1', port, res.body);
     context(path.join(dir, 'web'), serve('web-1'));
@@ -124,7 +124,7 @@ describe('docker compose v2 against a sandbox', () => {
     const data = volumes.find((v: { name: string }) => v.name === 'shop_data');
     assert.ok(data, JSON.stringify(volumes));
     const text = await t.api('GET', `/api/sandboxes/${name}/files/text?path=${encodeURIComponent(`${data.path}/releases`)}`, alice.token);
-    assert.equal(text.status, 200, JSON.stringify(text.body));
+    assert.equal(text.status, 200, answerOf(text));
     assert.equal(text.body.text, '1\n2\n');
   });
 
@@ -160,7 +160,7 @@ describe('docker compose v2 against a sandbox', () => {
     const key = path.join(dir, 'id_ed25519');
     await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
     const added = await t.api('POST', '/api/me/ssh-keys', alice.token, { key: fs.readFileSync(key + '.pub', 'utf8').trim() });
-    assert.equal(added.status, 201, JSON.stringify(added.body));
+    assert.equal(added.status, 201, answerOf(added));
     const ssh = (command: string) => run('ssh', [
       '-i', key, '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR',
       '-o', `ProxyCommand=openssl s_client -quiet -connect 127.0.0.1:${port} -servername %h`,

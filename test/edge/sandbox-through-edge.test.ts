@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { WAITING_HEADER } from '../../edge/index.ts';
 import { EngineCli } from '../helpers/engine-cli.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -38,7 +38,7 @@ describe('a sandbox through the edge', () => {
     ca = path.join(dir, 'ca.pem');
     fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `edge-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     assert.equal(res.body.engine_access.port, port);
     cli = new EngineCli(res.body.engine_access.host, '127.0.0.1', port, res.body);
@@ -110,7 +110,7 @@ describe('a sandbox through the edge', () => {
     const key = path.join(dir, 'id_ed25519');
     await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
     const added = await t.api('POST', '/api/me/ssh-keys', alice.token, { key: fs.readFileSync(key + '.pub', 'utf8').trim() });
-    assert.equal(added.status, 201, JSON.stringify(added.body));
+    assert.equal(added.status, 201, answerOf(added));
     const { stdout } = await run('ssh', [
       '-i', key, '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR',
       '-o', `ProxyCommand=openssl s_client -quiet -connect 127.0.0.1:${port} -servername %h`,

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -27,7 +27,7 @@ describe("an agent's path with only the export folder", () => {
     t = await startTestService();
     const alice = await t.user('alice');
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `agent-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     const zip = await fetch(`${t.url}/api/sandboxes/${name}/export`, { headers: { authorization: `Bearer ${alice.token}` } });
     assert.equal(zip.status, 200);

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { EngineCli } from '../helpers/engine-cli.ts';
-import { startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -35,7 +35,7 @@ describe('export folder and agent guide', () => {
     alice = await t.user('alice');
     bob = await t.user('bob');
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `exp-${t.config.redisPrefix}` });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     limited = await t.limitedToken(alice.id, name);
     // A second sandbox of alice's from before engine access existed (no certificates): a record only.
@@ -85,13 +85,13 @@ describe('export folder and agent guide', () => {
     assert.equal(env.SVC_SANDBOX, name);
     assert.equal(env.SVC_AGENT_GUIDE, `${site()}/agent-guide.md`);
     assert.equal(env.SVC_DOCKER_HOST, `tcp://${name}-engine.localhost:${t.config.httpsPort}`);
-    assert.match(envText, /^# Manager: not included \(this sandbox has no management tool\)$/m);
+    assert.ok(/^# Manager: not included \(this sandbox has no management tool\)$/m.test(envText), 'svc.env says why the manager is not included'); // match would print svc.env, token and all
     assert.ok(!('SVC_MANAGER_URL' in env));
     assert.match(fs.readFileSync(path.join(dir, '.gitignore'), 'utf8'), /^svc\.env$/m);
     assert.match(fs.readFileSync(path.join(dir, 'README.md'), 'utf8'), /DOCKER_CERT_PATH=\$PWD\/docker[\s\S]*docker context create/);
 
     // The token is new, limited to the sandbox, and listed as the export's.
-    assert.notEqual(env.SVC_TOKEN, limited);
+    assert.ok(env.SVC_TOKEN !== limited, 'a new token, not the one that asked');
     const me = await t.api('GET', '/api/me', env.SVC_TOKEN);
     assert.equal(me.body.sandbox, name);
     const tokens = (await t.api('GET', '/api/me/tokens', alice.token)).body;
@@ -122,7 +122,7 @@ describe('export folder and agent guide', () => {
     ];
     for (const [sandbox, token, status, code] of cases) {
       const res = await t.api('GET', `/api/sandboxes/${sandbox}/export`, token);
-      assert.equal(res.status, status, `${sandbox}: ${JSON.stringify(res.body)}`);
+      assert.equal(res.status, status, `${sandbox}: ${answerOf(res)}`);
       assert.equal(res.body.error.code, code);
     }
     assert.equal(await tokenCount(), before, 'no token was minted by a refused export');

@@ -12,7 +12,7 @@ import { openStore } from '../../store/index.ts';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { freePort } from '../helpers/ports.ts';
 import { sandboxDocker } from '../helpers/sandbox-engine.ts';
-import { eventually, removeInstance } from '../helpers/service.ts';
+import { answerOf, eventually, removeInstance } from '../helpers/service.ts';
 import { TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
 import { engineEvent, OwnRedis, registryProcesses, ServiceProcess, wakeStarts, type ServiceEnv } from './harness.ts';
 
@@ -97,7 +97,7 @@ describe('faults: the service, Redis and sandboxes killed at bad moments', () =>
   };
   const create = async (label: string, settings: { idle_timeout?: string; deep_sleep_after?: string } = {}) => {
     const res = await api('POST', '/api/sandboxes', { name: `${label}-${env.prefix}`, idle_timeout: '1h', ...settings });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     return res.body as { name: string; ca_cert: string; client_cert: string; client_key: string; engine_access: { host: string } };
   };
   /** Puts a running sandbox to sleep the way the service does (a short idle timeout), then restores 1h. */

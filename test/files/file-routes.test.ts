@@ -9,7 +9,7 @@ import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../helpers/engine-cli.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 import { SANDBOX_CLI } from '../helpers/sandbox-engine.ts';
 
 const run = promisify(execFile);
@@ -39,7 +39,7 @@ describe('file routes on a real sandbox', () => {
     alice = await t.user('alice');
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-files-test-'));
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `files-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     limited = await t.limitedToken(alice.id, name);
     const state = await t.service.lifecycle.status(name);
@@ -54,7 +54,7 @@ describe('file routes on a real sandbox', () => {
   it('lists /root by default, folders first, with name, type, size and mtime (limited token)', async () => {
     await inSandbox('mkdir -p /root/zdir /root/adir && printf hello > /root/b.txt && ln -sfn b.txt /root/alink && mkfifo /root/fifo');
     const res = await api('GET', files(''));
-    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.status, 200, answerOf(res));
     const names = res.body.map((e: { name: string }) => e.name);
     assert.ok(names.indexOf('adir') < names.indexOf('zdir') && names.indexOf('zdir') < names.indexOf('alink'), names.join(','));
     const byName = Object.fromEntries(res.body.map((e: { name: string }) => [e.name, e]));
@@ -263,7 +263,7 @@ describe('file routes on a real sandbox', () => {
       for (const p of ['/root/../etc/passwd', '../etc/passwd', '/root/./../../etc', '/var/lib/docker/volumes/keepme/_data/../../../image']) {
         for (const route of [files(`?path=${enc(p)}`), files(`/text?path=${enc(p)}`), files(`/content?path=${enc(p)}`)]) {
           const res = await api('GET', route);
-          assert.equal(res.status, 400, `${route}: ${JSON.stringify(res.body)}`);
+          assert.equal(res.status, 400, `${route}: ${answerOf(res)}`);
           assert.equal(res.body.error.code, 'SVC_BAD_PATH');
         }
         assert.equal((await put(p, 'evil')).status, 400);
@@ -291,7 +291,7 @@ describe('file routes on a real sandbox', () => {
       await inSandbox('ln -sfn /etc /root/etc-link && ln -sfn /etc/passwd /root/passwd-link && ln -sfn /etc/hostname /root/host-link && ln -sfn /var/lib/docker /srv/docker-link');
       const snapshot = await before();
       const refused = async (res: { status: number; body: any }, what: string) => {
-        assert.equal(res.status, 403, `${what}: ${JSON.stringify(res.body)}`);
+        assert.equal(res.status, 403, `${what}: ${answerOf(res)}`);
         assert.equal(res.body.error.code, 'SVC_PATH_ESCAPES', what);
       };
       await refused(await api('GET', files(`/text?path=${enc('/root/passwd-link')}`)), 'text through a link');
@@ -440,7 +440,7 @@ describe('file routes on a real sandbox', () => {
     await t.service.lifecycle.sleep(name, 'test');
     await t.service.lifecycle.start(name);
     const after = await api('GET', files('?path=/opt/many'));
-    assert.equal(after.status, 200, JSON.stringify(after.body));
+    assert.equal(after.status, 200, answerOf(after));
     assert.equal(after.body.length, 4);
   });
 });

@@ -73,6 +73,15 @@ export async function startTestService(overrides: Partial<Config> = {}): Promise
   return t;
 }
 
+/**
+ * The assertion message for an unexpected answer: its status and error body only. A body that is
+ * not an error may be a sandbox record (engine client key, management tool password): never printed.
+ */
+export function answerOf(res: { status: number; body: any }): string {
+  const error = res.body && typeof res.body === 'object' ? res.body.error : undefined;
+  return `${res.status} ${error === undefined ? '(not an error: body not shown)' : JSON.stringify(error)}`;
+}
+
 async function listen(service: Service): Promise<string> {
   await service.api.listen({ host: '127.0.0.1', port: 0 });
   const address = service.api.server.address();

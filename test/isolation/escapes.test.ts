@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const METADATA_IP = '169.254.169.254';
@@ -53,7 +53,7 @@ describe('isolation: root in a sandbox is not root on the host', () => {
     const made = [];
     for (const n of ['a', 'b']) {
       const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `esc${n}-${t.config.redisPrefix}`, idle_timeout: '1h' });
-      assert.equal(res.status, 201, JSON.stringify(res.body));
+      assert.equal(res.status, 201, answerOf(res));
       made.push(res.body);
     }
     [a, b] = [made[0].name, made[1].name];

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const MEMORY_MB = 256;
@@ -33,7 +33,7 @@ describe('limits: one sandbox cannot starve the others or the service', () => {
     const made = [];
     for (const n of ['bomb', 'web']) {
       const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `lim${n}-${t.config.redisPrefix}`, idle_timeout: '1h' });
-      assert.equal(res.status, 201, JSON.stringify(res.body));
+      assert.equal(res.status, 201, answerOf(res));
       made.push(res.body);
     }
     [bomber, server] = [made[0].name, made[1].name];

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -41,7 +41,7 @@ describe('a sandbox of the main engine moves to the isolated engine', () => {
     ca = path.join(dir, 'ca.pem');
     fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `mv-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     cli = new EngineCli(res.body.engine_access.host, '127.0.0.1', port, res.body);
   });
@@ -73,7 +73,7 @@ describe('a sandbox of the main engine moves to the isolated engine', () => {
     await t.restart();
     await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '1h', deep_sleep_after: 'off' });
     const started = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
-    assert.ok(started.status < 300, JSON.stringify(started.body));
+    assert.ok(started.status < 300, answerOf(started));
     await eventually(async () => (await record()).status === 'running', 'wake on the sandbox engine', 180_000, 500);
 
     const isolated = sandboxDocker();

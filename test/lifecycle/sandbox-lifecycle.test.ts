@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../helpers/engine-cli.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
 
 const run = promisify(execFile);
@@ -41,13 +41,13 @@ describe('sandbox lifecycle', () => {
 
   it('creates a running sandbox whose record carries engine certificates', async () => {
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `life-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     assert.match(name, /^svc-life-/);
     assert.equal(res.body.status, 'running');
     assert.equal(res.body.engine_access.state, 'ready');
     assert.equal(res.body.engine_access.host, `${name}-engine.${t.config.domain}`);
-    for (const pem of ['ca_cert', 'client_cert', 'client_key']) assert.match(res.body[pem], /^-----BEGIN [A-Z ]+-----\n/);
+    for (const pem of ['ca_cert', 'client_cert', 'client_key']) assert.ok(/^-----BEGIN [A-Z ]+-----\n/.test(res.body[pem]), `${pem} is PEM`); // match would print the key
     assert.ok(res.body.stops_at, 'a running sandbox has a stop time');
     assert.equal(res.body.hint, undefined);
     const state = await t.service.lifecycle.status(name);
@@ -82,7 +82,7 @@ describe('sandbox lifecycle', () => {
 
   it('falls asleep after idle_timeout and wakes on start with files and restartable apps', async () => {
     const patched = await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '3s' });
-    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    assert.equal(patched.status, 200, answerOf(patched));
     assert.equal(patched.body.idle_timeout, '3s');
     await eventually(async () => (await status()) === 'exited', 'idle sleep', 30_000);
     const asleep = await get();
@@ -95,7 +95,7 @@ describe('sandbox lifecycle', () => {
     assert.equal(await status(), 'exited', 'changing settings of an asleep sandbox keeps it asleep');
 
     const started = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
-    assert.equal(started.status, 200, JSON.stringify(started.body));
+    assert.equal(started.status, 200, answerOf(started));
     assert.equal(started.body.status, 'running');
     await followAddress();
     assert.equal((await hostExec('cat /root/marker')).trim(), 'marker');
@@ -112,7 +112,7 @@ describe('sandbox lifecycle', () => {
 
     await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '1h', deep_sleep_after: '7d' });
     const started = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
-    assert.equal(started.status, 200, JSON.stringify(started.body));
+    assert.equal(started.status, 200, answerOf(started));
     await followAddress();
     assert.equal((await hostExec('cat /root/marker')).trim(), 'marker');
     assert.deepEqual(await runningApps(), ['keeper']);
@@ -168,7 +168,7 @@ describe('sandbox lifecycle', () => {
 
   it('archives on DELETE: data kept in the archive, gone from the list and the engine', async () => {
     const res = await t.api('DELETE', `/api/sandboxes/${name}`, alice.token);
-    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.status, 200, answerOf(res));
     const dir = path.join(t.config.dataDir, res.body.archive);
     const listing = (await run('tar', ['-tzf', path.join(dir, 'root.tar.gz')])).stdout;
     assert.match(listing, /root\/marker/);

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { EventSource } from 'eventsource';
 import { EngineCli } from '../helpers/engine-cli.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const FIXTURE = path.resolve('fixtures/busybox');
 
@@ -38,7 +38,7 @@ describe('log stream (SSE)', () => {
     t = await startTestService({ sseHeartbeatMs: 300 });
     alice = await t.user('alice');
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `logs-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     limited = await t.limitedToken(alice.id, name);
     cli = new EngineCli(res.body.engine_access.host, (await t.service.lifecycle.status(name)).address!, 2376, res.body);

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { WAITING_HEADER } from '../../edge/index.ts';
 import { innerEngine } from '../../lifecycle/runtime/inner-engine.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -72,7 +72,7 @@ describe('a manager sandbox through the edge', () => {
     ca = path.join(dir, 'ca.pem');
     fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `mgr-${t.config.redisPrefix}`, template: 'manager', idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     managerUrl = res.body.extras.manager_url;
     password = res.body.extras.manager_password;
@@ -239,7 +239,7 @@ describe('a manager sandbox through the edge', () => {
 
   it("gives manager_url to a default sandbox whose user runs the tool's image, but not on 127.0.0.1", async () => {
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `own-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     const own = res.body.name as string;
     assert.deepEqual(res.body.extras, {});
     const engine = innerEngine(own, (await t.service.lifecycle.status(own)).address!, (await t.service.store.sandboxes.get(own))!.certs!, { timeoutMs: 120_000 });

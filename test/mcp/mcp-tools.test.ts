@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
 import { SANDBOX_CLI } from '../helpers/sandbox-engine.ts';
 
 const run = promisify(execFile);
@@ -38,7 +38,7 @@ describe('MCP tools', () => {
     t = await startTestService();
     alice = await t.user('alice');
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `mcp-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     agent = await connect(await t.limitedToken(alice.id, name));
   });

@@ -3,7 +3,7 @@ import { execFile, spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { serviceCaPem } from '../../edge/index.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 import { OciClient, privateKeyPem } from './oci.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
 
@@ -48,7 +48,7 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
   };
   const report = async () => {
     const res = await t.api('GET', `/api/sandboxes/${sb}/registry`, alice.token);
-    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.status, 200, answerOf(res));
     return res.body as { images: Array<{ name: string; visibility: string; reason: string; versions: Array<{ digest: string; tags: string[]; kind: string; platform?: string; scan: { state: string }; findings: Array<{ path: string; rule: string; layer: string }> }> }> };
   };
   const settledImage = (name: string) =>
@@ -61,7 +61,7 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
     t = await startTestService({ domain: DOMAIN });
     alice = await t.user('alice');
     const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `dcli-${t.config.redisPrefix}` });
-    assert.equal(created.status, 201, JSON.stringify(created.body));
+    assert.equal(created.status, 201, answerOf(created));
     sb = created.body.name;
     const port = t.service.edge.httpsPort;
     registry = `registry.${DOMAIN}:${port}`;

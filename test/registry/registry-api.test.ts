@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { serviceCaPem } from '../../edge/index.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 import { gzip, LAYER_GZIP, LAYER_TAR, LAYER_ZSTD, makeTar, OciClient, privateKeyPem, sha256, zstd } from './oci.ts';
 
 /**
@@ -21,7 +21,7 @@ describe('registry front and scans (OCI API through the edge)', () => {
 
   const report = async (sandbox: string, token = alice.token) => {
     const res = await t.api('GET', `/api/sandboxes/${sandbox}/registry`, token);
-    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.status, 200, answerOf(res));
     return res.body as { images: Array<{ name: string; visibility: string; reason: string; versions: Array<{ digest: string; tags: string[]; scan: { state: string; reason?: string }; findings: Array<{ path: string; layer: string; rule: string }> }> }> };
   };
   const image = async (repo: string) => (await report(repo.split('/')[0]!)).images.find((i) => i.name === repo);
@@ -36,10 +36,10 @@ describe('registry front and scans (OCI API through the edge)', () => {
     alice = await t.user('alice');
     bob = await t.user('bob');
     const a = await t.api('POST', '/api/sandboxes', alice.token, { name: `rega-${t.config.redisPrefix}` });
-    assert.equal(a.status, 201, JSON.stringify(a.body));
+    assert.equal(a.status, 201, answerOf(a));
     sbA = a.body.name;
     const b = await t.api('POST', '/api/sandboxes', bob.token, { name: `regb-${t.config.redisPrefix}` });
-    assert.equal(b.status, 201, JSON.stringify(b.body));
+    assert.equal(b.status, 201, answerOf(b));
     sbB = b.body.name;
     limitedA = await t.limitedToken(alice.id, sbA);
     const ca = (await serviceCaPem(t.config))!;

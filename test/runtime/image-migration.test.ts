@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../helpers/engine-cli.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const LEGACY_IMAGE = 'svc-sandbox:bookworm';
@@ -39,7 +39,7 @@ describe('a sandbox on the pre-Debian-13 image moves to today’s image at its n
     ca = path.join(dir, 'ca.pem');
     fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `mig-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
     cli = new EngineCli(res.body.engine_access.host, '127.0.0.1', port, res.body);
   });
@@ -85,7 +85,7 @@ volumes:
     await t.restart();
     await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '1h', deep_sleep_after: 'off' });
     const started = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
-    assert.ok(started.status < 300, JSON.stringify(started.body));
+    assert.ok(started.status < 300, answerOf(started));
     await eventually(async () => (await record()).status === 'running', 'wake from deep sleep', 120_000, 500);
 
     const version = await eventually(async () => (await cli.docker(['version', '--format', '{{.Server.Version}}'])).stdout.trim(), 'the new engine', 60_000, 500);

@@ -8,7 +8,7 @@ import { createToken, createUser } from '../../accounts/index.ts';
 import { generateKeys, privateKeyPem } from '../../core/x509.ts';
 import { openStore } from '../../store/index.ts';
 import type { SandboxRecord } from '../../store/records.ts';
-import { startTestService } from '../helpers/service.ts';
+import { answerOf, startTestService } from '../helpers/service.ts';
 import { TEST_SECRET_KEY_FILE } from './helpers.ts';
 
 function sql(file: string, query: string, params: unknown[] = []): Promise<Array<{ key: string; value: string }>> {
@@ -53,7 +53,7 @@ test('a start tightens the data folder and the store files and seals old plain e
       assert.ok(!row.value.includes('PRIVATE KEY'), `row ${row.key} holds no private key`);
     }
     const res = await t.api('GET', '/api/sandboxes/svc-start-check', token);
-    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.status, 200, answerOf(res));
     assert.equal(res.body.client_key, clientKey, 'the owner still gets the key');
   } finally {
     await t.close();

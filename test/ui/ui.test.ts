@@ -10,7 +10,7 @@ import { createToken, createUser } from '../../accounts/index.ts';
 import { UI_DIST } from '../../api/plugins/ui.ts';
 import { launchChromium } from '../helpers/browser.ts';
 import { EngineCli } from '../helpers/engine-cli.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const ARTIFACTS = path.resolve('test-artifacts/ui');
@@ -85,7 +85,7 @@ describe('web UI in Chromium', () => {
     user = { id: created.user.id, name: created.user.name, password: created.password };
     token = (await createToken(t.service.store, { userId: user.id, name: 'test helper' })).value;
     const res = await t.api('POST', '/api/sandboxes', token, { name: `ui-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     sandbox = res.body.name;
     const cli = new EngineCli(res.body.engine_access.host, (await t.service.lifecycle.status(sandbox)).address!, 2376, res.body);
     try {
@@ -284,9 +284,9 @@ describe('web UI in Chromium', () => {
 
   uiTest("reveals the management tool's password only on click", async () => {
     const res = await t.api('POST', '/api/sandboxes', token, { name: `mgr-${t.config.redisPrefix}`, template: 'manager', idle_timeout: '1h' });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.status, 201, answerOf(res));
     const { manager_url: url, manager_password: password } = res.body.extras;
-    assert.ok(url && password, JSON.stringify(res.body.extras));
+    assert.ok(url && password, `extras: ${Object.keys(res.body.extras).join(', ')} (values not shown)`);
     await panel(res.body.name);
     const section = page.locator('section', { has: page.getByRole('heading', { name: 'Management tool' }) });
     await section.getByRole('link', { name: url }).waitFor();

@@ -6,7 +6,7 @@ import { createUser, resetPassword } from '../../accounts/index.ts';
 import { SignInGuard } from '../../api/sign-in-guard.ts';
 import { reqSerializer } from '../../api/plugins/no-token-in-url.ts';
 import { loadConfig } from '../../core/config.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const COOKIE = '__Host-svc_session';
 
@@ -33,7 +33,7 @@ describe('web sessions', () => {
   }
   async function signIn(name = userName, pass = password): Promise<{ cookie: string; csrf: string }> {
     const res = await call('POST', '/api/session', { body: { name, password: pass } });
-    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.status, 200, answerOf(res));
     const cookie = /^__Host-svc_session=([^;]+);/.exec(res.headers.get('set-cookie') ?? '')?.[1];
     assert.ok(cookie);
     return { cookie, csrf: res.body.csrf };
@@ -82,7 +82,7 @@ describe('web sessions', () => {
     ];
     for (const [what, opts] of refused) {
       const res = await call('POST', '/api/me/tokens', opts);
-      assert.equal(res.status, 403, `${what}: ${JSON.stringify(res.body)}`);
+      assert.equal(res.status, 403, `${what}: ${answerOf(res)}`);
       assert.equal(res.body.error.code, 'SVC_FORBIDDEN');
     }
     assert.equal((await call('GET', '/api/me', { cookie, headers: { 'sec-fetch-site': 'cross-site' } })).status, 403, 'a cross-site read too');
@@ -162,7 +162,7 @@ describe('web sessions', () => {
     const noCsrf = await call('POST', '/api/me/password', { cookie: a.cookie, body: { current_password: password, new_password: next } });
     assert.equal(noCsrf.status, 403);
     const changed = await call('POST', '/api/me/password', { cookie: a.cookie, csrf: a.csrf, body: { current_password: password, new_password: next } });
-    assert.equal(changed.status, 200, JSON.stringify(changed.body));
+    assert.equal(changed.status, 200, answerOf(changed));
     assert.ok(changed.body.other_sessions_ended >= 1);
     assert.equal((await call('GET', '/api/me', { cookie: b.cookie })).status, 401, 'the other session ended');
     assert.equal((await call('GET', '/api/me', { cookie: a.cookie })).status, 200, 'this one goes on');

@@ -134,7 +134,7 @@ describe('isolation: root in a sandbox is not root on the host', () => {
     await new Promise<void>((r) => metadata!.listen(80, METADATA_IP, r));
     // every probe at once (a dropped packet costs its whole timeout); the answer lists what opened
     const reachable = async (targets: Array<[string, number]>) => {
-      const probes = targets.map(([ip, port]) => `(timeout 3 bash -c 'exec 3<>/dev/tcp/${ip}/${port}' 2>/dev/null && echo "OPEN ${ip}:${port}") &`);
+      const probes = targets.map(([ip, port]) => `(timeout 5 bash -c 'exec 3<>/dev/tcp/${ip}/${port}' 2>/dev/null && echo "OPEN ${ip}:${port}") &`);
       const { out } = await asRoot(a, `${probes.join('\n')}\nwait`);
       return new Set([...out.matchAll(/^OPEN (\S+)$/gm)].map((m) => m[1]));
     };

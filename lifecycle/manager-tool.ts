@@ -1,6 +1,6 @@
-import http from 'node:http';
 import type Docker from 'dockerode';
 import { hashPassword } from '../accounts/passwords.ts';
+import { boundedRequest } from '../core/bounded-request.ts';
 import { COMPOSE_PROJECT, COMPOSE_SERVICE, SUBDOMAIN_LABEL } from './apps/app-labels.ts';
 
 /** The TOOL_LABEL value of the management tool's image (scripts/build-manager-image.sh). */
@@ -82,29 +82,16 @@ export async function installManager(opts: {
 }
 
 /** One bounded JSON request to the tool at the sandbox's address; the answer is the tool's (hostile) bytes. */
-function toolRequest(address: string, port: number, method: string, path: string, headers: Record<string, string> = {}, body?: unknown): Promise<{ status: number; json: unknown }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request({ host: address, port, method, path, headers: { ...headers, ...(payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}) } });
-    req.setTimeout(10_000, () => req.destroy(new Error(`the management tool did not answer ${method} ${path} within 10 s`)));
-    req.once('error', reject);
-    req.once('response', (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > MAX_ANSWER_BYTES) req.destroy(new Error('the management tool answered too much'));
-        else chunks.push(c);
-      });
-      res.once('error', reject);
-      res.once('end', () => {
-        let json: unknown;
-        try { json = JSON.parse(Buffer.concat(chunks).toString('utf8')); } catch { json = undefined; }
-        resolve({ status: res.statusCode ?? 0, json });
-      });
-    });
-    req.end(payload);
-  });
+async function toolRequest(address: string, port: number, method: string, path: string, headers: Record<string, string> = {}, body?: unknown): Promise<{ status: number; json: unknown }> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  const { status, text } = await boundedRequest(
+    { host: address, port, method, path, headers: { ...headers, ...(payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}) } },
+    { what: 'the management tool', maxBytes: MAX_ANSWER_BYTES, timeoutMs: 10_000 },
+    payload,
+  );
+  let json: unknown;
+  try { json = JSON.parse(text); } catch { json = undefined; }
+  return { status, json };
 }
 
 /** Resolves once the tool's GET /api/status answers JSON; rejects after `timeoutMs`. */

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { boundedRequest } from '../core/bounded-request.ts';
 
 const PROJECT_LABEL = 'com.docker.compose.project';
 const MAX_LIST_BYTES = 16 * 1024 * 1024;
@@ -13,31 +14,12 @@ export class Engine {
   }
 
   async json<T>(path: string): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const req = this.request('GET', path, {});
-      req.setTimeout(30_000, () => req.destroy(new Error(`the engine did not answer GET ${path} within 30 s`)));
-      req.once('error', reject);
-      req.once('response', (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (c: Buffer) => {
-          size += c.length;
-          if (size > MAX_LIST_BYTES) return req.destroy(new Error(`engine answer to GET ${path} is larger than ${MAX_LIST_BYTES} bytes`));
-          chunks.push(c);
-        });
-        res.once('error', reject);
-        res.once('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          if ((res.statusCode ?? 500) >= 400) return reject(new Error(`engine answered ${res.statusCode} to GET ${path}: ${text.slice(0, 300)}`));
-          try {
-            resolve(JSON.parse(text) as T);
-          } catch (err) {
-            reject(err);
-          }
-        });
-      });
-      req.end();
-    });
+    const { status, text } = await boundedRequest(
+      { socketPath: this.socketPath, method: 'GET', path },
+      { what: 'the engine', maxBytes: MAX_LIST_BYTES, timeoutMs: 30_000 },
+    );
+    if (status >= 400) throw new Error(`engine answered ${status} to GET ${path}: ${text.slice(0, 300)}`);
+    return JSON.parse(text) as T;
   }
 
   /** Compose projects with at least one container, and whether any of it runs. */

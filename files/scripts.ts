@@ -148,20 +148,26 @@ enter "$1"
 rm -f -- "./$2"
 `;
 
-/** Args: ROOT COMPONENT… Creates each missing folder below ROOT (root:root, 0644). */
+/**
+ * Args: ROOT COMPONENT… Creates each missing folder below ROOT (root:root, 0644). A name that
+ * another operation made between the check and the mkdir counts as existing, and is checked
+ * like one (it may be a link or a file by then).
+ */
 const MKDIR = String.raw`
 cd -P -- "$ROOT" || fail 10 "$ROOT"
 umask 0133
 for c in "$@"; do
-  if [ -e "./$c" ] || [ -L "./$c" ]; then
-    t=$(realpath -e -- "./$c" 2>/dev/null) || fail 10 "$c"
-    inside "$t" || fail 11 "$t"
-    [ -d "$t" ] || fail 17 "$c"
-    cd -P -- "$t" || fail 10 "$c"
-  else
-    mkdir -m 0644 -- "./$c" && chown 0:0 -- "./$c" || fail 16 "creating $c failed"
-    cd -P -- "./$c" || fail 16 "entering $c failed"
+  if [ ! -e "./$c" ] && [ ! -L "./$c" ]; then
+    if e=$(mkdir -m 0644 -- "./$c" 2>&1); then
+      chown 0:0 -- "./$c" || fail 16 "creating $c failed"
+    elif [ ! -e "./$c" ] && [ ! -L "./$c" ]; then
+      fail 16 "creating $c failed: $e"
+    fi
   fi
+  t=$(realpath -e -- "./$c" 2>/dev/null) || fail 10 "$c"
+  inside "$t" || fail 11 "$t"
+  [ -d "$t" ] || fail 17 "$c"
+  cd -P -- "$t" || fail 10 "$c"
   inside "$(pwd -P)" || fail 11 "$(pwd -P)"
 done
 `;

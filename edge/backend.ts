@@ -38,8 +38,10 @@ export interface EdgeBackend {
    * `svc-foo-proj-web-1-port8080`) to its app; null if unknown. For a sandbox that is asleep
    * the route still resolves with the sandbox name but no target (status tells).
    * The TCP twin `<label>-tcp` is resolved with the same `<label>`.
+   * `fresh`: look past any state kept in memory (the app's address just did not answer: the
+   * sandbox may have stopped or gone since); rare, so it may cost an engine lookup.
    */
-  resolveApp(label: string): Promise<ResolvedApp | null>;
+  resolveApp(label: string, opts?: { fresh?: boolean }): Promise<ResolvedApp | null>;
   /** Engine/shell endpoints of a sandbox by its name (`svc-foo`); null if unknown. */
   resolveSandbox(name: string): Promise<ResolvedSandbox | null>;
   /**

@@ -5,7 +5,10 @@ import type { Lifecycle } from './controller.ts';
 import type { RuntimeState } from './runtime/docker-runtime.ts';
 import type { WakeLimits } from './wake-limits.ts';
 
-/** How long a "running" state is trusted on the hot path; a stale "running" only costs one 502. */
+/**
+ * How long a "running" state is trusted on the hot path. A sandbox stopped or removed inside that
+ * time costs no error: the edge asks again with `fresh` when the app's address does not answer.
+ */
 const STATE_TTL_MS = 1_000;
 
 /**
@@ -22,12 +25,12 @@ export class LifecycleEdgeBackend implements EdgeBackend {
     private readonly log: Logger,
   ) {}
 
-  private state(sandbox: string): Promise<RuntimeState> {
+  private state(sandbox: string, fresh = false): Promise<RuntimeState> {
     const cached = this.states.get(sandbox);
     // An inspect in flight is shared. Of settled answers only "running" is trusted from memory: a
     // sandbox asleep a moment ago may have been started since (POST start answered), and its engine
     // must not be refused, nor its apps shown the waiting page, for the rest of the second.
-    if (cached && Date.now() - cached.at < STATE_TTL_MS && (!cached.settled || cached.settled.status === 'running')) return cached.state;
+    if (!fresh && cached && Date.now() - cached.at < STATE_TTL_MS && (!cached.settled || cached.settled.status === 'running')) return cached.state;
     const state = this.lifecycle.status(sandbox);
     const entry: { at: number; state: Promise<RuntimeState>; settled?: RuntimeState } = { at: Date.now(), state };
     this.states.set(sandbox, entry);
@@ -35,10 +38,10 @@ export class LifecycleEdgeBackend implements EdgeBackend {
     return state;
   }
 
-  async resolveApp(label: string): Promise<ResolvedApp | null> {
+  async resolveApp(label: string, opts: { fresh?: boolean } = {}): Promise<ResolvedApp | null> {
     const entry = this.apps.resolve(label);
     if (!entry) return null;
-    const { status, address } = await this.state(entry.sandbox);
+    const { status, address } = await this.state(entry.sandbox, opts.fresh);
     return {
       sandbox: entry.sandbox,
       status,

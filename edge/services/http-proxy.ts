@@ -46,6 +46,11 @@ const BODY_BY_DEFAULT = new Set(['POST', 'PUT', 'PATCH']);
 const RETRYABLE = new Set(['GET', 'HEAD', 'OPTIONS']);
 /** Errors of a kept-alive connection that the app closed while we picked it. */
 const STALE_SOCKET = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+/**
+ * An app address that did not answer: maybe the sandbox stopped or was removed since the backend
+ * last looked (it may answer from memory), so its state is looked at again before any error page.
+ */
+const NO_ANSWER = new Set([...STALE_SOCKET, 'ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
 function requestHasBody(req: http.IncomingMessage): boolean {
   if (req.headers['transfer-encoding'] !== undefined) return true;
@@ -118,18 +123,23 @@ export class AppHttpProxy {
       if (app.target) return { conn, decision: { kind: 'forward', sandbox: app.sandbox, target: app.target } };
       return { conn, decision: { kind: 'page', page: waitingPage(conn.serverName, 'starting') } };
     }
+    return { conn, decision: { kind: 'page', page: await this.wake(conn.serverName, app.sandbox) } };
+  }
+
+  /** Wakes an asleep sandbox (within the owner's limit): the waiting page, or why not. */
+  private async wake(host: string, sandbox: string): Promise<Page> {
     try {
-      await this.opts.wakes.wake(app.sandbox);
+      await this.opts.wakes.wake(sandbox);
     } catch (err) {
       const e = err as Error & { code?: string; retryAfter?: number };
       if (e.code === TOO_MANY_WAKES) {
         const retry = Number.isFinite(e.retryAfter) && e.retryAfter! > 0 ? Math.ceil(e.retryAfter!) : 60;
-        return { conn, decision: { kind: 'page', page: tooManyWakesPage(conn.serverName, e.message, retry) } };
+        return tooManyWakesPage(host, e.message, retry);
       }
-      this.opts.logger.warn({ err, sandbox: app.sandbox }, 'edge: requestWake failed');
-      return { conn, decision: { kind: 'page', page: unavailablePage(conn.serverName, 'the sandbox could not be woken') } };
+      this.opts.logger.warn({ err, sandbox }, 'edge: requestWake failed');
+      return unavailablePage(host, 'the sandbox could not be woken');
     }
-    return { conn, decision: { kind: 'page', page: waitingPage(conn.serverName, 'waking') } };
+    return waitingPage(host, 'waking');
   }
 
   /** @internal The activity callback for a sandbox. */
@@ -141,8 +151,21 @@ export class AppHttpProxy {
     return { clientIp: conn.clientIp, host: req.headers.host ?? conn.serverName, port: this.opts.publicPort };
   }
 
-  /** The page for an app that could not be reached. */
-  private connectErrorPage(host: string, target: AppRoute, err: Error & { code?: string }): Page {
+  /**
+   * The page for an app that could not be reached. When its address did not answer, the sandbox's
+   * state is looked up afresh first: one stopped or removed since the last look gets the waiting
+   * page and a wake, like any asleep sandbox, rather than a 502.
+   */
+  private async connectErrorPage(conn: AppConnection, target: AppRoute, err: Error & { code?: string }): Promise<Page> {
+    const host = conn.serverName;
+    if (NO_ANSWER.has(err.code ?? '')) {
+      const app = await this.opts.backend.resolveApp(conn.label, { fresh: true }).catch((e: unknown) => {
+        this.opts.logger.warn({ err: e, label: conn.label }, 'edge: resolveApp failed');
+        return undefined;
+      });
+      if (app === null) return notFoundPage(host);
+      if (app && app.status !== 'running') return this.wake(host, app.sandbox);
+    }
     if (err.code === 'ECONNREFUSED') return target.loopbackOnly ? loopbackOnlyPage(host, target.port) : waitingPage(host, 'starting');
     const timedOut = err.code === 'ETIMEDOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT';
     return badGatewayPage(host, timedOut ? 'the connection timed out' : `the connection failed (${err.code ?? err.message})`);
@@ -198,7 +221,9 @@ export class AppHttpProxy {
     if (!x.retried && !x.hasBody && RETRYABLE.has(x.req.method ?? '') && STALE_SOCKET.has(err.code ?? '')) {
       return this.forward(x.req, x.res, x.conn, x.sandbox, x.target, true);
     }
-    sendPage(x.req, x.res, this.connectErrorPage(x.conn.serverName, x.target, err));
+    void this.connectErrorPage(x.conn, x.target, err).then((page) => {
+      if (!x.res.destroyed) sendPage(x.req, x.res, page);
+    });
   }
 
   private async onUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
@@ -218,7 +243,9 @@ export class AppHttpProxy {
     }, {
       timeoutMs: this.opts.connectTimeoutMs,
       onBytes,
-      onError: (err) => writeRawPage(socket, this.connectErrorPage(conn.serverName, target, err), req.method),
+      onError: (err) => void this.connectErrorPage(conn, target, err).then((page) => {
+        if (!socket.destroyed) writeRawPage(socket, page, req.method);
+      }),
     });
   }
 }

@@ -23,6 +23,11 @@ export class TestBackend implements EdgeBackend {
   activity: string[] = [];
   /** Set to make requestWake refuse (the owner's wake limit). */
   wakeLimitReached = false;
+  /**
+   * Answers kept in memory, by label, as the real backend keeps a "running" state for a second:
+   * resolveApp returns them unless asked for a fresh answer.
+   */
+  remembered = new Map<string, ResolvedApp>();
 
   addApp(label: string, sandbox: string, target?: Omit<AppRoute, 'sandbox'>): void {
     this.apps.set(label, { sandbox, target });
@@ -34,7 +39,10 @@ export class TestBackend implements EdgeBackend {
     this.sandboxes.set(sandbox, { ...sb, status });
   }
 
-  async resolveApp(label: string): Promise<ResolvedApp | null> {
+  async resolveApp(label: string, opts: { fresh?: boolean } = {}): Promise<ResolvedApp | null> {
+    const remembered = this.remembered.get(label);
+    if (remembered && !opts.fresh) return remembered;
+    this.remembered.delete(label); // a fresh answer replaces the one in memory
     const app = this.apps.get(label);
     if (!app) return null;
     const status = this.sandboxes.get(app.sandbox)?.status ?? 'exited';

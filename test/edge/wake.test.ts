@@ -23,7 +23,15 @@ after(async () => {
 beforeEach(() => {
   backend.wakeCalls = [];
   backend.wakeLimitReached = false;
+  backend.remembered.clear();
 });
+
+/** The backend still remembers `label`'s sandbox as running at `port`; in truth it is `status` now. */
+function stoppedSinceLastLook(label: string, sandbox: string, port: number, status: 'exited' | 'deep_sleep'): void {
+  backend.addApp(label, sandbox, { host: '127.0.0.1', port });
+  backend.remembered.set(label, { sandbox, status: 'running', target: { sandbox, host: '127.0.0.1', port } });
+  backend.setStatus(sandbox, status);
+}
 
 test('asleep sandbox: waiting page (200, HTML, Retry-After, X-Svc-Waiting, no-store) and one wake for many requests', async () => {
   backend.addApp('svc-z-web', 'svc-z', { host: '127.0.0.1', port: app.port });
@@ -134,4 +142,39 @@ test('websocket upgrade to an asleep sandbox gets the waiting page and wakes it'
   assert.equal(r.status, 200);
   assert.equal(r.headers[WAITING_HEADER], '1');
   assert.deepEqual(backend.wakeCalls, ['svc-ws']);
+});
+
+test('a sandbox stopped since the backend last looked (address refuses): the waiting page and a wake, not an error', async () => {
+  stoppedSinceLastLook('svc-s-web', 'svc-s', closedPort, 'exited');
+  const r = await curl(edge.port, 'svc-s-web.localhost', '/', edge.caFile);
+  assert.equal(r.status, 200, r.stdout);
+  assert.equal(r.headers[WAITING_HEADER], '1');
+  assert.match(r.stdout, /Sandbox is waking up/);
+  assert.deepEqual(backend.wakeCalls, ['svc-s']);
+});
+
+test('a sandbox removed to deep sleep since the last look (address resets, websocket too): the waiting page and one wake', async () => {
+  const rude = net.createServer((s) => s.destroy());
+  await new Promise<void>((r) => rude.listen(0, '127.0.0.1', r));
+  try {
+    stoppedSinceLastLook('svc-g-web', 'svc-g', (rude.address() as net.AddressInfo).port, 'deep_sleep');
+    const r = await curl(edge.port, 'svc-g-web.localhost', '/', edge.caFile);
+    assert.equal(r.status, 200, r.stdout);
+    assert.equal(r.headers[WAITING_HEADER], '1');
+    const ws = await curl(edge.port, 'svc-g-web.localhost', '/socket', edge.caFile, ['-H', 'Connection: Upgrade', '-H', 'Upgrade: websocket', '-H', 'Sec-WebSocket-Version: 13', '-H', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==']);
+    assert.equal(ws.status, 200, ws.stdout);
+    assert.equal(ws.headers[WAITING_HEADER], '1');
+    assert.deepEqual(backend.wakeCalls, ['svc-g']);
+  } finally {
+    rude.close();
+  }
+});
+
+test('a sandbox stopped since the last look, over the wake limit: the 429 page', async () => {
+  stoppedSinceLastLook('svc-t-web', 'svc-t', closedPort, 'exited');
+  backend.wakeLimitReached = true;
+  const r = await curl(edge.port, 'svc-t-web.localhost', '/', edge.caFile);
+  assert.equal(r.status, 429);
+  assert.match(r.stdout, /Wake limit reached/);
+  assert.deepEqual(backend.wakeCalls, []);
 });

@@ -1,0 +1,27 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { pino } from 'pino';
+import type { AppDirectory } from '../../lifecycle/apps/app-directory.ts';
+import type { Lifecycle } from '../../lifecycle/controller.ts';
+import { LifecycleEdgeBackend } from '../../lifecycle/edge-backend.ts';
+import type { RuntimeState } from '../../lifecycle/runtime/docker-runtime.ts';
+import type { WakeLimits } from '../../lifecycle/wake-limits.ts';
+
+/** The backend's state memory (pure logic): stand-ins for the lifecycle core and the app table. */
+test('resolveApp answers "running" from memory for a second, and looks again when asked for a fresh answer', async () => {
+  let truth: RuntimeState = { status: 'running', address: '10.9.0.2' };
+  let inspects = 0;
+  const lifecycle = { status: async () => (inspects++, truth) } as unknown as Lifecycle;
+  const apps = { resolve: (label: string) => (label === 'svc-a-web' ? { sandbox: 'svc-a', hostPort: 8080, loopbackOnly: false } : undefined) } as unknown as AppDirectory;
+  const backend = new LifecycleEdgeBackend(lifecycle, apps, {} as WakeLimits, pino({ level: 'silent' }));
+
+  assert.equal((await backend.resolveApp('svc-a-web'))?.target?.host, '10.9.0.2');
+  truth = { status: 'exited' }; // stopped within the second
+  assert.equal((await backend.resolveApp('svc-a-web'))?.status, 'running', 'the remembered state');
+  assert.equal(inspects, 1);
+  assert.deepEqual(await backend.resolveApp('svc-a-web', { fresh: true }), { sandbox: 'svc-a', status: 'exited' });
+  assert.equal(inspects, 2);
+  // the fresh answer replaces the remembered one
+  assert.equal((await backend.resolveApp('svc-a-web'))?.status, 'exited');
+  assert.equal(await backend.resolveApp('svc-b-web', { fresh: true }), null);
+});

@@ -5,6 +5,10 @@ import zlib from 'node:zlib';
 import { execFileSync } from 'node:child_process';
 import tar from 'tar-stream';
 
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
+/** What a request on a kept-alive connection meets when the server had just closed it. */
+const STALE = new Set(['ECONNRESET', 'EPIPE']);
+
 /**
  * A small OCI distribution client for tests and the bench: talks to the edge on 127.0.0.1 with
  * SNI `registry.<domain>` (the machine's resolver is never touched) and trusts the service CA.
@@ -28,18 +32,27 @@ export class OciClient {
   request(method: string, path: string, opts: { headers?: Record<string, string>; body?: Buffer | Readable; auth?: string | null } = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
     return new Promise((resolve, reject) => {
       const auth = opts.auth === null ? undefined : opts.auth ?? this.opts.auth;
-      const req = https.request({
-        host: '127.0.0.1', port: this.opts.port, method, path, agent: this.agent, servername: this.opts.host,
-        headers: { host: `${this.opts.host}:${this.opts.port}`, ...(auth ? { authorization: auth } : {}), ...opts.headers },
-      }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      if (opts.body instanceof Readable) opts.body.pipe(req);
-      else req.end(opts.body);
+      const send = (again: boolean): void => {
+        const req = https.request({
+          host: '127.0.0.1', port: this.opts.port, method, path, agent: this.agent, servername: this.opts.host,
+          headers: { host: `${this.opts.host}:${this.opts.port}`, ...(auth ? { authorization: auth } : {}), ...opts.headers },
+        }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+          res.on('error', reject);
+        });
+        req.on('error', (err: NodeJS.ErrnoException) => {
+          // A kept-alive connection the server closed (for idleness) as we picked it: send again
+          // once on a new one, as docker's Go transport does, when sending twice is harmless.
+          const resendable = IDEMPOTENT.has(method) && !(opts.body instanceof Readable);
+          if (!again && resendable && req.reusedSocket && STALE.has(err.code ?? '')) return send(true);
+          reject(err);
+        });
+        if (opts.body instanceof Readable) opts.body.pipe(req);
+        else req.end(opts.body);
+      };
+      send(false);
     });
   }
 

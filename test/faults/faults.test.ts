@@ -14,7 +14,8 @@ import { freePort } from '../helpers/ports.ts';
 import { sandboxDocker } from '../helpers/sandbox-engine.ts';
 import { answerOf, eventually, removeInstance } from '../helpers/service.ts';
 import { TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
-import { engineEvent, OwnRedis, registryProcesses, ServiceProcess, wakeStarts, type ServiceEnv } from './harness.ts';
+import { wakeStarts } from '../helpers/container-starts.ts';
+import { engineEvent, OwnRedis, registryProcesses, ServiceProcess, type ServiceEnv } from './harness.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve(import.meta.dirname, '../../fixtures/busybox');
@@ -88,7 +89,7 @@ describe('faults: the service, Redis and sandboxes killed at bad moments', () =>
   const appGet = async (name: string): Promise<{ status: number; body: string; waiting: boolean }> => {
     const host = `${name}-web.localhost`;
     try {
-      const { stdout } = await run('curl', ['-sS', '-i', '--max-time', '20', '--cacert', caFile, '--resolve', `${host}:${env.httpsPort}:127.0.0.1`, `https://${host}:${env.httpsPort}/`]);
+      const { stdout } = await run('curl', ['-sS', '-i', '--max-time', '60', '--cacert', caFile, '--resolve', `${host}:${env.httpsPort}:127.0.0.1`, `https://${host}:${env.httpsPort}/`]);
       const [head, ...rest] = stdout.split('\r\n\r\n');
       return { status: Number(/^HTTP\/[\d.]+ (\d+)/.exec(head!)?.[1] ?? 0), body: rest.join('\r\n\r\n'), waiting: /x-svc-waiting: 1/i.test(head!) };
     } catch (err) {
@@ -236,17 +237,19 @@ describe('faults: the service, Redis and sandboxes killed at bad moments', () =>
     const req = http.request(`${svc.apiUrl}/api/sandboxes/${sb.name}/files/content?path=${encodeURIComponent('/root/big.bin')}`, {
       method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/octet-stream', 'content-length': String(big.length) },
     });
+    let answered = false;
     const answer = new Promise<number>((resolve) => {
-      req.on('response', (res) => { res.resume(); resolve(res.statusCode ?? 0); });
-      req.on('error', () => resolve(0));
+      req.on('response', (res) => { answered = true; res.resume(); resolve(res.statusCode ?? 0); });
+      req.on('error', () => { answered = true; resolve(0); });
     });
     let sent = 0;
     const write = async () => {
       while (sent < big.length) {
         const piece = big.subarray(sent, sent + MiB);
         sent += piece.length;
-        if (!req.write(piece)) await new Promise((res) => { req.once('drain', res); req.once('close', res); });
-        if (req.destroyed) return;
+        // an early answer (a refusal) ends the wait too: the assertion below then says why
+        if (!req.write(piece)) await new Promise((res) => { req.once('drain', res); req.once('close', res); req.once('response', res); });
+        if (answered) return;
         if (sent === 24 * MiB) return; // the rest never comes: the service is killed with 24 MiB in
       }
     };

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { wakeStarts } from '../helpers/container-starts.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
 
 const run = promisify(execFile);
@@ -122,12 +123,12 @@ describe('sandbox lifecycle', () => {
   it('starts the container once for a hundred concurrent wakes', async () => {
     await t.service.lifecycle.sleep(name, 'test');
     assert.equal(await status(), 'exited');
-    const since = Math.floor(Date.now() / 1000) - 1;
+    const since = Date.now();
     const results = await Promise.all(Array.from({ length: 100 }, () => t.api('POST', `/api/sandboxes/${name}/start`, alice.token)));
     assert.deepEqual([...new Set(results.map((r) => r.status))], [200]);
-    const events = await docker.getEvents({ since, until: Math.ceil(Date.now() / 1000), filters: { container: [name], event: ['start'] } });
-    const text = await new Promise<string>((resolve) => { let s = ''; events.on('data', (d) => (s += d)); events.on('end', () => resolve(s)); });
-    assert.equal(text.trim().split('\n').filter(Boolean).length, 1, 'exactly one container start');
+    const { starts, policyRestarts } = await wakeStarts(docker, name, since);
+    if (policyRestarts) console.log(`# the restart policy restarted ${name} ${policyRestarts} time(s)`);
+    assert.equal(starts, 1, 'exactly one container start asked for');
     await followAddress();
   });
 
@@ -145,6 +146,8 @@ describe('sandbox lifecycle', () => {
     await t.service.lifecycle.sleep(name, 'test');
     await docker.getContainer(name).start();
     await eventually(async () => (await status()) === 'running', 'outside start');
+    // the every-30-s reconcile may have run since the start: take its session away again
+    await t.service.lifecycle['deps'].sessions.close(name);
     assert.equal((await get()).stops_at, null, 'no session yet');
     if (t.config.sandboxRuntime === 'userns') {
       // the service saw the start on the engine's event stream and handed the sandbox its cgroups at once

@@ -26,6 +26,8 @@ export const DEFAULT_IDLE_TIMEOUT = '30m';
 export const DEFAULT_DEEP_SLEEP_AFTER = '7d';
 const ENGINE_READY_TIMEOUT_MS = 60_000;
 const MAX_RENEWAL_INTERVAL_MS = 60_000;
+/** A timer this late was lost or is stuck with a dead worker: reconcile runs it itself. */
+const TIMER_OVERDUE_MS = 5_000;
 
 export interface CreateSandboxInput {
   name?: string;
@@ -391,27 +393,41 @@ export class Lifecycle {
       const record = await this.deps.store.sandboxes.get(name);
       if (record?.archived_at) archived.add(name);
       if (!record || record.archived_at) continue;
-      const session = await this.deps.sessions.get(name);
-      if (running) await this.deps.runtime.settle(name);
-      if (running && !session) {
-        this.log.info({ sandbox: name }, 'sandbox running without an idle session (started outside the service); opening one');
-        await this.openSession(record);
-      }
-      if (running && record.certs && !this.deps.apps.isWatching(name)) {
-        const { address } = await this.deps.runtime.inspect(name);
-        if (address) this.deps.apps.watch(name, innerEngine(name, address, record.certs));
-      } else if (!running) {
-        this.deps.apps.unwatch(name);
-        if (session) await this.deps.sessions.close(name);
-        await this.scheduleDeepSleep(record, await this.deps.runtime.inspect(name));
-      }
+      await this.reconcileOne(record, running).catch((err) => this.log.error({ sandbox: name, err }, 'reconcile: this sandbox failed; the others go on'));
     }
     for (const name of archived) {
       this.log.info({ sandbox: name }, 'finishing the archive of a sandbox (the service stopped during its DELETE)');
       await this.exclusive(name, async () => {
         const record = await this.deps.store.sandboxes.get(name);
         if (record?.archived_at) await this.finishArchive(record);
-      });
+      }).catch((err) => this.log.error({ sandbox: name, err }, 'reconcile: finishing the archive failed; next pass tries again'));
+    }
+  }
+
+  /**
+   * One sandbox of a reconcile pass. A timer overdue by TIMER_OVERDUE_MS is run here: its job was
+   * lost with Redis, or is held by a worker that was killed (BullMQ hands it on only after its lock
+   * expires, and a new job with the same id is a no-op meanwhile).
+   */
+  private async reconcileOne(record: SandboxRecord, running: boolean): Promise<void> {
+    const name = record.name;
+    const session = await this.deps.sessions.get(name);
+    if (running) await this.deps.runtime.settle(name);
+    if (running && !session) {
+      this.log.info({ sandbox: name }, 'sandbox running without an idle session (started outside the service); opening one');
+      await this.openSession(record);
+    } else if (running && session && session.timerAt < Date.now() - TIMER_OVERDUE_MS) {
+      await this.onIdleCheck(name, session.timerAt);
+    }
+    if (running && record.certs && !this.deps.apps.isWatching(name)) {
+      const { address } = await this.deps.runtime.inspect(name);
+      if (address) this.deps.apps.watch(name, innerEngine(name, address, record.certs));
+    } else if (!running) {
+      this.deps.apps.unwatch(name);
+      if (session) await this.deps.sessions.close(name);
+      const due = deepSleepAt(record, await this.deps.runtime.inspect(name));
+      if (due !== null && due < Date.now() - TIMER_OVERDUE_MS) await this.onDeepSleep(name, due);
+      else if (due !== null) await this.deps.queue.scheduleDeepSleep(name, due);
     }
   }
 

@@ -14,7 +14,7 @@ import { freePort } from '../helpers/ports.ts';
 import { sandboxDocker } from '../helpers/sandbox-engine.ts';
 import { answerOf, eventually, removeInstance } from '../helpers/service.ts';
 import { TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
-import { wakeStarts } from '../helpers/container-starts.ts';
+import { watchStarts } from '../helpers/container-starts.ts';
 import { engineEvent, OwnRedis, registryProcesses, ServiceProcess, type ServiceEnv } from './harness.ts';
 
 const run = promisify(execFile);
@@ -418,7 +418,7 @@ describe('faults: the service, Redis and sandboxes killed at bad moments', () =>
     const r = row('100 wakes (API + edge), 20 from two processes');
     await ensureUp();
     await putToSleep(web.name);
-    const since = Date.now();
+    const counter = await watchStarts(docker, web.name);
     const results = await Promise.all([
       ...Array.from({ length: 50 }, () => api('POST', `/api/sandboxes/${web.name}/start`).then((res) => res.status === 200 || `API start: ${res.status} ${JSON.stringify(res.body)}`)),
       ...Array.from({ length: 50 }, () => appGet(web.name).then((res) => res.status === 200 || `edge: ${res.status} ${res.body.slice(0, 80)}`)),
@@ -426,7 +426,7 @@ describe('faults: the service, Redis and sandboxes killed at bad moments', () =>
     r.faults += 100;
     for (const res of results) if (res !== true) r.requestsFailed.push(res);
     await eventually(async () => (await view(web.name)).status === 'running', 'running', 60_000);
-    const once = await wakeStarts(docker, web.name, since);
+    const once = await counter.stop();
     if (once.policyRestarts) console.log(`# the restart policy restarted ${web.name} ${once.policyRestarts} time(s)`);
     if (once.starts !== 1) r.wrongStates.push(`100 wakes started the container ${once.starts} times`);
 
@@ -438,11 +438,11 @@ describe('faults: the service, Redis and sandboxes killed at bad moments', () =>
       await putToSleep(web.name);
       await eventually(async () => (await truth(web.name)) === 'deep_sleep', 'deep sleep', 60_000);
       assert.equal((await api('PATCH', `/api/sandboxes/${web.name}`, { deep_sleep_after: '7d' })).status, 200);
-      const from = Date.now();
+      const counting = await watchStarts(docker, web.name);
       const both = await Promise.all([svc, other].flatMap((target) => Array.from({ length: 10 }, () => api('POST', `/api/sandboxes/${web.name}/start`, undefined, target))));
       r.faults += 20;
       for (const res of both) if (res.status !== 200) r.requestsFailed.push(`start through two processes: ${res.status} ${JSON.stringify(res.body)}`);
-      const twice = await wakeStarts(docker, web.name, from);
+      const twice = await counting.stop();
       if (twice.creates !== 1 || twice.starts !== 1) r.wrongStates.push(`two processes: ${twice.creates} creates, ${twice.starts} starts`);
     } finally {
       await other.terminate(25_000);

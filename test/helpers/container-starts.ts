@@ -2,41 +2,52 @@ import type Docker from 'dockerode';
 
 interface EngineEvent {
   Action: string;
-  timeNano: number;
+}
+
+export interface StartCount {
+  /** Starts a wake asked for. */
+  starts: number;
+  creates: number;
+  /** Starts by the restart policy (unless-stopped): a start after a `die` with no `kill` before it. */
+  policyRestarts: number;
 }
 
 /**
- * Container starts that a wake asked for, from the engine's event log between `since` and now.
- * A start after a `die` with no `kill` before it is the restart policy's (unless-stopped), not a
- * wake's; a minute of earlier events is read so a stop's `kill`, seconds before its `die`, is seen.
+ * Counts a container's starts from now on, from the engine's live event stream. (Its history is no
+ * use: dockerd keeps only its last 256 events, all containers together, so on a busy engine a stop's
+ * `kill` falls out before its `die` and the next start looks like the restart policy's.)
  */
-export async function wakeStarts(docker: Docker, container: string, since: number): Promise<{ starts: number; creates: number; policyRestarts: number }> {
-  const raw = await docker.getEvents({
-    since: Math.floor(since / 1000) - 60,
-    until: Math.ceil(Date.now() / 1000) + 1,
-    filters: { type: ['container'], container: [container], event: ['create', 'start', 'kill', 'die'] },
-  }) as unknown as NodeJS.ReadableStream;
-  const chunks: Buffer[] = [];
-  for await (const chunk of raw) chunks.push(Buffer.from(chunk as Buffer));
-  const events = Buffer.concat(chunks).toString().split('\n').filter(Boolean).map((l) => JSON.parse(l) as EngineEvent);
-  let starts = 0;
-  let creates = 0;
-  let policyRestarts = 0;
+export async function watchStarts(docker: Docker, container: string): Promise<{ stop(): Promise<StartCount> }> {
+  const stream = await docker.getEvents({ filters: { type: ['container'], container: [container], event: ['create', 'start', 'kill', 'die'] } }) as unknown as NodeJS.ReadableStream & { destroy(): void };
+  const count: StartCount = { starts: 0, creates: 0, policyRestarts: 0 };
   let killed = false;
   let diedAlone = false;
-  for (const e of events) {
-    const mine = e.timeNano / 1e6 >= since;
-    if (e.Action === 'kill') killed = true;
-    else if (e.Action === 'die') diedAlone = !killed;
-    else if (e.Action === 'create' && mine) creates += 1;
-    else if (e.Action === 'start') {
-      if (mine) {
-        if (diedAlone) policyRestarts += 1;
-        else starts += 1;
+  let rest = '';
+  stream.on('data', (chunk: Buffer) => {
+    const lines = (rest + chunk.toString()).split('\n');
+    rest = lines.pop()!;
+    for (const line of lines.filter(Boolean)) {
+      const { Action } = JSON.parse(line) as EngineEvent;
+      if (Action === 'kill') killed = true;
+      else if (Action === 'die') diedAlone = !killed;
+      else if (Action === 'create') count.creates += 1;
+      else if (Action === 'start') {
+        if (diedAlone) count.policyRestarts += 1;
+        else count.starts += 1;
+        killed = false;
+        diedAlone = false;
       }
-      killed = false;
-      diedAlone = false;
     }
-  }
-  return { starts, creates, policyRestarts };
+  });
+  stream.on('error', () => undefined);
+  return {
+    /** Call once the wakes have answered: their starts happened before; the stream may lag a moment. */
+    async stop() {
+      const deadline = Date.now() + 10_000;
+      while (count.starts + count.policyRestarts === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 500)); // a second start, if any, is no later than the first's answer
+      stream.destroy();
+      return { ...count };
+    },
+  };
 }

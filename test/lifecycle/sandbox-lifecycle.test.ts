@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
-import { wakeStarts } from '../helpers/container-starts.ts';
+import { watchStarts } from '../helpers/container-starts.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
 
 const run = promisify(execFile);
@@ -123,10 +123,10 @@ describe('sandbox lifecycle', () => {
   it('starts the container once for a hundred concurrent wakes', async () => {
     await t.service.lifecycle.sleep(name, 'test');
     assert.equal(await status(), 'exited');
-    const since = Date.now();
+    const counter = await watchStarts(docker, name);
     const results = await Promise.all(Array.from({ length: 100 }, () => t.api('POST', `/api/sandboxes/${name}/start`, alice.token)));
     assert.deepEqual([...new Set(results.map((r) => r.status))], [200]);
-    const { starts, policyRestarts } = await wakeStarts(docker, name, since);
+    const { starts, policyRestarts } = await counter.stop();
     if (policyRestarts) console.log(`# the restart policy restarted ${name} ${policyRestarts} time(s)`);
     assert.equal(starts, 1, 'exactly one container start asked for');
     await followAddress();

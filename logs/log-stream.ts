@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
+import { onJsonLines } from '../core/json-lines.ts';
 
 const COMPOSE_PROJECT = 'com.docker.compose.project';
 const COMPOSE_SERVICE = 'com.docker.compose.service';
@@ -7,6 +8,12 @@ const COMPOSE_SERVICE = 'com.docker.compose.service';
 const DEFAULT_HOLD_MS = 250;
 const FLUSH_EVERY_MS = 100;
 const NS_PER_MS = 1_000_000n;
+const CONTAINER_ID = /^[0-9a-f]{64}$/;
+/** The latest time a Date can show, in ns. */
+const MAX_TIME_NS = 8.64e21;
+
+/** A container event of the engine's stream, as parsed: nothing in it is trusted. */
+type EngineEvent = { id?: unknown; Action?: unknown; status?: unknown; timeNano?: number; Actor?: { Attributes?: Record<string, unknown> } };
 
 /** One log line of one app container (the `log` event of GET logs/stream). */
 export interface LogEvent {
@@ -120,16 +127,8 @@ export class SandboxLogStream {
     const replaying = from !== undefined;
     const startNs = from ?? BigInt(Date.now()) * NS_PER_MS;
     this.events = (await this.engine.getEvents({ filters: { type: ['container'], event: ['start', 'die'] } })) as unknown as Readable;
-    let buf = '';
-    this.events.on('data', (chunk: Buffer) => {
-      buf += chunk.toString('utf8');
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (line.trim()) this.onEngineEvent(JSON.parse(line));
-      }
-    });
+    // the sandbox's engine writes these: a line that is not an event is skipped, never thrown
+    onJsonLines(this.events, (e) => { if (e && typeof e === 'object') this.onEngineEvent(e as EngineEvent); });
     const gone = () => { if (!this.stopped) { this.flush(true); this.stop(); this.handlers.gone(); } };
     this.events.on('end', gone);
     this.events.on('close', gone);
@@ -150,18 +149,20 @@ export class SandboxLogStream {
     this.following.clear();
   }
 
-  private onEngineEvent(e: { id?: string; Action?: string; status?: string; timeNano?: number; Actor?: { Attributes?: Record<string, string> } }): void {
+  /** An event as the sandbox's engine wrote it: each field is checked before it is used. */
+  private onEngineEvent(e: EngineEvent): void {
     const id = e.id;
-    if (!id) return;
+    if (typeof id !== 'string' || !CONTAINER_ID.test(id)) return;
     const action = e.Action ?? e.status;
-    const attrs = e.Actor?.Attributes ?? {};
-    const time = new Date(Math.floor((e.timeNano ?? Date.now() * 1e6) / 1e6)).toISOString();
-    const base = { container: attrs.name ?? id.slice(0, 12), container_id: id, service: attrs[COMPOSE_SERVICE] ?? null, project: attrs[COMPOSE_PROJECT] ?? null, time };
+    const attr = (key: string) => { const v = e.Actor?.Attributes?.[key]; return typeof v === 'string' ? v : undefined; };
+    const timeNano = Number.isInteger(e.timeNano) && e.timeNano! > 0 && e.timeNano! < MAX_TIME_NS ? e.timeNano : undefined;
+    const time = new Date(Math.floor((timeNano ?? Date.now() * 1e6) / 1e6)).toISOString();
+    const base = { container: attr('name') ?? id.slice(0, 12), container_id: id, service: attr(COMPOSE_SERVICE) ?? null, project: attr(COMPOSE_PROJECT) ?? null, time };
     if (action === 'start') {
       this.handlers.container({ ...base, action: 'start' });
       const seen = [this.last.get(`${id.slice(0, 12)}/stdout`), this.last.get(`${id.slice(0, 12)}/stderr`)].filter((l) => l !== undefined);
       // from the older of its streams' last lines: the other's repeats are recognised and skipped
-      const since = seen.length ? seen.reduce((a, b) => (a.ns < b.ns ? a : b)).ns : e.timeNano ? BigInt(e.timeNano) - 1_000_000_000n : BigInt(Date.now() - 1000) * NS_PER_MS;
+      const since = seen.length ? seen.reduce((a, b) => (a.ns < b.ns ? a : b)).ns : timeNano ? BigInt(timeNano) - 1_000_000_000n : BigInt(Date.now() - 1000) * NS_PER_MS;
       void this.follow(id, { since }, since);
     } else if (action === 'die') {
       this.handlers.container({ ...base, action: 'stop' });

@@ -5,6 +5,7 @@ import { createGzip } from 'node:zlib';
 import type Docker from 'dockerode';
 import { createHash } from 'node:crypto';
 import type { SandboxRuntimeMode } from '../../core/config.ts';
+import { onJsonLines } from '../../core/json-lines.ts';
 import type { Logger } from '../../core/logger.ts';
 import { resourceNames } from '../names.ts';
 import { delegateCgroups } from './cgroup-delegation.ts';
@@ -186,19 +187,9 @@ export class DockerRuntime {
       try {
         stream = await this.docker.getEvents({ filters: { type: ['container'], event: ['start'], label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
         if (stopped) return (stream as unknown as { destroy(): void }).destroy();
-        let pending = '';
-        stream.on('data', (chunk: Buffer) => {
-          // one JSON object per line; a line longer than any event is dropped rather than held
-          const lines = (pending + chunk.toString('utf8')).split('\n');
-          pending = lines.pop()!.slice(-16_384);
-          for (const line of lines) {
-            try {
-              const name = (JSON.parse(line) as { Actor?: { Attributes?: Record<string, unknown> } }).Actor?.Attributes?.[LABEL_SANDBOX];
-              if (typeof name === 'string') onStart(name);
-            } catch {
-              // not an event
-            }
-          }
+        onJsonLines(stream, (event) => {
+          const name = (event as { Actor?: { Attributes?: Record<string, unknown> } } | null)?.Actor?.Attributes?.[LABEL_SANDBOX];
+          if (typeof name === 'string') onStart(name);
         });
         stream.on('error', () => undefined);
         stream.on('end', () => { if (!stopped) setTimeout(subscribe, 1000); });

@@ -25,9 +25,9 @@ const frame = (kind: 1 | 2, text: string) => {
 /** stdout tick 1 (t=0), stderr warn (t=20), then stdout tick 2 (t=10): written after the newer stderr line. */
 const LOG = [frame(1, `${at(0)} tick 1\n`), frame(2, `${at(20)} warn\n`), frame(1, `${at(10)} tick 2\n`), frame(1, `${at(10)} tick 3\n`)];
 
-function engine(): Docker {
+function engine(events = new PassThrough()): Docker {
   return {
-    getEvents: async () => new PassThrough(),
+    getEvents: async () => events,
     listContainers: async () => [{ Id: ID }],
     getContainer: () => ({
       inspect: async () => ({ Id: ID, Name: '/web', Config: { Labels: {}, Tty: false } }),
@@ -71,5 +71,17 @@ describe('log stream merge', () => {
       const resumed = await collect({ after: { ns: BigInt(ns!), container: container!, n: Number(n) } });
       assert.deepEqual(resumed.map((l) => l.id), all.slice(i + 1).map((l) => l.id), `after ${all[i]!.line}`);
     }
+  });
+
+  it("skips what the sandbox's engine writes that is not a container event, and goes on", async () => {
+    const events = new PassThrough();
+    const seen: Array<{ action: string; container: string }> = [];
+    const stream = new SandboxLogStream(engine(events), { log: () => undefined, container: (e) => seen.push(e), gone: () => undefined }, { holdMs: 0 });
+    await stream.start();
+    events.write('not json\n{"id":7,"Action":"die"}\n{"id":"' + ID + '","Action":"die","timeNano":1e300,"Actor":{"Attributes":{"name":{"x":1}}}}\n');
+    events.write(`${'x'.repeat(100_000)}\n{"id":"${ID}","Action":"die","Actor":{"Attributes":{"name":"web"}}}\n`);
+    for (const deadline = Date.now() + 10_000; seen.length < 2 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
+    stream.stop();
+    assert.deepEqual(seen.map((e) => [e.action, e.container]), [['stop', ID.slice(0, 12)], ['stop', 'web']]);
   });
 });

@@ -2,6 +2,7 @@ import type Docker from 'dockerode';
 import { hashPassword } from '../accounts/passwords.ts';
 import { boundedRequest } from '../core/bounded-request.ts';
 import { COMPOSE_PROJECT, COMPOSE_SERVICE, SUBDOMAIN_LABEL } from './apps/app-labels.ts';
+import { statusCode } from './runtime/engine-client.ts';
 
 /** The TOOL_LABEL value of the management tool's image (scripts/build-manager-image.sh). */
 export const TOOL_MANAGER = 'manager';
@@ -19,10 +20,6 @@ export interface ToolImageSource {
   imageInputs(image: string): Promise<string | undefined>;
   /** `docker save` of the image. */
   saveImage(image: string): Promise<NodeJS.ReadableStream>;
-}
-
-function statusCode(err: unknown): number | undefined {
-  return (err as { statusCode?: number }).statusCode;
 }
 
 /**

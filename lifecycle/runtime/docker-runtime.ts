@@ -9,6 +9,7 @@ import { onJsonLines } from '../../core/json-lines.ts';
 import type { Logger } from '../../core/logger.ts';
 import { resourceNames } from '../names.ts';
 import { delegateCgroups } from './cgroup-delegation.ts';
+import { statusCode } from './engine-client.ts';
 import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
 import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
 import { SandboxExec } from './sandbox-exec.ts';
@@ -38,10 +39,6 @@ export const LABEL_INSTANCE = 'svc.instance';
 
 /** Folders of a sandbox that persist, in the order they are archived. */
 const ARCHIVED_PATHS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker/volumes'] as const;
-
-function statusCode(err: unknown): number | undefined {
-  return (err as { statusCode?: number }).statusCode;
-}
 
 /** Host interfaces of sandbox networks start with this, so the egress rules can name them all. */
 export const SANDBOX_BRIDGE_PREFIX = 'svcb';

@@ -9,12 +9,9 @@ import { promisify } from 'node:util';
 import type Docker from 'dockerode';
 import type { Logger } from '../../core/logger.ts';
 import { resourceNames } from '../names.ts';
+import { statusCode } from './engine-client.ts';
 
 const run = promisify(execFile);
-
-function statusCode(err: unknown): number | undefined {
-  return (err as { statusCode?: number }).statusCode;
-}
 
 /** Where on the host a volume's files are, or undefined when the engine has no such volume. */
 async function mountpoint(docker: Docker, volume: string): Promise<string | undefined> {

@@ -1,4 +1,5 @@
 import type Docker from 'dockerode';
+import { onJsonLines } from '../../core/json-lines.ts';
 
 interface EngineEvent {
   Action: string;
@@ -22,21 +23,16 @@ export async function watchStarts(docker: Docker, container: string): Promise<{ 
   const count: StartCount = { starts: 0, creates: 0, policyRestarts: 0 };
   let killed = false;
   let diedAlone = false;
-  let rest = '';
-  stream.on('data', (chunk: Buffer) => {
-    const lines = (rest + chunk.toString()).split('\n');
-    rest = lines.pop()!;
-    for (const line of lines.filter(Boolean)) {
-      const { Action } = JSON.parse(line) as EngineEvent;
-      if (Action === 'kill') killed = true;
-      else if (Action === 'die') diedAlone = !killed;
-      else if (Action === 'create') count.creates += 1;
-      else if (Action === 'start') {
-        if (diedAlone) count.policyRestarts += 1;
-        else count.starts += 1;
-        killed = false;
-        diedAlone = false;
-      }
+  onJsonLines(stream, (event) => {
+    const { Action } = event as EngineEvent;
+    if (Action === 'kill') killed = true;
+    else if (Action === 'die') diedAlone = !killed;
+    else if (Action === 'create') count.creates += 1;
+    else if (Action === 'start') {
+      if (diedAlone) count.policyRestarts += 1;
+      else count.starts += 1;
+      killed = false;
+      diedAlone = false;
     }
   });
   stream.on('error', () => undefined);

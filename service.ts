@@ -61,7 +61,13 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     transferRoot,
     move: await mainEngineMove(config, docker, logger),
   });
-  const apps = new AppDirectory(redis, config.redisPrefix, logger.child({ part: 'apps' }), (sandbox, pid) => runtime.procNetTcp(sandbox, pid));
+  const apps = new AppDirectory(
+    redis,
+    config.redisPrefix,
+    logger.child({ part: 'apps' }),
+    (sandbox, pid) => runtime.procNetTcp(sandbox, pid),
+    async (name) => (await store.sandboxes.get(name)) !== undefined,
+  );
   await apps.load();
   const lifecycle = new Lifecycle({
     config,

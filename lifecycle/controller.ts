@@ -88,6 +88,7 @@ export class Lifecycle {
   async create(owner: UserRecord, input: CreateSandboxInput): Promise<SandboxView> {
     const name = input.name ? sandboxName(input.name) : NAME_PREFIX + randomBytes(5).toString('hex');
     const template = input.template ?? 'default';
+    this.deps.apps.checkNewName(name);
     const record: SandboxRecord = {
       name,
       owner_id: owner.id,

@@ -11,6 +11,11 @@ export function sandboxName(requested: string): string {
   return NAME_PREFIX + body;
 }
 
+/** True for a full sandbox name (`svc-` and a valid body), as sandboxName would give it. */
+export function isSandboxName(name: string): boolean {
+  return name.startsWith(NAME_PREFIX) && BODY.test(name.slice(NAME_PREFIX.length)) && !name.includes('--');
+}
+
 /** The short form used in generated app addresses (spec 4.3: `<sandbox-short>`). */
 export function shortName(name: string): string {
   return name.startsWith(NAME_PREFIX) ? name.slice(NAME_PREFIX.length) : name;

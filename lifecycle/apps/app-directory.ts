@@ -1,8 +1,9 @@
 import net from 'node:net';
 import type Docker from 'dockerode';
 import type { Redis } from 'ioredis';
+import { errors } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
-import { appEntries, type AppContainer, type AppEntry, type PublishedPort } from './app-labels.ts';
+import { appEntries, labelBuilders, type AppContainer, type AppEntry, type PublishedPort } from './app-labels.ts';
 import { listenState } from './listeners.ts';
 
 const REFRESH_DEBOUNCE_MS = 150;
@@ -14,7 +15,8 @@ const RESUBSCRIBE_MS = 1_000;
  * The app table: which host label goes to which sandbox and port. A provider in Traefik's sense:
  * it discovers apps from each running sandbox's own engine (its event stream, not polling) and
  * keeps the table in memory for the edge's hot path and in Redis so a sleeping sandbox's addresses
- * still resolve — that is what lets a request to an asleep app wake it.
+ * still resolve — that is what lets a request to an asleep app wake it. A label only ever goes to
+ * the sandbox it belongs to (labelBuilders), whichever sandbox or container came first.
  */
 export class AppDirectory {
   private readonly byLabel = new Map<string, AppEntry>();
@@ -24,12 +26,14 @@ export class AppDirectory {
   /**
    * @param readProcNet the /proc/<pid>/net/tcp and tcp6 of a process in a sandbox (pid as the
    * sandbox sees it), to tell loopback-only apps apart
+   * @param nameTaken whether a sandbox of that name exists, archived ones included
    */
   constructor(
     private readonly redis: Redis,
     prefix: string,
     private readonly log: Logger,
     private readonly readProcNet: (sandbox: string, pid: number) => Promise<string>,
+    private readonly nameTaken: (name: string) => Promise<boolean>,
   ) {
     this.key = `${prefix}:apps`;
   }
@@ -37,7 +41,30 @@ export class AppDirectory {
   async load(): Promise<void> {
     for (const raw of Object.values(await this.redis.hgetall(this.key))) {
       const entry = JSON.parse(raw) as AppEntry;
-      this.byLabel.set(entry.label, entry);
+      if (await this.owns(entry.sandbox, entry.label)) this.byLabel.set(entry.label, entry);
+    }
+  }
+
+  /** Whether `label` belongs to `sandbox`: no existing name is a more specific builder of it. */
+  private async owns(sandbox: string, label: string): Promise<boolean> {
+    for (const name of labelBuilders(label)) {
+      if (name === sandbox) return true;
+      if (await this.nameTaken(name)) return false;
+    }
+    return false;
+  }
+
+  /**
+   * Refuses a new sandbox name that would own an address another sandbox serves: whoever uses
+   * that address would reach the newcomer's app, under the edge's valid certificate.
+   */
+  checkNewName(name: string): void {
+    for (const { label, sandbox } of this.byLabel.values()) {
+      const builders = labelBuilders(label);
+      const at = builders.indexOf(name);
+      if (at >= 0 && at < builders.indexOf(sandbox)) {
+        throw new errors.Conflict(`the name "${name}" would take over the app address "${label}" of another sandbox; choose another name`);
+      }
     }
   }
 
@@ -74,7 +101,8 @@ export class AppDirectory {
         if (stopped) return (stream as unknown as { destroy(): void }).destroy();
         stream.on('data', refresh);
         stream.on('error', () => undefined);
-        stream.on('end', () => { if (!stopped) setTimeout(subscribe, RESUBSCRIBE_MS); });
+        // 'close', not 'end': a reset stream (seen when another sandbox's network went) never ends.
+        stream.once('close', () => { if (!stopped) setTimeout(subscribe, RESUBSCRIBE_MS); });
         refresh();
       } catch {
         if (!stopped) setTimeout(subscribe, RESUBSCRIBE_MS);
@@ -123,20 +151,16 @@ export class AppDirectory {
         return found.map((e) => ({ ...e, loopbackOnly: listenState(procNet, e.containerPort) === 'loopback-only' }));
       }),
     );
-    await this.replace(sandbox, entries.flat());
+    const owned: AppEntry[] = [];
+    for (const entry of entries.flat()) {
+      if (await this.owns(sandbox, entry.label)) owned.push(entry);
+      else this.log.info({ sandbox, label: entry.label }, 'app address belongs to a more specific sandbox name; skipped');
+    }
+    await this.replace(sandbox, owned);
   }
 
   private async replace(sandbox: string, entries: AppEntry[]): Promise<void> {
-    const fresh = new Map<string, AppEntry>();
-    for (const entry of entries) {
-      const holder = this.byLabel.get(entry.label);
-      if (holder && holder.sandbox !== sandbox) {
-        // First come keeps an address: a look-alike name must never capture another sandbox's traffic.
-        this.log.warn({ sandbox, label: entry.label, holder: holder.sandbox }, 'app address already taken by another sandbox; skipped');
-        continue;
-      }
-      fresh.set(entry.label, entry);
-    }
+    const fresh = new Map(entries.map((e) => [e.label, e]));
     const gone = this.appsOf(sandbox).filter((e) => !fresh.has(e.label)).map((e) => e.label);
     for (const label of gone) this.byLabel.delete(label);
     for (const [label, entry] of fresh) this.byLabel.set(label, entry);

@@ -1,4 +1,4 @@
-import { shortName } from '../names.ts';
+import { isSandboxName, NAME_PREFIX, shortName } from '../names.ts';
 
 /** Compose labels the engine puts on a service's containers. */
 export const COMPOSE_PROJECT = 'com.docker.compose.project';
@@ -8,8 +8,12 @@ export const SUBDOMAIN_LABEL = 'tunnel.subdomain';
 /** Carried by a tool's image (the management tool: `manager`); containers inherit it. */
 export const TOOL_LABEL = 'svc.tool';
 
-/** Suffixes the edge reads as engine, shell or TCP twin; an app label never ends with them. */
-const RESERVED_SUFFIXES = ['-engine', '-shell-tcp', '-tcp'];
+/**
+ * Suffixes the edge reads as engine, shell or TCP twin; an app label never ends with them. Nor
+ * with `-shell`: its TCP twin `<label>-tcp` would read as the shell of a sandbox named `<label>`.
+ */
+const RESERVED_SUFFIXES = ['-engine', '-shell-tcp', '-tcp', '-shell'];
+const GENERATED = /-port\d+$/;
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 export interface PublishedPort {
@@ -73,4 +77,23 @@ export function appEntries(sandbox: string, container: AppContainer): AppEntry[]
       return { label, sandbox, container: container.name, project, service, containerPort: p.containerPort, hostPort: p.hostPort, ...(tool ? { tool } : {}) };
     })
     .filter((e) => DNS_LABEL.test(e.label) && !RESERVED_SUFFIXES.some((s) => e.label.endsWith(s)));
+}
+
+/**
+ * The sandbox names that could have built `label`, the one it belongs to first. Spec 4.3 builds
+ * labels by prefixing a name, so names that prefix each other compete: `svc-shop` with the
+ * subdomain `prod-web` and `svc-shop-prod` with `web` both build `svc-shop-prod-web`. The label
+ * belongs to the most specific builder: the longest name part (`<sandbox>-` or, for generated
+ * `…-port<N>` labels, `<short>-`), then the longest name. The owner is the first of these names
+ * that exists (archived ones included); it does not depend on which came first.
+ */
+export function labelBuilders(label: string): string[] {
+  const found: Array<{ name: string; part: number }> = [];
+  const generated = GENERATED.test(label);
+  for (let i = label.indexOf('-'); i > 0; i = label.indexOf('-', i + 1)) {
+    const part = label.slice(0, i);
+    if (isSandboxName(part)) found.push({ name: part, part: i });
+    if (generated && isSandboxName(NAME_PREFIX + part)) found.push({ name: NAME_PREFIX + part, part: i });
+  }
+  return found.sort((a, b) => b.part - a.part || b.name.length - a.name.length).map((f) => f.name);
 }

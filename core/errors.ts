@@ -18,7 +18,7 @@ export const errors = {
   NotFound: createError('SVC_NOT_FOUND', '%s', 404),
   // 409: the thing exists but is in the wrong state
   NameTaken: createError('SVC_NAME_TAKEN', 'the name "%s" is already taken; choose another', 409),
-  SandboxArchived: createError('SVC_SANDBOX_ARCHIVED', 'sandbox "%s" is archived and cannot be used', 409),
+  SandboxArchived: createError('SVC_SANDBOX_ARCHIVED', 'sandbox "%s" is archived (gone; its name stays reserved)', 410),
   SandboxNotRunning: createError('SVC_SANDBOX_NOT_RUNNING', 'sandbox "%s" is %s: start it first (POST /api/sandboxes/%s/start)', 409),
   Conflict: createError('SVC_CONFLICT', '%s', 409),
   // 413 / 422 / 429

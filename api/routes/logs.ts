@@ -41,7 +41,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
       }, { additionalProperties: false }),
       headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 100 })) }),
       produces: ['text/event-stream'],
-      response: { 200: { type: 'string', description: 'text/event-stream' }, ...errorResponses(400, 401, 404, 409) },
+      response: { 200: { type: 'string', description: 'text/event-stream' }, ...errorResponses(400, 401, 404, 409, 410) },
     },
   }, async (request, reply) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');

@@ -74,7 +74,7 @@ export const registryRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async
       summary: 'Secret-scan report of the images pushed to registry.<domain>/<sandbox>/…',
       description: 'Every image (repository) with its visibility and the reason, and each version with digest, tags, scan state and findings (path, layer, rule; never the secret).',
       params: SandboxParams,
-      response: { 200: Type.Ref('RegistryReport'), ...errorResponses(401, 404, 409) },
+      response: { 200: Type.Ref('RegistryReport'), ...errorResponses(401, 404, 409, 410) },
     },
   }, async (request) => {
     const sandbox = await authorizeSandbox(store, request.principal, request.params.name, 'use');

@@ -37,7 +37,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   });
 
   app.get('/sandboxes/:name', {
-    schema: { tags, summary: 'The sandbox record', params, response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409) } },
+    schema: { tags, summary: 'The sandbox record', params, response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410) } },
   }, async (request) => lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use')));
 
   app.post('/sandboxes/:name/start', {
@@ -45,7 +45,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
       tags, params,
       summary: 'Wake the sandbox',
       description: 'Answers once the sandbox runs and its engine answers: a few seconds from asleep, longer from deep sleep.',
-      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 502) },
+      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410, 502) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -54,18 +54,18 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   });
 
   app.post('/sandboxes/:name/keep-awake', {
-    schema: { tags, params, summary: 'Restart the idle countdown (never wakes a sleeping sandbox)', response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409) } },
+    schema: { tags, params, summary: 'Restart the idle countdown (never wakes a sleeping sandbox)', response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410) } },
   }, async (request) => lifecycle.keepAwake((await authorizeSandbox(store, request.principal, request.params.name, 'use')).name));
 
   app.patch('/sandboxes/:name', {
-    schema: { tags, params, summary: 'Change idle_timeout and/or deep_sleep_after (owner or admin)', body: PatchSandboxBody, response: { 200: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 404, 409) } },
+    schema: { tags, params, summary: 'Change idle_timeout and/or deep_sleep_after (owner or admin)', body: PatchSandboxBody, response: { 200: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 404, 409, 410) } },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
     return lifecycle.updateSettings(record.name, request.body);
   });
 
   app.delete('/sandboxes/:name', {
-    schema: { tags, params, summary: 'Archive the sandbox (configuration and data kept in the archive)', response: { 200: ArchiveResult, ...errorResponses(401, 403, 404, 409) } },
+    schema: { tags, params, summary: 'Archive the sandbox (configuration and data kept in the archive)', response: { 200: ArchiveResult, ...errorResponses(401, 403, 404, 409, 410) } },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'delete');
     const result = await lifecycle.archive(record.name);
@@ -76,7 +76,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     schema: {
       tags, params,
       summary: 'Enable engine access for a needs-certs sandbox (issues certificates, restarts the sandbox)',
-      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 403, 404, 409) },
+      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 403, 404, 409, 410) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');

@@ -131,6 +131,33 @@ describe('sandbox access and bad input', () => {
     assert.equal((await t.api('POST', `/api/sandboxes/${name}/engine-access`, alice.token)).status, 409);
   });
 
+  it('answers 410 Gone for an archived sandbox on every route of a sandbox', async () => {
+    const gone = (await t.api('POST', '/api/sandboxes', alice.token, { name: `gone-${t.config.redisPrefix}` })).body.name;
+    assert.equal((await t.api('DELETE', `/api/sandboxes/${gone}`, alice.token)).status, 200);
+    const paths = (await t.api('GET', '/api/swagger/json', undefined)).body.paths as Record<string, Record<string, unknown>>;
+    // Valid bodies and queries, so that nothing but the sandbox's state can refuse the request.
+    const bodies: Record<string, unknown> = { patch: { idle_timeout: '1h' }, 'post /files/mkdir': { path: '/root/x' } };
+    let checked = 0;
+    for (const [route, methods] of Object.entries(paths)) {
+      if (!route.includes('{name}')) continue;
+      for (const method of Object.keys(methods)) {
+        const url = `${t.url}${route.replace('{name}', gone)}${route.includes('/files') ? '?path=/root/x' : ''}`;
+        const body = method === 'put' ? 'bytes' : JSON.stringify(bodies[method] ?? bodies[`${method} ${route.slice(route.indexOf('}') + 1)}`] ?? {});
+        const bodyless = method === 'get' || method === 'delete';
+        const res = await fetch(url, {
+          method: method.toUpperCase(),
+          headers: { authorization: `Bearer ${alice.token}`, ...(bodyless ? {} : { 'content-type': method === 'put' ? 'application/octet-stream' : 'application/json' }) },
+          body: bodyless ? undefined : body,
+        });
+        const answer = await res.json() as { error?: { code: string } };
+        assert.equal(res.status, 410, `${method.toUpperCase()} ${route}: ${JSON.stringify(answer)}`);
+        assert.equal(answer.error?.code, 'SVC_SANDBOX_ARCHIVED');
+        checked++;
+      }
+    }
+    assert.ok(checked >= 14, `${checked} routes checked`);
+  });
+
   it('documents every route in the OpenAPI document, served without a token', async () => {
     const res = await t.api('GET', '/api/swagger/json', undefined);
     assert.equal(res.status, 200);

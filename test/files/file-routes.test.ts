@@ -8,6 +8,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import contentDisposition from 'content-disposition';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 import { SANDBOX_CLI } from '../helpers/sandbox-engine.ts';
@@ -204,6 +205,17 @@ describe('file routes on a real sandbox', () => {
     for (const entry of ['proj/README', 'proj/src/main.c', 'proj/src/deep/']) assert.ok(listing.includes(entry), `${entry} in\n${listing}`);
     assert.match(listing, /^l.* proj\/passwd-link -> \/etc\/passwd$/m, 'the link is a link, not /etc/passwd');
     assert.ok(!listing.includes('root:x:0:0'));
+  });
+
+  it('names a download in Content-Disposition that clients parse back, whatever the name (apostrophe, quotes, non-ASCII)', async () => {
+    for (const name of ["it's.txt", 'say "hi".txt', 'café ünï.txt', 'semi;colon, 100%.txt']) {
+      assert.equal((await put(`/root/${name}`, 'x')).status, 200, name);
+      const res = await raw('GET', files(`/content?path=${enc(`/root/${name}`)}`));
+      assert.equal(res.status, 200);
+      const parsed = contentDisposition.parse(res.headers.get('content-disposition') ?? '');
+      assert.equal(parsed.type, 'attachment');
+      assert.equal(parsed.parameters.filename, name);
+    }
   });
 
   it('creates folders owned by root with mode 0644, and deletes files and folders', async () => {

@@ -180,7 +180,7 @@ describe('sandbox lifecycle', () => {
     assert.equal(config.certs, undefined, 'no private keys in the archive configuration');
     assert.ok(!(await t.api('GET', '/api/sandboxes', alice.token)).body.some((r: { name: string }) => r.name === name));
     const start = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
-    assert.equal(start.status, 409);
+    assert.equal(start.status, 410);
     assert.equal(start.body.error.code, 'SVC_SANDBOX_ARCHIVED');
     await assert.rejects(docker.getContainer(name).inspect());
     await assert.rejects(docker.getVolume(`${name}-root`).inspect());

@@ -168,6 +168,13 @@ class Pool {
   }
 }
 
+/**
+ * Bounds of the shell protocol: the sandbox's root can replace the shell's commands, so its
+ * answers are hostile bytes. A longer header line or a larger declared answer breaks the shell.
+ */
+const MAX_HEADER_LINE = 4 * 1024;
+const MAX_ANSWER = 16 * 1024 * 1024;
+
 /** One shell running SHELL_SERVER: one request at a time, its reply read off the demuxed stdout. */
 class Shell {
   ended = false;
@@ -211,12 +218,13 @@ class Shell {
   }
 
   private receive(chunk: Buffer): void {
+    if (this.ended) return;
     this.chunks.push(chunk);
     this.buffered += chunk.length;
     while (!this.reply) {
       const head = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
-      const nl = head.indexOf(0x0a);
-      if (nl < 0) return;
+      const nl = head.subarray(0, MAX_HEADER_LINE + 1).indexOf(0x0a);
+      if (nl < 0) return head.length > MAX_HEADER_LINE ? this.broken('a header line longer than 4 KiB') : undefined;
       const line = head.toString('utf8', 0, nl);
       this.chunks.length = 0;
       this.chunks.push(head.subarray(nl + 1));
@@ -225,7 +233,9 @@ class Shell {
         this.pending?.onNotice?.(line.slice(1));
         continue;
       }
-      const [code, out, err] = line.split(' ').map(Number);
+      const [code, out, err] = line.split(' ').map((n) => (/^\d{1,9}$/.test(n) ? Number(n) : NaN));
+      if (!Number.isInteger(code) || !Number.isInteger(out) || !Number.isInteger(err)) return this.broken(`a header line that is not "<code> <out> <err>"`);
+      if (out! + err! > MAX_ANSWER) return this.broken('an answer of more than 16 MiB');
       this.reply = { code: code!, out: out!, err: err! };
     }
     const { code, out, err } = this.reply;
@@ -238,6 +248,16 @@ class Shell {
     this.buffered = 0;
     this.armIdle();
     pending?.resolve({ exitCode: code, stdout: body.subarray(0, out), stderr: body.toString('utf8', out, out + err) });
+  }
+
+  /** The shell broke its protocol: its operation fails and the shell is dropped (its command cut). */
+  private broken(what: string): void {
+    this.pending?.reject(new ShellGone(`the file shell broke its protocol (${what}); it was ended`));
+    this.pending = undefined;
+    this.chunks.length = 0;
+    this.buffered = 0;
+    this.finish();
+    this.proc.stdout.destroy();
   }
 
   private finish(): void {

@@ -17,7 +17,7 @@ export interface TransferPipe {
    * end); a download reads from it, as many bytes as the sandbox announced (it never ends).
    */
   stream: net.Socket;
-  /** Closes the service's end and removes the pipe. */
+  /** Closes the service's end and removes the pipe; never rejects (whatever the sandbox put in its place stays). */
   close(): Promise<void>;
 }
 
@@ -77,7 +77,9 @@ export class TransferPipes {
       stream,
       close: async () => {
         stream.destroy();
-        await fs.promises.rm(shared, { force: true });
+        // The sandbox's root may have put a folder there: it stays until the sandbox is archived
+        // or the service restarts (TransferPipes.open), and the close still succeeds.
+        await fs.promises.rm(shared, { force: true }).catch(() => undefined);
       },
     };
   }

@@ -14,6 +14,8 @@ class FakeExec {
   live = 0;
   failNext: Error | null = null;
   holdMs = 50;
+  /** Bytes a hostile shell writes instead of answering READ_TEXT. */
+  hostile: string | null = null;
 
   async start(): Promise<ExecProcess> {
     if (this.failNext) {
@@ -44,7 +46,8 @@ class FakeExec {
           const args = lines.slice(1, 1 + argc);
           text = lines.slice(1 + argc).join('\n');
           const answer = (out: string) => stdout.write(`0 ${Buffer.byteLength(out)} 0\n${out}`);
-          if (op === 'DELETE') exit();
+          if (op === 'READ_TEXT' && this.hostile !== null) stdout.write(this.hostile);
+          else if (op === 'DELETE') exit();
           else if (op === 'READ_TEXT') setTimeout(() => answer('late'), this.holdMs);
           else answer(args.join('|'));
         }
@@ -130,5 +133,22 @@ describe('ScriptRunner pool', () => {
     assert.equal((await runner.run('sb', 'READ_TEXT', ['t4'], { transfer: true })).stdout.toString(), 'late');
     assert.equal(exec.spawned, 5, 'a later transfer takes an idle shell');
     runner.close();
+  });
+
+  it('drops a shell that breaks the protocol: an endless header line, a huge declared answer, a garbled header', async () => {
+    for (const [hostile, why] of [
+      ['x'.repeat(5000), /longer than 4 KiB/],
+      [`0 ${17 * 1024 * 1024} 0\n`, /more than 16 MiB/],
+      ['0 -1 0\n', /not "<code> <out> <err>"/],
+    ] as const) {
+      const exec = new FakeExec();
+      exec.hostile = hostile;
+      const runner = new ScriptRunner(exec, { shellsPerSandbox: 1, idleMs: 10_000 });
+      await assert.rejects(runner.run('sb', 'READ_TEXT', ['/root', 'x']), (err: Error) => err instanceof ShellGone && why.test(err.message));
+      exec.hostile = null;
+      assert.equal((await runner.run('sb', 'LIST', ['next'])).stdout.toString(), 'next', 'the next operation gets a new shell');
+      assert.equal(exec.spawned, 2);
+      runner.close();
+    }
   });
 });

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
 import { onJsonLines } from '../core/json-lines.ts';
 
@@ -14,6 +15,8 @@ const MAX_TIME_NS = 8.64e21;
 
 /** A container event of the engine's stream, as parsed: nothing in it is trusted. */
 type EngineEvent = { id?: unknown; Action?: unknown; status?: unknown; timeNano?: number; Actor?: { Attributes?: Record<string, unknown> } };
+/** Longest log line kept; a container's output is the sandbox's to choose. */
+export const MAX_LINE = 64 * 1024;
 
 /** One log line of one app container (the `log` event of GET logs/stream). */
 export interface LogEvent {
@@ -209,24 +212,49 @@ export class SandboxLogStream {
     if (this.stopped || this.following.has(id)) return void stream.destroy();
     this.following.set(id, stream);
     const session: Session = { minNs: from.since ?? 0n, stdout: { ns: -1n, n: 0 }, stderr: { ns: -1n, n: 0 } };
+    // Lines are cut at MAX_LINE: the first MAX_LINE characters go out at once, the rest of the line is dropped.
     const partial = { stdout: '', stderr: '' };
-    const onText = (kind: 'stdout' | 'stderr', text: string) => {
-      partial[kind] += text;
+    const cut = { stdout: false, stderr: false };
+    const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+    const onText = (kind: 'stdout' | 'stderr', bytes: Buffer) => {
+      partial[kind] += decoders[kind].write(bytes);
       let nl: number;
       while ((nl = partial[kind].indexOf('\n')) >= 0) {
-        this.onLine(meta, kind, partial[kind].slice(0, nl), session);
+        if (!cut[kind]) this.onLine(meta, kind, partial[kind].slice(0, nl), session);
+        cut[kind] = false;
         partial[kind] = partial[kind].slice(nl + 1);
       }
+      if (partial[kind].length > MAX_LINE) {
+        if (!cut[kind]) this.onLine(meta, kind, partial[kind].slice(0, MAX_LINE), session);
+        cut[kind] = true;
+        partial[kind] = '';
+      }
     };
-    let frames: Buffer = Buffer.alloc(0);
+    // The engine's frames (8-byte header: stream, 3 zero bytes, big-endian length) are read as they
+    // come, never collected whole: a frame may declare up to 4 GiB.
+    const header = Buffer.alloc(8);
+    let headerFill = 0;
+    let kind: 'stdout' | 'stderr' = 'stdout';
+    let remaining = 0;
     stream.on('data', (chunk: Buffer) => {
-      if (meta.tty) return onText('stdout', chunk.toString('utf8'));
-      frames = frames.length ? Buffer.concat([frames, chunk]) : chunk;
-      while (frames.length >= 8) {
-        const size = frames.readUInt32BE(4);
-        if (frames.length < 8 + size) break;
-        onText(frames[0] === 2 ? 'stderr' : 'stdout', frames.subarray(8, 8 + size).toString('utf8'));
-        frames = frames.subarray(8 + size);
+      if (meta.tty) return onText('stdout', chunk);
+      let at = 0;
+      while (at < chunk.length) {
+        if (remaining === 0) {
+          const take = Math.min(8 - headerFill, chunk.length - at);
+          chunk.copy(header, headerFill, at, at + take);
+          headerFill += take;
+          at += take;
+          if (headerFill < 8) break;
+          headerFill = 0;
+          kind = header[0] === 2 ? 'stderr' : 'stdout';
+          remaining = header.readUInt32BE(4);
+          continue;
+        }
+        const take = Math.min(remaining, chunk.length - at);
+        onText(kind, chunk.subarray(at, at + take));
+        at += take;
+        remaining -= take;
       }
     });
     const done = () => { if (this.following.get(id) === stream) this.following.delete(id); };

@@ -1,7 +1,9 @@
 import { loadConfig } from './core/config.ts';
 import { logger } from './core/logger.ts';
+import { guardProcess } from './core/process-guard.ts';
 import { startService } from './service.ts';
 
+guardProcess(logger);
 const config = loadConfig();
 const service = await startService(config, logger);
 const apiPort = Number(process.env.SVC_API_PORT ?? 8080);

@@ -1,1 +1,1 @@
-export { SandboxLogStream, parseEventId, parseTime, type LogEvent, type ContainerEvent, type Cursor } from './log-stream.ts';
+export { SandboxLogStream, parseEventId, parseTime, type LogEvent, type ContainerEvent, type Cursor, type LogStreamHandlers } from './log-stream.ts';

@@ -3,13 +3,17 @@ import { Type } from '@sinclair/typebox';
 import { errors } from '../../core/errors.ts';
 import { runningEngine } from '../../files/volumes.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
-import { parseEventId, parseTime, SandboxLogStream, type Cursor } from '../../logs/index.ts';
+import { parseEventId, parseTime, SandboxLogStream, type Cursor, type LogStreamHandlers } from '../../logs/index.ts';
 import type { Store } from '../../store/index.ts';
 import { authorizeSandbox } from '../access.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 
 export const DEFAULT_HEARTBEAT_MS = 15_000;
 const ENGINE_GONE_GRACE_MS = 30_000;
+/** Bytes that may wait for a client before the stream stops following the logs until it has read them. */
+const SSE_MAX_WAITING = 1024 * 1024;
+/** A client that reads nothing of what waits for this long is cut off. */
+const SLOW_CLIENT_GRACE_MS = 30_000;
 
 const DESCRIPTION = `Server-Sent Events (\`text/event-stream\`) with the logs of every app container in the sandbox,
 including containers that start while the stream is open. Events:
@@ -64,8 +68,9 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
     let timer: NodeJS.Timeout | undefined;
     const write = (text: string) => {
       if (closed) return;
-      if (open) res.write(text);
-      else queued.push(text);
+      if (!open) return void queued.push(text);
+      res.write(text);
+      if (!paused && res.writableLength > SSE_MAX_WAITING) pause();
     };
     const finish = (reason?: { reason: string; status: string }) => {
       if (closed) return;
@@ -75,8 +80,10 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
       stream.stop();
       if (open) res.end();
     };
-    const stream = new SandboxLogStream(engine, {
+    let emitted = after;
+    const handlers: LogStreamHandlers = {
       log(event) {
+        emitted = parseEventId(event.id) ?? emitted;
         write(`id: ${event.id}\nevent: log\ndata: ${JSON.stringify(event)}\n\n`);
         lifecycle.recordActivity(name);
       },
@@ -87,7 +94,27 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
         goneAt = Date.now();
         void endIfAsleep();
       },
-    }, { after, since, tail: request.query.tail ? Number(request.query.tail) : undefined });
+    };
+    let stream = new SandboxLogStream(engine, handlers, { after, since, tail: request.query.tail ? Number(request.query.tail) : undefined });
+    // The client reads slower than the logs come (or not at all): the stream stops following
+    // and, once the client has read what waits, goes on after the last line sent — the resume a
+    // Last-Event-ID gives. A client that does not read for SLOW_CLIENT_GRACE_MS is cut off.
+    let paused = false;
+    const pause = () => {
+      paused = true;
+      stream.stop();
+      const cutOff = setTimeout(() => {
+        request.log.info({ sandbox: name }, 'log stream: the client stopped reading; cut off');
+        res.destroy();
+      }, SLOW_CLIENT_GRACE_MS);
+      res.once('drain', () => {
+        clearTimeout(cutOff);
+        if (closed) return;
+        paused = false;
+        stream = new SandboxLogStream(engine, handlers, { after: emitted });
+        stream.start().catch(() => finish({ reason: 'engine-disconnected', status: 'unknown' }));
+      });
+    };
     // The inner engine goes away first while the sandbox stops (its container takes up to
     // 20 s more): once it is gone, the sandbox's state is polled until it says asleep.
     let goneAt: number | undefined;

@@ -4,6 +4,9 @@ import { resourceNames } from '../names.ts';
 
 /** Most of a failed command's stderr that is kept for its error message. */
 const STDERR_LIMIT = 64 * 1024;
+const MB = 1024 * 1024;
+/** Most stdout that `run` collects (its callers read small things: /proc files, a size). */
+export const RUN_OUTPUT_LIMIT = 4 * MB;
 
 export interface ExecResult {
   exitCode: number;
@@ -61,13 +64,25 @@ export class SandboxExec {
     return (await this.docker.getContainer(resourceNames(sandbox).container).getArchive({ path })) as unknown as Readable;
   }
 
-  /** Runs a command to its end and collects its (small) stdout. */
+  /**
+   * Runs a command to its end and collects its (small) stdout. The sandbox's root can make any
+   * command print without end: beyond RUN_OUTPUT_LIMIT the command is cut off and this rejects.
+   */
   async run(sandbox: string, cmd: string[], input?: Buffer | string): Promise<ExecResult & { stdout: Buffer }> {
     const proc = await this.start(sandbox, cmd, { stdin: input !== undefined });
     if (proc.stdin) proc.stdin.end(input);
     const chunks: Buffer[] = [];
-    proc.stdout.on('data', (c: Buffer) => chunks.push(c));
-    const result = await proc.done;
+    let size = 0;
+    proc.stdout.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size <= RUN_OUTPUT_LIMIT) chunks.push(c);
+      else proc.stdout.destroy(); // ends the engine connection: the command gets SIGPIPE
+    });
+    const result = await proc.done.catch((err) => {
+      if (size <= RUN_OUTPUT_LIMIT) throw err;
+      return undefined;
+    });
+    if (!result || size > RUN_OUTPUT_LIMIT) throw new Error(`"${cmd[0]}" in sandbox "${sandbox}" wrote more than ${RUN_OUTPUT_LIMIT / MB} MiB; it was cut off`);
     return { ...result, stdout: Buffer.concat(chunks) };
   }
 }

@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import path from 'node:path';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { EventSource } from 'eventsource';
+import { SandboxExec } from '../../lifecycle/runtime/sandbox-exec.ts';
 import { EngineCli } from '../helpers/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
@@ -123,6 +126,46 @@ describe('log stream (SSE)', () => {
     for (const word of ['event: log', 'Last-Event-ID', 'container', 'service', 'project', 'stream', 'time', '`end`']) {
       assert.ok(op.description.includes(word.replace('event: log', '`log`')), `description mentions ${word}`);
     }
+  });
+
+  it('stops following for a client that does not read once 1 MiB waits, and goes on without gap once it reads', async () => {
+    // 400 lines of 60 KiB (24 MB): far more than the socket buffers hold for a client that reads nothing.
+    const LINES = 400;
+    const url = new URL(t.url);
+    const accepted: net.Socket[] = [];
+    const onConnection = (s: net.Socket) => accepted.push(s);
+    t.service.api.server.on('connection', onConnection);
+    const socket = net.connect(Number(url.port), url.hostname);
+    await once(socket, 'connect');
+    let text = '';
+    socket.on('data', (c: Buffer) => { text += c.toString('latin1'); });
+    const flood = `echo ready; while [ ! -f /go ]; do sleep 0.1; done; i=0; while [ $i -lt ${LINES} ]; do printf "flood $i "; head -c 61440 /dev/zero | tr '\\0' a; echo; i=$((i+1)); done; touch /done; sleep 3600`;
+    await cli.docker(['run', '-d', '--name', 'flood', 'busybox-app', 'sh', '-c', flood]);
+    socket.write(`GET /api/sandboxes/${name}/logs/stream?tail=1 HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${limited}\r\n\r\n`);
+    await eventually(async () => /"line":"ready"/.test(text), 'a first line');
+    t.service.api.server.off('connection', onConnection);
+    const served = accepted.find((s) => s.remotePort === socket.localPort);
+    assert.ok(served, 'found the service side of the connection');
+    socket.pause(); // from now on the client reads nothing
+    await cli.docker(['exec', 'flood', 'touch', '/go']);
+    await eventually(async () => (await cli.docker(['exec', 'flood', 'ls', '/done'])).stdout.includes('/done'), 'the flood written', 60_000, 500);
+    await new Promise((r) => setTimeout(r, 1_000)); // the last lines are released
+    assert.ok(served!.writableLength < 8 * 1024 * 1024, `${served!.writableLength} bytes wait in the service for a client that does not read`);
+
+    socket.resume();
+    const flooded = await eventually(async () => {
+      const got = [...text.matchAll(/^data: \{.*"line":"flood (\d+) [^"]*"\}$/gm)].map((m) => Number(m[1]));
+      return got.at(-1) === LINES - 1 ? got : null;
+    }, 'every flood line once the client reads', 60_000, 500);
+    socket.destroy();
+    assert.deepEqual(flooded, Array.from({ length: LINES }, (_, i) => i), 'in order, no gap, no repeat');
+    await cli.docker(['rm', '-f', 'flood']);
+  });
+
+  it('cuts off a command that prints without end (SandboxExec.run keeps at most 4 MiB)', async () => {
+    const exec = new SandboxExec(t.service.docker);
+    await assert.rejects(exec.run(name, ['sh', '-c', 'head -c 64000000 /dev/zero']), /wrote more than 4 MiB/);
+    assert.equal((await exec.run(name, ['echo', 'fine'])).stdout.toString(), 'fine\n');
   });
 
   it('ends with an end event when the sandbox goes to sleep, and answers 409 while asleep', async () => {

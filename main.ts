@@ -6,7 +6,7 @@ import { startService } from './service.ts';
 guardProcess(logger);
 const config = loadConfig();
 const service = await startService(config, logger);
-const apiPort = Number(process.env.SVC_API_PORT ?? 8080);
+const apiPort = config.apiPort;
 await service.api.listen({ host: '127.0.0.1', port: apiPort });
 logger.info(
   { domain: config.domain, https: service.edge.httpsPort, http: service.edge.httpPort, api: `http://127.0.0.1:${apiPort}/api` },

@@ -41,6 +41,12 @@ export interface Config {
   wakesPerHour: number;
   /** Comment lines on the log stream (GET logs/stream) this often, so proxies keep it open. */
   sseHeartbeatMs: number;
+  /** The plain-HTTP API for operators on 127.0.0.1 (`npm start`). */
+  apiPort: number;
+  /** An existing distribution registry; else one is spawned on a unix socket. */
+  registryUpstream: string | undefined;
+  /** Scans run at once in this process (0: no scan workers here). */
+  scanConcurrency: number;
 }
 
 const MB = 1024 * 1024;
@@ -64,16 +70,16 @@ function runtimeMode(raw: string | undefined): SandboxRuntimeMode {
   throw new Error(`SVC_SANDBOX_RUNTIME must be userns, sysbox-runc or unisolated, got "${raw}"`);
 }
 
-function positive(name: string, fallback: number): number {
-  const raw = process.env[name];
+function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`);
   return n;
 }
 
-function int(name: string, fallback: number): number {
-  const raw = process.env[name];
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
@@ -112,8 +118,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = path.resolve(env.SVC_DATA_DIR || './data');
   return {
     domain: env.SVC_DOMAIN || 'localhost',
-    httpsPort: int('SVC_HTTPS_PORT', 443),
-    httpPort: int('SVC_HTTP_PORT', 80),
+    httpsPort: int(env, 'SVC_HTTPS_PORT', 443),
+    httpPort: int(env, 'SVC_HTTP_PORT', 80),
     dataDir,
     redisUrl: env.REDIS_URL || redisUrlFromFile(env.SVC_REDIS_URL_FILE || '/etc/svc/redis.url') || 'redis://127.0.0.1:6379',
     storeUrl: env.SVC_STORE_URL || `sqlite://${path.join(dataDir, 'svc.sqlite')}`,
@@ -121,17 +127,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dockerHost: env.DOCKER_HOST || undefined,
     tlsCertFile: env.SVC_TLS_CERT || undefined,
     tlsKeyFile: env.SVC_TLS_KEY || undefined,
-    filesMaxUpload: int('FILES_MAX_UPLOAD', 100 * MB),
+    filesMaxUpload: int(env, 'FILES_MAX_UPLOAD', 100 * MB),
     sandboxImage: env.SVC_SANDBOX_IMAGE || 'svc-sandbox:latest',
     managerImage: env.SVC_MANAGER_IMAGE || 'svc-manager:latest',
     sandboxRuntime: runtimeMode(env.SVC_SANDBOX_RUNTIME),
     sandboxDockerHost: env.SVC_SANDBOX_DOCKER_HOST || 'unix:///run/svc-sandbox-docker.sock',
-    sandboxMemoryMb: int('SVC_SANDBOX_MEMORY_MB', 2048),
-    sandboxCpus: positive('SVC_SANDBOX_CPUS', 1.5),
-    sandboxPids: int('SVC_SANDBOX_PIDS', 4096),
+    sandboxMemoryMb: int(env, 'SVC_SANDBOX_MEMORY_MB', 2048),
+    sandboxCpus: positive(env, 'SVC_SANDBOX_CPUS', 1.5),
+    sandboxPids: int(env, 'SVC_SANDBOX_PIDS', 4096),
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc',
-    wakesPerHour: int('SVC_WAKES_PER_HOUR', 60),
+    wakesPerHour: int(env, 'SVC_WAKES_PER_HOUR', 60),
     sandboxDns: (env.SVC_SANDBOX_DNS ?? hostNameservers()).split(/[\s,]+/).filter(Boolean),
-    sseHeartbeatMs: int('SVC_SSE_HEARTBEAT_MS', 15_000),
+    sseHeartbeatMs: int(env, 'SVC_SSE_HEARTBEAT_MS', 15_000),
+    apiPort: int(env, 'SVC_API_PORT', 8080),
+    registryUpstream: env.SVC_REGISTRY_UPSTREAM || undefined,
+    scanConcurrency: int(env, 'SVC_SCAN_CONCURRENCY', 2),
   };
 }

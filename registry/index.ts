@@ -18,21 +18,6 @@ export { RegistryAuth } from './auth.ts';
 export { spawnUpstream, externalUpstream, type Upstream } from './upstream.ts';
 export * from './manifests.ts';
 
-/** Registry settings, from the environment (README, "Configuration"). */
-export interface RegistrySettings {
-  /** An existing distribution registry (`SVC_REGISTRY_UPSTREAM`); else one is spawned on loopback. */
-  upstream: string | undefined;
-  /** Scans run at once in this process (`SVC_SCAN_CONCURRENCY`, default 2; 0: no workers here). */
-  scanConcurrency: number;
-}
-
-export function registrySettings(env: NodeJS.ProcessEnv = process.env): RegistrySettings {
-  const raw = env.SVC_SCAN_CONCURRENCY;
-  const n = raw === undefined || raw === '' ? 2 : Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`SVC_SCAN_CONCURRENCY must be a non-negative integer, got "${raw}"`);
-  return { upstream: env.SVC_REGISTRY_UPSTREAM || undefined, scanConcurrency: n };
-}
-
 export interface Registry {
   /** The front: give `front.server` to the edge as `registry`. */
   front: FastifyInstance;
@@ -48,16 +33,15 @@ export interface Registry {
  * The registry part of the service: the upstream (spawned or configured), the front, the scan
  * queue and this process's scan workers.
  */
-export async function startRegistry(opts: { config: Config; store: Store; logger: Logger; settings?: RegistrySettings }): Promise<Registry> {
+export async function startRegistry(opts: { config: Config; store: Store; logger: Logger }): Promise<Registry> {
   const { config, store, logger } = opts;
-  const settings = opts.settings ?? registrySettings();
-  const upstream = settings.upstream ? await externalUpstream(settings.upstream, logger) : await spawnUpstream(config.dataDir, logger);
+  const upstream = config.registryUpstream ? await externalUpstream(config.registryUpstream, logger) : await spawnUpstream(config.dataDir, logger);
   const redis = createRedis(config.redisUrl);
-  const workerRedis = settings.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;
+  const workerRedis = config.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;
   const queue = new ScanQueue(redis, config.redisPrefix);
   const catalog = new Catalog(store, logger.child({ part: 'registry' }));
   const scanner = new ImageScanner({ store, catalog, upstream, logger });
-  const worker = workerRedis ? startScanWorkers(scanner, workerRedis, config.redisPrefix, logger, settings.scanConcurrency) : null;
+  const worker = workerRedis ? startScanWorkers(scanner, workerRedis, config.redisPrefix, logger, config.scanConcurrency) : null;
   const front = await buildRegistryFront({ store, upstream, auth: new RegistryAuth(store, config.dataDir), catalog, queue, logger });
   await front.ready();
   return {

@@ -32,7 +32,9 @@ export interface TestService {
 export async function startTestService(overrides: Partial<Config> = {}): Promise<TestService> {
   const id = `svct${randomBytes(3).toString('hex')}`;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${id}-`));
-  const config: Config = { ...loadConfig({ SVC_DATA_DIR: dataDir }), secretKeyFile: TEST_SECRET_KEY_FILE, redisPrefix: id, httpsPort: await freePort(), httpPort: 0, ...overrides };
+  // the sandbox engine as the environment names it (as test/helpers/sandbox-engine.ts reads it); nothing else
+  const { SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST } = process.env;
+  const config: Config = { ...loadConfig({ SVC_DATA_DIR: dataDir, SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST }), secretKeyFile: TEST_SECRET_KEY_FILE, redisPrefix: id, httpsPort: await freePort(), httpPort: 0, ...overrides };
   let service = await startService(config, logger);
   let url = await listen(service);
 

@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import { hashPassword } from '../accounts/passwords.ts';
 import { boundedRequest } from '../core/bounded-request.ts';
+import { pollUntil } from '../core/poll.ts';
 import { COMPOSE_PROJECT, COMPOSE_SERVICE, SUBDOMAIN_LABEL } from './apps/app-labels.ts';
 import { statusCode } from './runtime/engine-client.ts';
 
@@ -93,19 +94,10 @@ async function toolRequest(address: string, port: number, method: string, path: 
 
 /** Resolves once the tool's GET /api/status answers JSON; rejects after `timeoutMs`. */
 export async function waitForTool(address: string, port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      const { status, json } = await toolRequest(address, port, 'GET', '/api/status');
-      if (status === 200 && json && typeof json === 'object') return;
-      last = `answered ${status}`;
-    } catch (err) {
-      last = (err as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`the management tool did not answer within ${timeoutMs / 1000} s (${last})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await pollUntil('the management tool did not answer', async () => {
+    const { status, json } = await toolRequest(address, port, 'GET', '/api/status');
+    return (status === 200 && !!json && typeof json === 'object') || `answered ${status}`;
+  }, { timeoutMs });
 }
 
 /**

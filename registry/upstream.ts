@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Agent, fetch as undiciFetch, type RequestInit } from 'undici';
 import type { Logger } from '../core/logger.ts';
+import { pollUntil } from '../core/poll.ts';
 
 /** The registry the front forwards to: spawned here, or given by the operator. */
 export interface Upstream {
@@ -169,18 +170,9 @@ export async function spawnUpstream(dataDir: string, logger: Logger, opts: { bin
 }
 
 async function waitReady(upstream: Upstream, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last = 'no answer';
-  while (Date.now() < deadline) {
-    try {
-      const res = await upstream.fetch('/v2/', { signal: AbortSignal.timeout(2000) });
-      await res.arrayBuffer();
-      if (res.status === 200 || res.status === 401) return;
-      last = `HTTP ${res.status}`;
-    } catch (err) {
-      last = (err as Error).message;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(last);
+  await pollUntil('no answer', async () => {
+    const res = await upstream.fetch('/v2/', { signal: AbortSignal.timeout(2000) });
+    await res.arrayBuffer();
+    return res.status === 200 || res.status === 401 || `HTTP ${res.status}`;
+  }, { timeoutMs });
 }

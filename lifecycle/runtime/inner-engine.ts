@@ -1,5 +1,6 @@
 import tls from 'node:tls';
 import Docker from 'dockerode';
+import { pollUntil } from '../../core/poll.ts';
 import type { EngineCerts } from '../../store/records.ts';
 
 export const INNER_ENGINE_PORT = 2376;
@@ -24,18 +25,9 @@ export function innerEngine(sandbox: string, address: string, certs: EngineCerts
 }
 
 /** Resolves once the inner engine answers `_ping`; rejects after `timeoutMs`. */
-export async function waitForInnerEngine(engine: Docker, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let delay = 20;
-  for (;;) {
-    try {
-      await engine.ping();
-      return;
-    } catch (err) {
-      if (signal?.aborted) throw signal.reason;
-      if (Date.now() > deadline) throw new Error(`inner engine did not answer within ${timeoutMs} ms: ${(err as Error).message}`);
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 250);
-    }
-  }
+export async function waitForInnerEngine(engine: Docker, timeoutMs: number): Promise<void> {
+  await pollUntil('the inner engine did not answer', async () => {
+    await engine.ping();
+    return true;
+  }, { timeoutMs, firstMs: 20, everyMs: 250 });
 }

@@ -14,8 +14,11 @@ export type ManagerAccess = { url: string; token: string } | { reason: string };
  */
 export type ManagerAccessProvider = (record: SandboxRecord, extras: Record<string, string>) => Promise<ManagerAccess>;
 
-/** Until a provider that can mint API keys is wired in: say why the values are absent. */
-export const managerNotIncluded: ManagerAccessProvider = async (_record, extras) =>
-  extras.manager_url
-    ? { reason: `no API key can be made for the tool at ${extras.manager_url} yet; sign in there as admin with the password shown in the sandbox panel` }
+/**
+ * For exports made without reaching the sandbox (the operator CLI reads only the store, and knows
+ * no extras): says why the values are absent, and where an export that has them is made.
+ */
+export const managerNotIncluded: ManagerAccessProvider = async (record, extras) =>
+  extras.manager_url || record.manager_password
+    ? { reason: `made without reaching the sandbox's management tool; export through the API or the web UI (GET /api/sandboxes/${record.name}/export) for its address and a key` }
     : { reason: 'this sandbox has no management tool' };

@@ -68,24 +68,26 @@ setup_cgroup_v2() {
         > /sys/fs/cgroup/cgroup.subtree_control
 }
 
-if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cgroup_v1; fi
-trace cgroups
-
 # In a user namespace (the sandbox engine's --userns-remap) our cgroup folders belong to the host's root
 # until the service hands them to our root (lifecycle/runtime/cgroup-delegation.ts): right after a start
-# of its own, and within its 30-s reconcile pass after a start by the engine (a host reboot). Wait for
-# that before dockerd starts: dockerd restarts inner containers only once, at its own start, and they
-# cannot start without their cgroups. Nothing can reach the sandbox without the service meanwhile.
+# of its own, or on the engine's start event (a restart policy, an engine restart). Wait for that before
+# anything else: the fresh cgroup mounts below and dockerd need it, and dockerd restarts inner containers
+# only once, at its own start. The folder's owner tells: 0 once handed over, the overflow uid before.
 in_userns() { ! grep -qE '^ +0 +0 +4294967295$' /proc/self/uid_map; }
-if in_userns && [ ! -f /sys/fs/cgroup/cgroup.controllers ]; then
+if in_userns; then
+    own_cgroup=/sys/fs/cgroup
+    [ -f /sys/fs/cgroup/cgroup.controllers ] || own_cgroup=/sys/fs/cgroup/pids
     i=0
-    until [ -w /sys/fs/cgroup/memory/cgroup.procs ] && [ -w /sys/fs/cgroup/pids/cgroup.procs ]; do
+    until [ "$(stat -c %u "$own_cgroup")" = 0 ]; do
         i=$((i + 1))
         [ $((i % 3000)) -ne 0 ] || log "waiting for the service to hand over this sandbox's cgroups ($((i / 100)) s)"
         sleep 0.01
     done
 fi
 trace delegated
+
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cgroup_v1; fi
+trace cgroups
 
 # --- stale state from the previous run -----------------------------------------------------------------
 # /run lives in the container's layer, so it survives stop/start. PIDs restart low in a new PID namespace:

@@ -16,6 +16,8 @@
 #                            interface docker0 at start, the main engine's default bridge
 #   --default-address-pool   apart from the main engine's pools, so the two never pick the same subnet
 #   --cgroup-parent          every sandbox below /svc-sandboxes: one place to see and limit them all
+#                            (with the cgroupfs driver, named: on cgroup v2 hosts dockerd would pick the
+#                            systemd driver, which takes only slice names)
 set -euo pipefail
 
 SOCK=/run/svc-sandbox-docker.sock
@@ -57,7 +59,7 @@ printf '[setup] sandbox engine: starting dockerd --userns-remap (log %s) ... ' "
 mkdir -p "$DATA" "$EXEC_ROOT"
 setsid -f dockerd --host "unix://$SOCK" --data-root "$DATA" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE" \
     --userns-remap=default --iptables=false --ip6tables=false --ip-masq=false --bridge=svcb-default \
-    --default-address-pool "base=$POOL,size=24" --cgroup-parent=/svc-sandboxes \
+    --default-address-pool "base=$POOL,size=24" --cgroup-parent=/svc-sandboxes --exec-opt native.cgroupdriver=cgroupfs \
     --log-opt max-size=10m --log-opt max-file=2 \
     < /dev/null >> "$LOG" 2>&1 9>&-
 for _ in $(seq 1 300); do answers && break; sleep 0.1; done

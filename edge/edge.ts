@@ -16,6 +16,7 @@ import { AppHttpProxy } from './services/http-proxy.ts';
 import { createEdgeHttpServer, serverFor, type HttpHandler, type HttpLimits } from './services/http-server.ts';
 import { forwardTcp } from './services/tcp-forward.ts';
 import { terminateTls } from './services/tls-terminate.ts';
+import { TlsProof } from './services/tls-proof.ts';
 import { WakeGate } from './services/wake-gate.ts';
 
 export type { HttpHandler } from './services/http-server.ts';
@@ -196,14 +197,20 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
         // Passthrough: the edge never sees the engine's TLS (mutual TLS ends at the inner dockerd).
         const address = await runningAddress(route.sandbox);
         if (!address) return reset(socket);
-        forwardTcp(socket, { host: address, port: enginePort }, {
+        // Bytes count as activity only once the engine has accepted the client's certificate.
+        const proof = new TlsProof();
+        const touch = activity.listener(route.sandbox);
+        const upstream = forwardTcp(socket, { host: address, port: enginePort }, {
           connectTimeoutMs: t.upstreamConnectMs,
-          onBytes: activity.listener(route.sandbox),
+          onBytes: () => { if (proof.proven) touch(); },
           onConnectError: (err) => {
             log.debug({ err, sandbox: route.sandbox }, 'edge: engine unreachable');
             reset(socket);
           },
         });
+        // before splice's listeners: a record that proves the client counts at once
+        socket.on('data', proof.fromClient);
+        upstream.on('data', proof.fromServer);
         return;
       }
 

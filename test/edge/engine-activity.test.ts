@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import tls from 'node:tls';
+import { after, before, describe, it } from 'node:test';
+import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
+import type { EngineCerts } from '../../store/records.ts';
+import { freePort, sleep, startTestEdge, TestBackend, type TestEdge } from './helpers.ts';
+
+/**
+ * Issue 14, hole 5: engine connections pass through the edge unopened (mutual TLS ends at the
+ * sandbox's dockerd), and their bytes counted as activity — so anyone without credentials could
+ * keep any sandbox awake by starting handshakes. Bytes count only once the engine accepted the
+ * client. A stand-in engine here: a TLS server that requires the sandbox's client certificate.
+ */
+describe('engine activity needs a client the engine accepted', () => {
+  const backend = new TestBackend();
+  let edge: TestEdge;
+  let engine: tls.Server;
+  let certs: EngineCerts;
+
+  before(async () => {
+    certs = await issueEngineCerts('svc-eng', 'svc-eng-engine.localhost');
+    engine = tls.createServer({ key: certs.server_key, cert: certs.server_cert, ca: certs.ca_cert, requestCert: true, rejectUnauthorized: true }, (s) => {
+      s.on('error', () => undefined);
+      s.on('data', (d) => s.write(d));
+    });
+    engine.on('tlsClientError', () => undefined);
+    const port = await freePort();
+    await new Promise<void>((r) => engine.listen(port, '127.0.0.1', r));
+    backend.sandboxes.set('svc-eng', { status: 'running', address: '127.0.0.1' });
+    edge = await startTestEdge(backend, { sandboxPorts: { engine: port }, timeouts: { activityIntervalMs: 0 } });
+  });
+  after(async () => {
+    await edge?.close();
+    engine?.close();
+  });
+
+  /** Connects through the edge, sends a few lines, and waits until the connection ends. */
+  const session = (version: tls.SecureVersion, withCert: boolean) => new Promise<string>((resolve) => {
+    const s = tls.connect({
+      host: '127.0.0.1', port: edge.port, servername: 'svc-eng-engine.localhost', ca: certs.ca_cert,
+      minVersion: version, maxVersion: version,
+      ...(withCert ? { cert: certs.client_cert, key: certs.client_key } : {}),
+    });
+    let echoed = '';
+    s.on('error', () => undefined);
+    s.on('data', (d) => { echoed += d; if (echoed.includes('ping 2')) s.end(); });
+    s.on('secureConnect', async () => {
+      for (let i = 0; i < 3 && !s.destroyed; i++) {
+        s.write(`ping ${i}\n`);
+        await sleep(50);
+      }
+    });
+    s.on('close', () => resolve(echoed));
+    setTimeout(() => s.destroy(), 5_000);
+  });
+
+  for (const version of ['TLSv1.3', 'TLSv1.2'] as const) {
+    it(`${version}: a client without the certificate moves bytes but renews nothing; one with it does`, async () => {
+      backend.activity.length = 0;
+      for (let i = 0; i < 3; i++) assert.equal(await session(version, false), '', 'the engine refused the client');
+      assert.equal(backend.activity.length, 0, `refused handshakes are no activity (${backend.activity.length} renewals)`);
+      assert.match(await session(version, true), /ping 2/);
+      assert.ok(backend.activity.includes('svc-eng'), 'an accepted client is activity');
+    });
+  }
+
+  it('ignores bytes that are no TLS at all', async () => {
+    backend.activity.length = 0;
+    const s = net.connect(edge.port, '127.0.0.1');
+    s.on('error', () => undefined);
+    // a ClientHello-looking start (so the edge routes it), then garbage records
+    const hello = Buffer.from('16030100', 'hex');
+    s.write(hello);
+    s.destroy();
+    await sleep(200);
+    assert.equal(backend.activity.length, 0);
+  });
+});

@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
+import { FrameReader } from '../core/engine-frames.ts';
 import { onJsonLines } from '../core/json-lines.ts';
 
 const COMPOSE_PROJECT = 'com.docker.compose.project';
@@ -230,33 +231,9 @@ export class SandboxLogStream {
         partial[kind] = '';
       }
     };
-    // The engine's frames (8-byte header: stream, 3 zero bytes, big-endian length) are read as they
-    // come, never collected whole: a frame may declare up to 4 GiB.
-    const header = Buffer.alloc(8);
-    let headerFill = 0;
-    let kind: 'stdout' | 'stderr' = 'stdout';
-    let remaining = 0;
-    stream.on('data', (chunk: Buffer) => {
-      if (meta.tty) return onText('stdout', chunk);
-      let at = 0;
-      while (at < chunk.length) {
-        if (remaining === 0) {
-          const take = Math.min(8 - headerFill, chunk.length - at);
-          chunk.copy(header, headerFill, at, at + take);
-          headerFill += take;
-          at += take;
-          if (headerFill < 8) break;
-          headerFill = 0;
-          kind = header[0] === 2 ? 'stderr' : 'stdout';
-          remaining = header.readUInt32BE(4);
-          continue;
-        }
-        const take = Math.min(remaining, chunk.length - at);
-        onText(kind, chunk.subarray(at, at + take));
-        at += take;
-        remaining -= take;
-      }
-    });
+    // without a TTY the engine multiplexes both streams in frames, read as they come
+    const frames = new FrameReader((kind, payload) => onText(kind === 2 ? 'stderr' : 'stdout', payload));
+    stream.on('data', (chunk: Buffer) => (meta.tty ? onText('stdout', chunk) : frames.push(chunk)));
     const done = () => { if (this.following.get(id) === stream) this.following.delete(id); };
     stream.on('end', done);
     stream.on('close', done);

@@ -1,5 +1,6 @@
 import { PassThrough, Writable, type Duplex, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
+import { FrameReader } from '../../core/engine-frames.ts';
 import { resourceNames } from '../names.ts';
 
 /** Most of a failed command's stderr that is kept for its error message. */
@@ -93,12 +94,12 @@ export class SandboxExec {
  */
 function demux(source: Duplex, stdout: PassThrough, onStderr: (chunk: Buffer) => void): Promise<void> {
   return new Promise((resolve, reject) => {
-    // A small state machine over the chunks as they come: payloads are passed on as slices of
-    // the chunks, never copied, so a download costs no more than the bytes themselves.
-    const header = Buffer.alloc(8);
-    let headerFill = 0;
-    let kind = 0;
-    let remaining = 0;
+    // payloads are slices of the chunks, never copied: a download costs no more than its bytes
+    let blocked = false;
+    const frames = new FrameReader((kind, payload) => {
+      if (kind === 2) onStderr(payload);
+      else if (kind === 1 && !stdout.write(payload)) blocked = true;
+    });
     let settled = false;
     const finish = (err?: Error) => {
       if (settled) return;
@@ -112,27 +113,8 @@ function demux(source: Duplex, stdout: PassThrough, onStderr: (chunk: Buffer) =>
       }
     };
     source.on('data', (chunk: Buffer) => {
-      let at = 0;
-      let blocked = false;
-      while (at < chunk.length) {
-        if (remaining === 0) {
-          const take = Math.min(8 - headerFill, chunk.length - at);
-          chunk.copy(header, headerFill, at, at + take);
-          headerFill += take;
-          at += take;
-          if (headerFill < 8) break;
-          headerFill = 0;
-          kind = header[0]!;
-          remaining = header.readUInt32BE(4);
-          continue;
-        }
-        const take = Math.min(remaining, chunk.length - at);
-        const payload = chunk.subarray(at, at + take);
-        at += take;
-        remaining -= take;
-        if (kind === 2) onStderr(payload);
-        else if (kind === 1 && !stdout.write(payload)) blocked = true;
-      }
+      blocked = false;
+      frames.push(chunk);
       if (blocked) {
         source.pause();
         stdout.once('drain', () => source.resume());

@@ -53,6 +53,11 @@ function upstreamOver(url: string, socketPath: string | undefined, close: () => 
  * deletes enabled): used as it is; the service only checks that it answers.
  */
 export async function externalUpstream(url: string, logger: Logger): Promise<Upstream> {
+  // the URL goes into logs and errors; and fetch refuses a URL with credentials anyway
+  const parsed = URL.canParse(url) ? new URL(url) : undefined;
+  if (parsed?.username || parsed?.password) {
+    throw new Error('SVC_REGISTRY_UPSTREAM carries a user name or password: give the URL without them (the upstream has no auth of its own; only the service may reach it)');
+  }
   const upstream = upstreamOver(url.replace(/\/+$/, ''), undefined, async () => undefined);
   await waitReady(upstream, 10_000).catch(async (err) => {
     await upstream.close();

@@ -39,6 +39,8 @@ export interface EdgeTimeouts {
   wakeHoldMs: number;
   /** At most one recordActivity call per sandbox per this interval (default 500 ms). */
   activityIntervalMs: number;
+  /** Raw tunnels (engine, shell, TCP twins) and websockets without a byte for this long are closed (default 1 h). */
+  tunnelIdleMs: number;
 }
 
 export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
@@ -50,7 +52,18 @@ export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
   upstreamConnectMs: 10_000,
   wakeHoldMs: 30_000,
   activityIntervalMs: 500,
+  tunnelIdleMs: 3_600_000,
 };
+
+/** How many connections one client address, and raw tunnels one sandbox, may hold at once. */
+export interface EdgeLimits {
+  /** Open connections per client IP address (default 256). */
+  connectionsPerClient: number;
+  /** Raw tunnels (engine, shell, TCP twins) per sandbox (default 128). */
+  tunnelsPerSandbox: number;
+}
+
+export const DEFAULT_LIMITS: EdgeLimits = { connectionsPerClient: 256, tunnelsPerSandbox: 128 };
 
 export interface StartEdgeOptions {
   config: Pick<Config, 'domain' | 'httpsPort' | 'httpPort' | 'dataDir' | 'tlsCertFile' | 'tlsKeyFile'>;
@@ -67,6 +80,7 @@ export interface StartEdgeOptions {
   sandboxPorts?: { engine?: number; shell?: number };
   /** Largest HTTP request head (default 16 KiB, Node's). */
   maxHeaderSize?: number;
+  limits?: Partial<EdgeLimits>;
 }
 
 export interface Edge {
@@ -103,6 +117,7 @@ const REGISTRY_SOCKET_BUFFER = 1024 * 1024;
 export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   const log = (opts.logger ?? defaultLogger).child({ component: 'edge' });
   const t: EdgeTimeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
+  const caps: EdgeLimits = { ...DEFAULT_LIMITS, ...opts.limits };
   const { backend, config } = opts;
   const domain = config.domain.toLowerCase();
   const enginePort = opts.sandboxPorts?.engine ?? 2376;
@@ -130,11 +145,29 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       return publicPort;
     },
     connectTimeoutMs: t.upstreamConnectMs,
+    tunnelIdleMs: t.tunnelIdleMs,
     logger: log,
   });
 
   const reset = (socket: net.Socket) => {
     if (!socket.destroyed) socket.resetAndDestroy();
+  };
+
+  /**
+   * Takes one of the sandbox's tunnel places for a connection, until it closes. Taken after the
+   * lookup, only for a connection still open: a client that reset meanwhile holds none.
+   */
+  const tunnels = new Map<string, number>();
+  const admitTunnel = (sandbox: string, socket: net.Socket): boolean => {
+    const open = tunnels.get(sandbox) ?? 0;
+    if (socket.destroyed || open >= caps.tunnelsPerSandbox) return false;
+    tunnels.set(sandbox, open + 1);
+    socket.once('close', () => {
+      const left = (tunnels.get(sandbox) ?? 1) - 1;
+      if (left > 0) tunnels.set(sandbox, left);
+      else tunnels.delete(sandbox);
+    });
+    return true;
   };
 
   const terminate = async (socket: net.Socket, serverName: string | null, alpn?: string[], highWaterMark?: number) => {
@@ -158,6 +191,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     const tlsSocket = await terminate(socket, serverName);
     forwardTcp(tlsSocket, target, {
       connectTimeoutMs: t.upstreamConnectMs,
+      idleMs: t.tunnelIdleMs,
       onBytes: activity.listener(sandbox),
       onConnectError: (err) => {
         log.debug({ err, sandbox, serverName }, `edge: ${what} unreachable`);
@@ -196,12 +230,13 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       case 'engine': {
         // Passthrough: the edge never sees the engine's TLS (mutual TLS ends at the inner dockerd).
         const address = await runningAddress(route.sandbox);
-        if (!address) return reset(socket);
+        if (!address || !admitTunnel(route.sandbox, socket)) return reset(socket);
         // Bytes count as activity only once the engine has accepted the client's certificate.
         const proof = new TlsProof();
         const touch = activity.listener(route.sandbox);
         const upstream = forwardTcp(socket, { host: address, port: enginePort }, {
           connectTimeoutMs: t.upstreamConnectMs,
+          idleMs: t.tunnelIdleMs,
           onBytes: () => { if (proof.proven) touch(); },
           onConnectError: (err) => {
             log.debug({ err, sandbox: route.sandbox }, 'edge: engine unreachable');
@@ -216,7 +251,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
 
       case 'shell': {
         const address = await runningAddress(route.sandbox);
-        if (!address) return reset(socket);
+        if (!address || !admitTunnel(route.sandbox, socket)) return reset(socket);
         return terminateAndForward(socket, serverName, { host: address, port: shellPort }, route.sandbox, 'sshd');
       }
 
@@ -233,6 +268,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
           return reset(socket);
         }
         wakes.awake(app.sandbox);
+        if (!admitTunnel(app.sandbox, socket)) return reset(socket);
         return terminateAndForward(socket, serverName, app.target, app.sandbox, 'app TCP port');
       }
     }
@@ -242,6 +278,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     port: config.httpsPort,
     host: opts.host,
     clientHelloTimeoutMs: t.clientHelloMs,
+    connectionsPerClient: caps.connectionsPerClient,
     logger: log,
     dispatch,
   });

@@ -10,6 +10,8 @@ export interface TlsPortOptions {
   host?: string;
   /** The ClientHello must arrive within this time. */
   clientHelloTimeoutMs: number;
+  /** Connections one client address may hold open at once; more are closed at once. */
+  connectionsPerClient: number;
   logger: Logger;
   /** Takes a connection whose ClientHello was read and put back; the socket is paused. */
   dispatch(socket: net.Socket, hello: PeekedHello): void | Promise<void>;
@@ -25,8 +27,21 @@ const HTTP_METHOD = /^(GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) /;
  * a plain-HTTP request gets a short "use HTTPS" answer first.
  */
 export async function listenTlsPort(opts: TlsPortOptions): Promise<TlsPort> {
+  const perClient = new Map<string, number>();
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, keepAlive: true, keepAliveInitialDelay: 60_000 }, (socket) => {
     socket.on('error', (err) => opts.logger.debug({ err }, 'edge: client socket error'));
+    const client = socket.remoteAddress ?? '';
+    const open = perClient.get(client) ?? 0;
+    if (open >= opts.connectionsPerClient) {
+      opts.logger.info({ client }, 'edge: too many connections from one client; closed');
+      return void socket.destroy();
+    }
+    perClient.set(client, open + 1);
+    socket.once('close', () => {
+      const left = (perClient.get(client) ?? 1) - 1;
+      if (left > 0) perClient.set(client, left);
+      else perClient.delete(client);
+    });
     peekClientHello(socket, opts.clientHelloTimeoutMs).then(
       (hello) => {
         try {

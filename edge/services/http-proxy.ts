@@ -38,6 +38,8 @@ export interface AppProxyOptions {
   /** The public HTTPS port, for X-Forwarded-Port. */
   publicPort: number;
   connectTimeoutMs: number;
+  /** Websockets without a byte for this long are closed. */
+  tunnelIdleMs: number;
   logger: Logger;
 }
 
@@ -242,6 +244,7 @@ export class AppHttpProxy {
       head,
     }, {
       timeoutMs: this.opts.connectTimeoutMs,
+      idleMs: this.opts.tunnelIdleMs,
       onBytes,
       onError: (err) => void this.connectErrorPage(conn, target, err).then((page) => {
         if (!socket.destroyed) writeRawPage(socket, page, req.method);

@@ -4,16 +4,22 @@ import type net from 'node:net';
  * Copies bytes both ways between two connected sockets (Traefik's pkg/tcp/proxy.go):
  * `pipe` keeps backpressure (a slow reader pauses the fast writer, so memory stays at a few
  * stream buffers), an end on one side half-closes the other, and an error or an abrupt close on
- * either side destroys both. `onBytes` runs for every chunk in either direction.
+ * either side destroys both. `onBytes` runs for every chunk in either direction; after `idleMs`
+ * without a byte on a side, both are closed.
  *
  * Both sockets must allow half-open connections, otherwise a client that finishes sending
  * (FIN) would cut off the answer still coming back.
  */
-export function splice(a: net.Socket, b: net.Socket, onBytes?: () => void): void {
+export function splice(a: net.Socket, b: net.Socket, onBytes?: () => void, idleMs?: number): void {
   const destroyBoth = () => {
     a.destroy();
     b.destroy();
   };
+  if (idleMs) {
+    // a tunnel nobody uses any more (a client gone without a FIN) does not hold its place for ever
+    a.setTimeout(idleMs, destroyBoth);
+    b.setTimeout(idleMs, destroyBoth);
+  }
   a.on('error', destroyBoth);
   b.on('error', destroyBoth);
   const onClose = (from: net.Socket, to: net.Socket) => () => {

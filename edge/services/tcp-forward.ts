@@ -10,6 +10,8 @@ export interface ForwardOptions {
   connectTimeoutMs: number;
   /** Runs for every chunk in either direction (activity). */
   onBytes?: () => void;
+  /** Closes the tunnel after this long without a byte. */
+  idleMs?: number;
   /** The upstream could not be reached; the client socket is still open (answer or reset it). */
   onConnectError(err: NodeJS.ErrnoException): void;
 }
@@ -54,7 +56,7 @@ export function forwardTcp(client: net.Socket, target: TcpTarget, opts: ForwardO
     client.off('close', onClientGone);
     upstream.off('error', fail);
     upstream.setKeepAlive(true, 60_000); // the client side gets it from the listener
-    splice(client, upstream, opts.onBytes);
+    splice(client, upstream, opts.onBytes, opts.idleMs);
   });
   return upstream;
 }

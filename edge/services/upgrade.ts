@@ -17,6 +17,8 @@ export interface UpgradeOptions {
   /** Connecting and waiting for the app's answer head. */
   timeoutMs: number;
   onBytes: () => void;
+  /** Closes the websocket (or other tunnel) after this long without a byte. */
+  idleMs: number;
   /** Nothing was answered yet (the app was unreachable or silent); the client socket is still open. */
   onError(err: NodeJS.ErrnoException): void;
 }
@@ -60,7 +62,7 @@ export function proxyUpgrade(client: net.Socket, target: AppRoute, request: Upgr
     if (upstreamHead.length) client.write(upstreamHead);
     if (request.head.length) upstream.write(request.head);
     upstream.setNoDelay(true);
-    splice(client, upstream, opts.onBytes);
+    splice(client, upstream, opts.onBytes, opts.idleMs);
   });
 
   req.once('response', (res: http.IncomingMessage) => {

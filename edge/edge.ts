@@ -41,6 +41,8 @@ export interface EdgeTimeouts {
   activityIntervalMs: number;
   /** Raw tunnels (engine, shell, TCP twins) and websockets without a byte for this long are closed (default 1 h). */
   tunnelIdleMs: number;
+  /** A shell connection's bytes count as activity once it is this old: sshd's LoginGraceTime (default 120 s). */
+  shellProofMs: number;
 }
 
 export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
@@ -53,6 +55,7 @@ export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
   wakeHoldMs: 30_000,
   activityIntervalMs: 500,
   tunnelIdleMs: 3_600_000,
+  shellProofMs: 120_000,
 };
 
 /** How many connections one client address, and raw tunnels one sandbox, may hold at once. */
@@ -187,12 +190,19 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   };
 
   /** TLS off, then the bytes to a TCP service in a sandbox (its sshd, an app's port). */
-  const terminateAndForward = async (socket: net.Socket, serverName: string | null, target: { host: string; port: number }, sandbox: string, what: string) => {
+  const terminateAndForward = async (
+    socket: net.Socket,
+    serverName: string | null,
+    target: { host: string; port: number },
+    sandbox: string,
+    what: string,
+    onBytes: () => void = activity.listener(sandbox),
+  ) => {
     const tlsSocket = await terminate(socket, serverName);
     forwardTcp(tlsSocket, target, {
       connectTimeoutMs: t.upstreamConnectMs,
       idleMs: t.tunnelIdleMs,
-      onBytes: activity.listener(sandbox),
+      onBytes,
       onConnectError: (err) => {
         log.debug({ err, sandbox, serverName }, `edge: ${what} unreachable`);
         tlsSocket.destroy();
@@ -252,7 +262,13 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       case 'shell': {
         const address = await runningAddress(route.sandbox);
         if (!address || !admitTunnel(route.sandbox, socket)) return reset(socket);
-        return terminateAndForward(socket, serverName, { host: address, port: shellPort }, route.sandbox, 'sshd');
+        // sshd drops a connection that has not signed in within its login grace time: one that
+        // lived longer has, and only its bytes count (the edge never sees inside SSH).
+        const touch = activity.listener(route.sandbox);
+        const proven = Date.now() + t.shellProofMs;
+        return terminateAndForward(socket, serverName, { host: address, port: shellPort }, route.sandbox, 'sshd', () => {
+          if (Date.now() >= proven) touch();
+        });
       }
 
       case 'app-tcp': {

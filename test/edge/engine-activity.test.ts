@@ -4,6 +4,7 @@ import tls from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
 import type { EngineCerts } from '../../store/records.ts';
+import { eventually } from '../helpers/service.ts';
 import { freePort, sleep, startTestEdge, TestBackend, type TestEdge } from './helpers.ts';
 
 /**
@@ -75,5 +76,52 @@ describe('engine activity needs a client the engine accepted', () => {
     s.destroy();
     await sleep(200);
     assert.equal(backend.activity.length, 0);
+  });
+});
+
+/**
+ * The shell: TLS ends at the edge but SSH is opaque, and sshd drops a connection that has not
+ * signed in within its login grace time (120 s); only an older connection's bytes count.
+ */
+describe('shell activity needs a connection older than the login grace time', () => {
+  const backend = new TestBackend();
+  let sshd: net.Server;
+  let port: number;
+  const edges: TestEdge[] = [];
+
+  before(async () => {
+    sshd = net.createServer((s) => { s.on('error', () => undefined); s.pipe(s); });
+    await new Promise<void>((r) => sshd.listen(0, '127.0.0.1', r));
+    port = (sshd.address() as net.AddressInfo).port;
+    backend.sandboxes.set('svc-sh', { status: 'running', address: '127.0.0.1' });
+  });
+  after(async () => {
+    for (const e of edges) await e.close();
+    sshd?.close();
+  });
+
+  const shellThrough = async (shellProofMs: number) => {
+    const edge = await startTestEdge(backend, { sandboxPorts: { shell: port }, timeouts: { activityIntervalMs: 0, shellProofMs } });
+    edges.push(edge);
+    const s = tls.connect({ host: '127.0.0.1', port: edge.port, servername: 'svc-sh-shell-tcp.localhost', rejectUnauthorized: false });
+    s.on('error', () => undefined);
+    await new Promise((r) => s.once('secureConnect', r));
+    return s;
+  };
+
+  it('does not count the bytes of a young connection (a login attempt), and counts them later', async () => {
+    backend.activity.length = 0;
+    const young = await shellThrough(600_000);
+    young.write('SSH-2.0-OpenSSH_9.2\r\n');
+    await new Promise((r) => young.once('data', r));
+    young.destroy();
+    assert.equal(backend.activity.length, 0, 'a login attempt is no activity');
+
+    const old = await shellThrough(300);
+    await eventually(async () => {
+      old.write('x');
+      return backend.activity.includes('svc-sh');
+    }, 'activity once the connection outlived the grace time', 10_000, 100);
+    old.destroy();
   });
 });

@@ -1,11 +1,9 @@
 import type Docker from 'dockerode';
 import { errors } from '../core/errors.ts';
+import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../lifecycle/apps/app-labels.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
 import { innerEngine } from '../lifecycle/runtime/inner-engine.ts';
 import { notRunning } from './sandbox-files.ts';
-
-const COMPOSE_PROJECT = 'com.docker.compose.project';
-const COMPOSE_SERVICE = 'com.docker.compose.service';
 
 /** A row of GET volumes (spec 2.4). */
 export interface VolumeInfo {

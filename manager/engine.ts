@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { boundedRequest } from '../core/bounded-request.ts';
+import { COMPOSE_PROJECT as PROJECT_LABEL } from '../lifecycle/apps/app-labels.ts';
 
-const PROJECT_LABEL = 'com.docker.compose.project';
 const MAX_LIST_BYTES = 16 * 1024 * 1024;
 
 /** The engine the tool manages, over its unix socket (mounted into the tool's container). */

@@ -239,7 +239,7 @@ export class DockerRuntime {
       },
     });
     try {
-      await fs.promises.mkdir(dir, { recursive: true });
+      await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 }); // the sandbox's files: the service's alone
       for (const folder of ARCHIVED_PATHS) {
         const file = path.join(dir, `${folder.slice(1).replaceAll('/', '-')}.tar.gz`);
         try {

@@ -177,7 +177,8 @@ describe('sandbox lifecycle', () => {
     assert.match(listing, /root\/marker/);
     const config = JSON.parse(fs.readFileSync(path.join(dir, 'sandbox.json'), 'utf8'));
     assert.equal(config.name, name);
-    assert.equal(config.certs, undefined, 'no private keys in the archive configuration');
+    assert.ok(!('certs' in config) && !('manager_password' in config), 'no private keys or passwords in the archive configuration');
+    assert.equal(fs.statSync(dir).mode & 0o777, 0o700, "the archive is the service's alone");
     assert.ok(!(await t.api('GET', '/api/sandboxes', alice.token)).body.some((r: { name: string }) => r.name === name));
     const start = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
     assert.equal(start.status, 410);

@@ -11,9 +11,8 @@
 #   --userns-remap=default   the dockremap user and its /etc/subuid range: the isolation itself
 #   --iptables=false         a second dockerd with iptables on rewrites the main engine's chains; the
 #                            service installs its own egress rules for the sandbox networks instead
-#   --bridge=svcb-default    sandboxes only use networks of their own (one per sandbox), but the engine
-#                            gets a default bridge of its own: with --bridge=none dockerd deletes the
-#                            interface docker0 at start, the main engine's default bridge
+#   --bridge=svcb-default    sandboxes only use networks of their own (one per sandbox); the engine's
+#                            default bridge is named like theirs, so the egress rules cover it too
 #   --default-address-pool   apart from the main engine's pools, so the two never pick the same subnet
 #   --cgroup-parent          every sandbox below /svc-sandboxes: one place to see and limit them all
 #                            (with the cgroupfs driver, named: on cgroup v2 hosts dockerd would pick the
@@ -46,8 +45,10 @@ fi
 [ "${1:-}" != --check ] || exit 1
 
 if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2> /dev/null; then rm -f "$PIDFILE"; fi
-# The default bridge of this engine, outside the sandboxes' pool; named like the sandbox bridges so the
-# service's egress rules cover it too.
+# This dockerd removes the interface docker0 when it starts (seen with --bridge=none and with a bridge of
+# its own alike): that is the main engine's default bridge. Remember its address to put it back.
+docker0=$(ip -4 -o addr show dev docker0 2> /dev/null | awk '{ print $4 }' | head -n 1 || true)
+# The default bridge of this engine, outside the sandboxes' pool.
 if ! ip link show svcb-default > /dev/null 2>&1; then
     ip link add svcb-default type bridge
     ip addr add 10.214.0.1/24 dev svcb-default
@@ -67,6 +68,10 @@ if ! answers; then
     echo failed
     tail -n 15 "$LOG" >&2
     exit 1
+fi
+if [ -n "$docker0" ] && ! ip link show docker0 > /dev/null 2>&1; then
+    ip link add docker0 type bridge && ip addr add "$docker0" dev docker0 && ip link set docker0 up \
+        || echo "[setup] warning: could not put back the main engine's docker0 ($docker0); restart the main engine" >&2
 fi
 nat
 awk -v a="$t0" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "ok (%.1fs)\n", b - a }'

@@ -4,11 +4,11 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { EngineCli } from '../helpers/engine-cli.ts';
+import type { EngineCli } from '../helpers/engine-cli.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
@@ -47,19 +47,16 @@ volumes:
 
 describe('docker compose v2 against a sandbox', () => {
   let t: TestService;
+  let sb: EdgeSandbox;
   let alice: { id: string; token: string };
   let name: string;
   let port: number;
   let cli: EngineCli;
   let dir: string;
-  let ca: string;
 
   const host = (label: string) => `${label}.${t.config.domain}`;
-  const curl = async (label: string) => {
-    const { stdout } = await run('curl', ['-sS', '--max-time', '20', '--cacert', ca, '--resolve', `${host(label)}:${port}:127.0.0.1`, `https://${host(label)}:${port}/`]);
-    return stdout;
-  };
-  const record = async () => (await t.api('GET', `/api/sandboxes/${name}`, alice.token)).body;
+  const curl = (label: string) => sb.curl(label);
+  const record = () => sb.record();
   const containerIds = async () => {
     const { stdout } = await cli.compose(dir, ['-p', 'shop', 'ps', '-a', '--format', '{{.Service}} {{.ID}} {{.State}}']);
     return new Map(stdout.trim().split('\n').filter(Boolean).map((l) => { const [s, id, state] = l.split(' '); return [s!, { id: id!, state: state! }]; }));
@@ -68,22 +65,15 @@ describe('docker compose v2 against a sandbox', () => {
   before(async () => {
     t = await startTestService();
     port = t.config.httpsPort;
-    alice = await t.user('alice');
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-compose-'));
-    ca = path.join(dir, 'ca.pem');
-    fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
-    const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `cmp-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, answerOf(res));
-    name = res.body.name;
-    cli = new EngineCli(res.body.engine_access.host, '127.0.0.1', port, res.body);
+    sb = await openEdgeSandbox(t, 'cmp');
+    ({ name, cli, dir, user: alice } = sb);
     context(path.join(dir, 'web'), serve('web-1'));
     context(path.join(dir, 'api-1'), serve('api-1'));
     context(path.join(dir, 'api-2'), serve('api-2'));
     fs.writeFileSync(path.join(dir, 'compose.yaml'), composeFile('1'));
   });
   after(async () => {
-    cli?.dispose();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    sb?.close();
     await t?.close();
   });
 

@@ -4,12 +4,12 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import { EngineCli } from '../helpers/engine-cli.ts';
+import type { EngineCli } from '../helpers/engine-cli.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
@@ -18,36 +18,22 @@ const FIXTURE = path.resolve('fixtures/busybox');
 
 describe('a sandbox of the main engine moves to the isolated engine', () => {
   let t: TestService;
+  let sb: EdgeSandbox;
   let alice: { id: string; token: string };
   let name: string;
-  let port: number;
   let cli: EngineCli;
-  let dir: string;
-  let ca: string;
   const main = new Docker();
 
-  const record = async () => (await t.api('GET', `/api/sandboxes/${name}`, alice.token)).body;
-  const curlApp = async () => {
-    const h = `${name}-keep.${t.config.domain}`;
-    const { stdout } = await run('curl', ['-sS', '--max-time', '20', '--cacert', ca, '--resolve', `${h}:${port}:127.0.0.1`, `https://${h}:${port}/`]);
-    return stdout;
-  };
+  const record = () => sb.record();
+  const curlApp = () => sb.curl(`${name}-keep`);
 
   before(async () => {
     t = await startTestService({ sandboxRuntime: 'unisolated' });
-    port = t.config.httpsPort;
-    alice = await t.user('alice');
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-move-'));
-    ca = path.join(dir, 'ca.pem');
-    fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
-    const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `mv-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, answerOf(res));
-    name = res.body.name;
-    cli = new EngineCli(res.body.engine_access.host, '127.0.0.1', port, res.body);
+    sb = await openEdgeSandbox(t, 'mv');
+    ({ name, cli, user: alice } = sb);
   });
   after(async () => {
-    cli?.dispose();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    sb?.close();
     await t?.close();
     // the old volumes stay on the main engine for the operator; the test removes them
     for (const v of (await main.listVolumes({ filters: { name: [name] } })).Volumes ?? []) await main.getVolume(v.Name).remove().catch(() => undefined);

@@ -2,50 +2,34 @@
 // to today's image at its next re-creation (deep sleep, then wake) with every volume, inner image,
 // container and file intact (issue: compose everywhere, item 2).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
-import { EngineCli } from '../helpers/engine-cli.ts';
+import type { EngineCli } from '../helpers/engine-cli.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
-const run = promisify(execFile);
 const LEGACY_IMAGE = 'svc-sandbox:bookworm';
 const FIXTURE = path.resolve('fixtures/busybox');
 
 describe('a sandbox on the pre-Debian-13 image moves to today’s image at its next re-creation', () => {
   let t: TestService;
+  let sb: EdgeSandbox;
   let alice: { id: string; token: string };
   let name: string;
-  let port: number;
   let cli: EngineCli;
   let dir: string;
-  let ca: string;
 
-  const record = async () => (await t.api('GET', `/api/sandboxes/${name}`, alice.token)).body;
-  const curlApp = async () => {
-    const h = `${name}-shop.${t.config.domain}`;
-    const { stdout } = await run('curl', ['-sS', '--max-time', '20', '--cacert', ca, '--resolve', `${h}:${port}:127.0.0.1`, `https://${h}:${port}/`]);
-    return stdout;
-  };
+  const record = () => sb.record();
+  const curlApp = () => sb.curl(`${name}-shop`);
 
   before(async () => {
     t = await startTestService({ sandboxImage: LEGACY_IMAGE });
-    port = t.config.httpsPort;
-    alice = await t.user('alice');
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-migrate-'));
-    ca = path.join(dir, 'ca.pem');
-    fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
-    const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `mig-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, answerOf(res));
-    name = res.body.name;
-    cli = new EngineCli(res.body.engine_access.host, '127.0.0.1', port, res.body);
+    sb = await openEdgeSandbox(t, 'mig');
+    ({ name, cli, dir, user: alice } = sb);
   });
   after(async () => {
-    cli?.dispose();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    sb?.close();
     await t?.close();
   });
 

@@ -83,11 +83,15 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
     let emitted = after;
     const handlers: LogStreamHandlers = {
       log(event) {
+        // Once paused, lines the stopped stream still delivers (the rest of an engine chunk, lines held
+        // for ordering) are dropped, not queued: the resumed stream starts after the last line sent.
+        if (paused) return;
         emitted = parseEventId(event.id) ?? emitted;
         write(`id: ${event.id}\nevent: log\ndata: ${JSON.stringify(event)}\n\n`);
         lifecycle.recordActivity(name);
       },
       container(event) {
+        if (paused) return;
         write(`event: container\ndata: ${JSON.stringify(event)}\n\n`);
       },
       gone() {

@@ -126,8 +126,12 @@ describe('isolation: root in a sandbox is not root on the host', () => {
   it("reaches neither the host's listeners, nor link-local addresses, nor another sandbox — but does reach the edge", async () => {
     const self = await addressOf(a);
     const other = await addressOf(b);
+    // An address the sandbox holds itself says nothing about the host: the inner dockerd's docker0 is
+    // 172.17.0.1 inside the sandbox, as the main engine's is on the host.
+    const own = new Set((await asRoot(a, "ip -4 -o addr show | awk '{ print $4 }' | cut -d/ -f1")).out.split('\n').filter(Boolean));
     const hostIps = [self.Gateway, ...Object.values(os.networkInterfaces()).flat()
-      .filter((i) => i && i.family === 'IPv4' && !i.internal).map((i) => i!.address)];
+      .filter((i) => i && i.family === 'IPv4' && !i.internal).map((i) => i!.address)]
+      .filter((ip) => !own.has(ip));
     // a stand-in for the cloud metadata service on the host
     await run('ip', ['addr', 'add', `${METADATA_IP}/32`, 'dev', 'lo']).catch(() => undefined);
     metadata = http.createServer((_req, res) => res.end('metadata-secret'));

@@ -5,7 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { EngineCli } from './engine-cli.ts';
-import { answerOf, type TestService } from './service.ts';
+import type { Config } from '../../core/config.ts';
+import { answerOf, eventually, type TestService } from './service.ts';
 
 const run = promisify(execFile);
 
@@ -54,4 +55,21 @@ export async function openEdgeSandbox(t: TestService, prefix: string): Promise<E
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The operator's change at a sandbox's next re-creation: the sandbox sinks into deep sleep (container
+ * gone, volumes kept), the service restarts with `change` applied to its configuration, and a start
+ * re-creates the sandbox under it. Leaves it running with idle 1h and deep sleep off.
+ */
+export async function recreateAfterDeepSleep(t: TestService, sb: EdgeSandbox, change: Partial<Config>): Promise<void> {
+  const settings = (body: object) => t.api('PATCH', `/api/sandboxes/${sb.name}`, sb.user.token, body);
+  await settings({ idle_timeout: '3s', deep_sleep_after: '2s' });
+  await eventually(async () => (await sb.record()).status === 'deep_sleep', 'deep sleep', 90_000, 500);
+  Object.assign(t.config, change);
+  await t.restart();
+  await settings({ idle_timeout: '1h', deep_sleep_after: 'off' });
+  const started = await t.api('POST', `/api/sandboxes/${sb.name}/start`, sb.user.token);
+  assert.ok(started.status < 300, answerOf(started));
+  await eventually(async () => (await sb.record()).status === 'running', 'wake from deep sleep', 180_000, 500);
 }

@@ -9,9 +9,9 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import type { EngineCli } from '../helpers/engine-cli.ts';
-import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
+import { openEdgeSandbox, recreateAfterDeepSleep, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -19,18 +19,16 @@ const FIXTURE = path.resolve('fixtures/busybox');
 describe('a sandbox of the main engine moves to the isolated engine', () => {
   let t: TestService;
   let sb: EdgeSandbox;
-  let alice: { id: string; token: string };
   let name: string;
   let cli: EngineCli;
   const main = new Docker();
 
-  const record = () => sb.record();
   const curlApp = () => sb.curl(`${name}-keep`);
 
   before(async () => {
     t = await startTestService({ sandboxRuntime: 'unisolated' });
     sb = await openEdgeSandbox(t, 'mv');
-    ({ name, cli, user: alice } = sb);
+    ({ name, cli } = sb);
   });
   after(async () => {
     sb?.close();
@@ -51,16 +49,8 @@ describe('a sandbox of the main engine moves to the isolated engine', () => {
     await inMain('echo mine > /root/root.txt && mkdir -p /home/dev && echo dev > /home/dev/dev.txt && chown -R 1000:1000 /home/dev && ' +
       'cp /bin/true /srv/setgid-tool && chgrp 1000 /srv/setgid-tool && chmod 2755 /srv/setgid-tool && mknod /srv/disk b 7 0');
 
-    await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '3s', deep_sleep_after: '2s' });
-    await eventually(async () => (await record()).status === 'deep_sleep', 'deep sleep on the main engine', 90_000, 500);
-
-    // the operator turns isolation on
-    t.config.sandboxRuntime = 'userns';
-    await t.restart();
-    await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '1h', deep_sleep_after: 'off' });
-    const started = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
-    assert.ok(started.status < 300, answerOf(started));
-    await eventually(async () => (await record()).status === 'running', 'wake on the sandbox engine', 180_000, 500);
+    // the operator turns isolation on; the next re-creation moves the sandbox
+    await recreateAfterDeepSleep(t, sb, { sandboxRuntime: 'userns' });
 
     const isolated = sandboxDocker();
     const { State } = await isolated.getContainer(name).inspect();

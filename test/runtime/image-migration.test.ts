@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { EngineCli } from '../helpers/engine-cli.ts';
-import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { openEdgeSandbox, recreateAfterDeepSleep, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
+import { eventually, startTestService, type TestService } from '../helpers/service.ts';
 
 const LEGACY_IMAGE = 'svc-sandbox:bookworm';
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -20,7 +20,6 @@ describe('a sandbox on the pre-Debian-13 image moves to today’s image at its n
   let cli: EngineCli;
   let dir: string;
 
-  const record = () => sb.record();
   const curlApp = () => sb.curl(`${name}-shop`);
 
   before(async () => {
@@ -60,17 +59,8 @@ volumes:
     const containerId = (await cli.docker(['ps', '-q', '--filter', 'name=shop-shop-1'])).stdout.trim();
     assert.ok(containerId);
 
-    // deep sleep: the sandbox container is removed, its volumes stay
-    await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '3s', deep_sleep_after: '2s' });
-    await eventually(async () => (await record()).status === 'deep_sleep', 'deep sleep', 90_000, 500);
-
-    // the operator moves the service to today's image; the next wake re-creates the sandbox on it
-    t.config.sandboxImage = 'svc-sandbox:latest';
-    await t.restart();
-    await t.api('PATCH', `/api/sandboxes/${name}`, alice.token, { idle_timeout: '1h', deep_sleep_after: 'off' });
-    const started = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
-    assert.ok(started.status < 300, answerOf(started));
-    await eventually(async () => (await record()).status === 'running', 'wake from deep sleep', 120_000, 500);
+    // the operator moves the service to today's image; the next re-creation puts the sandbox on it
+    await recreateAfterDeepSleep(t, sb, { sandboxImage: 'svc-sandbox:latest' });
 
     const version = await eventually(async () => (await cli.docker(['version', '--format', '{{.Server.Version}}'])).stdout.trim(), 'the new engine', 60_000, 500);
     assert.ok(Number(version.split('.')[0]) >= 26, `engine ${version}`);

@@ -16,7 +16,7 @@ import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxExec } from './lifecycle/runtime/sandbox-exec.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
 import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
-import { SandboxLeases } from './lifecycle/lease.ts';
+import { RedisLeases } from './core/redis-lease.ts';
 import { WakeLimits } from './lifecycle/wake-limits.ts';
 import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
@@ -74,7 +74,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     store,
     runtime,
     sessions: new IdleSessions(redis, config.redisPrefix),
-    leases: new SandboxLeases(redis, config.redisPrefix),
+    leases: new RedisLeases(redis, `${config.redisPrefix}:lease`),
     queue,
     apps,
     logger,

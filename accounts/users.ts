@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { errors } from '../core/errors.ts';
 import type { Store } from '../store/index.ts';
-import { withLocks } from '../store/lock.ts';
 import type { UserRecord } from '../store/records.ts';
 import { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
 
@@ -67,11 +66,11 @@ export async function changePassword(store: Store, userId: string, current: stri
 }
 
 /**
- * Read-modify-write of one user record, serialised per user in this process (every change to a
- * user record in accounts/ goes through here, so concurrent changes of different fields are kept).
+ * Read-modify-write of one user record, serialised per user across every process on the store (every
+ * change to a user record in accounts/ goes through here, so concurrent changes of different fields are kept).
  */
 export async function updateUser(store: Store, userId: string, change: (u: UserRecord) => UserRecord | Promise<UserRecord>): Promise<UserRecord> {
-  return withLocks([`accounts|user|${userId}`], async () => {
+  return store.exclusive([`accounts|user|${userId}`], async () => {
     const current = await store.users.get(userId);
     if (!current) throw new errors.NotFound(`no user with id "${userId}"`);
     const next = await change(current);

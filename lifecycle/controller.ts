@@ -9,8 +9,8 @@ import type { SandboxRecord, UserRecord } from '../store/records.ts';
 import type { Store } from '../store/index.ts';
 import { normaliseDeepSleepAfter, normaliseIdleTimeout, parseDuration } from './durations.ts';
 import { issueEngineCerts } from './engine-certs.ts';
-import { KeyedLock, SingleFlight } from './keyed-lock.ts';
-import type { SandboxLeases } from './lease.ts';
+import { KeyedLock, SingleFlight } from '../core/keyed-lock.ts';
+import type { RedisLeases } from '../core/redis-lease.ts';
 import { NAME_PREFIX, sandboxName } from './names.ts';
 import type { DockerRuntime, RuntimeState } from './runtime/docker-runtime.ts';
 import { innerEngine, waitForInnerEngine } from './runtime/inner-engine.ts';
@@ -46,7 +46,8 @@ export interface LifecycleDeps {
   store: Store;
   runtime: DockerRuntime;
   sessions: IdleSessions;
-  leases: SandboxLeases;
+  /** Sandbox leases across processes (`<prefix>:lease:<sandbox>`). */
+  leases: RedisLeases;
   queue: LifecycleQueue;
   apps: AppDirectory;
   logger: Logger;
@@ -58,7 +59,7 @@ export interface LifecycleDeps {
  * (never cached), so a container that died or vanished behind our back is reported as it is.
  */
 export class Lifecycle {
-  private readonly lock = new KeyedLock();
+  private readonly lock: KeyedLock;
   private readonly wakes = new SingleFlight<RuntimeState>();
   /** Last renewal per sandbox and its idle timeout, for activity throttling. */
   private readonly renewals = new Map<string, { at: number; idleMs: number }>();
@@ -66,11 +67,12 @@ export class Lifecycle {
 
   constructor(private readonly deps: LifecycleDeps) {
     this.log = deps.logger.child({ part: 'lifecycle' });
+    this.lock = new KeyedLock(deps.leases);
   }
 
   /** One transition of a sandbox at a time: in this process (KeyedLock), then across processes (lease). */
   private exclusive<T>(name: string, work: () => Promise<T>): Promise<T> {
-    return this.lock.run(name, () => this.deps.leases.hold(name, work));
+    return this.lock.run(name, work);
   }
 
   private get ctx() {

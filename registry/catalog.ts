@@ -1,3 +1,4 @@
+import { KeyedLock, type CrossProcessLock } from '../core/keyed-lock.ts';
 import type { Logger } from '../core/logger.ts';
 import type { ScanQueue } from '../queue/scan-queue.ts';
 import type { RepoRecord, Store, VersionRecord } from '../store/index.ts';
@@ -9,24 +10,19 @@ import type { ParsedManifest } from './manifests.ts';
  * a repository is public only when it has versions and every one was scanned and is clean; a
  * pending, flagged or unscannable version keeps it private until that version is deleted.
  * The repository record caches the decision; it is recomputed from the versions on every change
- * (push, scan result, delete), under a per-repository lock in this process.
+ * (push, scan result, delete), under a per-repository lock across every registry front.
  */
 export class Catalog {
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly locks: KeyedLock;
 
-  constructor(private readonly store: Store, private readonly logger: Logger) {}
+  /** @param across the lease that orders the service processes (a Redis lease per repository) */
+  constructor(private readonly store: Store, private readonly logger: Logger, across?: CrossProcessLock) {
+    this.locks = new KeyedLock(across);
+  }
 
-  /** Serialises changes to one repository in this process. */
-  async withRepo<T>(repo: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.locks.get(repo) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(fn);
-    const tail = run.catch(() => undefined);
-    this.locks.set(repo, tail);
-    try {
-      return await run;
-    } finally {
-      if (this.locks.get(repo) === tail) this.locks.delete(repo);
-    }
+  /** Serialises changes to one repository, in this process and across processes. */
+  withRepo<T>(repo: string, fn: () => Promise<T>): Promise<T> {
+    return this.locks.run(repo, fn);
   }
 
   /**

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Worker } from 'bullmq';
 import type { Config } from '../core/config.ts';
 import type { Logger } from '../core/logger.ts';
+import { RedisLeases } from '../core/redis-lease.ts';
 import { createRedis } from '../queue/connection.ts';
 import { ScanQueue, type ScanJob } from '../queue/scan-queue.ts';
 import { ImageScanner } from '../scanner/image-scanner.ts';
@@ -39,7 +40,7 @@ export async function startRegistry(opts: { config: Config; store: Store; logger
   const redis = createRedis(config.redisUrl);
   const workerRedis = config.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;
   const queue = new ScanQueue(redis, config.redisPrefix);
-  const catalog = new Catalog(store, logger.child({ part: 'registry' }));
+  const catalog = new Catalog(store, logger.child({ part: 'registry' }), new RedisLeases(redis, `${config.redisPrefix}:repo-lease`));
   const scanner = new ImageScanner({ store, catalog, upstream, logger });
   const worker = workerRedis ? startScanWorkers(scanner, workerRedis, config.redisPrefix, logger, config.scanConcurrency) : null;
   const front = await buildRegistryFront({ store, upstream, auth: new RegistryAuth(store, config.dataDir), catalog, queue, logger });

@@ -4,9 +4,12 @@ import { sandboxStore, type SandboxStore } from './sandboxes.ts';
 import { registryStore, type RegistryStore } from './registry.ts';
 import { tokenStore, type TokenStore } from './tokens.ts';
 import { userStore, type UserStore } from './users.ts';
+import { serviceKeyStore, type ServiceKeyStore } from './service-keys.ts';
+import { storeLock } from './lock.ts';
 
 export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts } from './records.ts';
-export type { UserStore, TokenStore, SandboxStore };
+export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore };
+export type { ServiceKeyName } from './service-keys.ts';
 export type { RegistryStore, RepoRecord, VersionRecord, LayerScanRecord, Finding, ScanState, ScanProgress } from './registry.ts';
 
 export interface Store {
@@ -15,6 +18,13 @@ export interface Store {
   sandboxes: SandboxStore;
   /** Registry repositories, versions and layer scan results (issue 4). */
   registry: RegistryStore;
+  /** The service CA and the registry token key, sealed (issue 19: one of each for every process). */
+  serviceKeys: ServiceKeyStore;
+  /**
+   * Runs `work` while no other writer, in this process or another on the same database, holds any
+   * of `keys`: for a read-modify-write of a record (accounts' user changes).
+   */
+  exclusive<T>(keys: readonly string[], work: () => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -33,11 +43,14 @@ export async function openStore(url: string, options: StoreOptions): Promise<Sto
   const box = SecretBox.open(options.secretKeyFile);
   const backend = await Backend.open(url, options);
   try {
+    const locks = storeLock(backend);
     const store: Store = {
-      users: await userStore(backend),
-      tokens: await tokenStore(backend),
-      sandboxes: await sandboxStore(backend, box),
+      users: await userStore(backend, locks),
+      tokens: await tokenStore(backend, locks),
+      sandboxes: await sandboxStore(backend, box, locks),
       registry: await registryStore(backend),
+      serviceKeys: await serviceKeyStore(backend, box),
+      exclusive: (keys, work) => locks.run(keys, work),
       close: () => backend.close(),
     };
     backends.set(store, backend);

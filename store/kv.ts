@@ -140,8 +140,6 @@ export class Backend {
 
   private constructor(
     readonly dialect: Dialect,
-    /** Identifies the database and table, for the in-process locks. */
-    readonly identity: string,
     private readonly adapterOptions: Record<string, unknown>,
     readonly table: string,
   ) {}
@@ -171,7 +169,7 @@ export class Backend {
     } catch (error) {
       throw new Error(`cannot create the folder for the SQLite store ${file}: ${(error as Error).message}`);
     }
-    const backend = new Backend('sqlite', `sqlite:${file}#${table}`, {
+    const backend = new Backend('sqlite', {
       uri: `sqlite://${file}`,
       table,
       busyTimeout: SQLITE_BUSY_TIMEOUT_MS,
@@ -198,7 +196,7 @@ export class Backend {
     }
     postgresUsers.url = url;
     postgresUsers.count += 1;
-    const backend = new Backend('postgres', `${redactUrl(url)}#${table}`, {
+    const backend = new Backend('postgres', {
       uri: url,
       table,
       iterationLimit: POSTGRES_ITERATION_LIMIT,

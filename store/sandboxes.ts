@@ -1,7 +1,7 @@
 import { errors } from '../core/errors.ts';
 import { SecretBox } from '../core/secret-box.ts';
 import type { Backend, Collection } from './kv.ts';
-import { withLocks } from './lock.ts';
+import type { KeyedLock } from '../core/keyed-lock.ts';
 import type { SandboxRecord } from './records.ts';
 
 export interface SandboxStore {
@@ -44,10 +44,10 @@ function mapSecrets(s: SandboxRecord, fn: (value: string, context: string) => st
  * Keys: `sandboxes:<name>` → record (the name is the primary key, so `insert` is one atomic
  * `INSERT … ON CONFLICT DO NOTHING`, race-free across processes too); `sandboxes-idx:owner:<ownerId>:<name>` → 1.
  */
-export async function sandboxStore(backend: Backend, box: SecretBox): Promise<SandboxStore> {
+export async function sandboxStore(backend: Backend, box: SecretBox, locks: KeyedLock): Promise<SandboxStore> {
   const records: Collection<SandboxRecord> = await backend.collection<SandboxRecord>('sandboxes');
   const index: Collection<number> = await backend.collection<number>('sandboxes-idx');
-  const lock = (name: string) => [`${backend.identity}|sandboxes|${name}`];
+  const lock = (name: string) => [`sandboxes|${name}`];
 
   function check(s: SandboxRecord): void {
     if (!s.name || !s.owner_id) throw new errors.BadRequest('a sandbox needs a name and an owner_id');
@@ -63,7 +63,7 @@ export async function sandboxStore(backend: Backend, box: SecretBox): Promise<Sa
 
   async function put(s: SandboxRecord): Promise<void> {
     check(s);
-    await withLocks(lock(s.name), async () => {
+    await locks.run(lock(s.name), async () => {
       const previous = await get(s.name);
       await index.set(['owner', s.owner_id, s.name], 1);
       await records.set([s.name], seal(s));
@@ -73,7 +73,7 @@ export async function sandboxStore(backend: Backend, box: SecretBox): Promise<Sa
 
   async function insert(s: SandboxRecord): Promise<void> {
     check(s);
-    await withLocks(lock(s.name), async () => {
+    await locks.run(lock(s.name), async () => {
       await index.set(['owner', s.owner_id, s.name], 1);
       if (await records.insertIfAbsent([s.name], seal(s))) return;
       const existing = await get(s.name);

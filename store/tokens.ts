@@ -1,6 +1,6 @@
 import { errors } from '../core/errors.ts';
 import type { Backend, Collection } from './kv.ts';
-import { withLocks } from './lock.ts';
+import type { KeyedLock } from '../core/keyed-lock.ts';
 import type { TokenRecord } from './records.ts';
 
 export interface TokenStore {
@@ -27,10 +27,10 @@ export interface TokenStore {
  * can drop another's entry. Index keys are written before the record and checked against it on
  * read, so an index key left without its record is harmless.
  */
-export async function tokenStore(backend: Backend): Promise<TokenStore> {
+export async function tokenStore(backend: Backend, locks: KeyedLock): Promise<TokenStore> {
   const records: Collection<TokenRecord> = await backend.collection<TokenRecord>('tokens');
   const index: Collection<string | number> = await backend.collection<string | number>('tokens-idx');
-  const lock = (...keys: string[]) => keys.map((k) => `${backend.identity}|tokens|${k}`);
+  const lock = (...keys: string[]) => keys.map((k) => `tokens|${k}`);
 
   async function get(id: string): Promise<TokenRecord | undefined> {
     return records.get([id]);
@@ -45,7 +45,7 @@ export async function tokenStore(backend: Backend): Promise<TokenStore> {
 
   async function put(t: TokenRecord): Promise<void> {
     if (!t.id || !t.user_id || !t.hash) throw new errors.BadRequest('a token needs an id, a user_id and a hash');
-    await withLocks(lock(`id:${t.id}`, `hash:${t.hash}`), async () => {
+    await locks.run(lock(`id:${t.id}`, `hash:${t.hash}`), async () => {
       const previous = await get(t.id);
       if (!(await index.insertIfAbsent(['hash', t.hash], t.id))) {
         const holder = await index.get(['hash', t.hash]);

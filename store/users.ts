@@ -1,6 +1,6 @@
 import { errors } from '../core/errors.ts';
 import type { Backend, Collection } from './kv.ts';
-import { withLocks } from './lock.ts';
+import type { KeyedLock } from '../core/keyed-lock.ts';
 import type { UserRecord } from './records.ts';
 
 export interface UserStore {
@@ -16,10 +16,10 @@ export interface UserStore {
  * Keys: `users:<id>` → record; `users-idx:name:<name>` → id (the unique name claim, taken with an
  * atomic insert, so two processes cannot both create "alice").
  */
-export async function userStore(backend: Backend): Promise<UserStore> {
+export async function userStore(backend: Backend, locks: KeyedLock): Promise<UserStore> {
   const records: Collection<UserRecord> = await backend.collection<UserRecord>('users');
   const index: Collection<string> = await backend.collection<string>('users-idx');
-  const lock = (...keys: string[]) => keys.map((k) => `${backend.identity}|users|${k}`);
+  const lock = (...keys: string[]) => keys.map((k) => `users|${k}`);
 
   async function get(id: string): Promise<UserRecord | undefined> {
     return records.get([id]);
@@ -45,12 +45,12 @@ export async function userStore(backend: Backend): Promise<UserStore> {
 
   async function put(u: UserRecord): Promise<void> {
     if (!u.id || !u.name) throw new errors.BadRequest('a user needs an id and a name');
-    await withLocks(lock(`id:${u.id}`, `name:${u.name}`), async () => {
+    await locks.run(lock(`id:${u.id}`, `name:${u.name}`), async () => {
       const previous = await get(u.id);
       await claimName(u.name, u.id);
       await records.set([u.id], u);
       if (previous && previous.name !== u.name) {
-        await withLocks(lock(`name:${previous.name}`), async () => {
+        await locks.run(lock(`name:${previous.name}`), async () => {
           if ((await index.get(['name', previous.name])) === u.id) await index.delete(['name', previous.name]);
         });
       }

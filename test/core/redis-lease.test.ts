@@ -3,12 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { loadConfig } from '../../core/config.ts';
-import { SandboxLeases } from '../../lifecycle/lease.ts';
+import { RedisLeases } from '../../core/redis-lease.ts';
 import { createRedis } from '../../queue/connection.ts';
 import { freePort } from '../helpers/ports.ts';
 
 /**
- * The sandbox lease on a real Redis: two service processes are two SandboxLeases on two
+ * The lease on a real Redis: two service processes are two RedisLeases on two
  * connections. Order is checked, never timing.
  */
 describe('sandbox lease (one transition at a time across processes)', () => {
@@ -17,7 +17,7 @@ describe('sandbox lease (one transition at a time across processes)', () => {
   const leases = () => {
     const redis = createRedis(loadConfig().redisUrl);
     connections.push(redis);
-    return new SandboxLeases(redis, prefix);
+    return new RedisLeases(redis, `${prefix}:lease`);
   };
   after(async () => {
     const [redis] = connections;
@@ -63,7 +63,7 @@ describe('sandbox lease (one transition at a time across processes)', () => {
     const redis = createRedis(`redis://127.0.0.1:${port}`);
     redis.on('error', () => undefined);
     try {
-      await assert.rejects(new SandboxLeases(redis, prefix).hold('sb', async () => undefined), /Redis did not answer/);
+      await assert.rejects(new RedisLeases(redis, `${prefix}:lease`).hold('sb', async () => undefined), /Redis did not answer/);
     } finally {
       redis.disconnect();
     }

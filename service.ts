@@ -122,10 +122,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       await step('sandbox port', () => closePort());
       stopWatchingStarts();
       await step('api', () => api.close());
+      // The worker before the parts its jobs use: a reconcile pass or wake in flight finishes against them.
+      await step('lifecycle worker', () => worker.close());
       await step('files', () => files.close());
       await step('registry', () => registry.close());
       await step('apps', () => apps.close());
-      await step('lifecycle worker', () => worker.close());
       await step('lifecycle queue', () => queue.close());
       redis.disconnect();
       workerRedis.disconnect();

@@ -56,6 +56,8 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger.child({ part: 'api' }, { serializers: { req: reqSerializer } }) as FastifyBaseLogger,
     bodyLimit: 1024 * 1024,
+    // close() ends every connection, open log streams (hijacked, never idle) included: else it waits for them.
+    forceCloseConnections: true,
     // Unknown fields and wrong types are errors, never silently dropped or coerced (bad input
     // changes nothing). Query strings are declared as strings for the same reason.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },

@@ -22,6 +22,8 @@ export class AppDirectory {
   private readonly byLabel = new Map<string, AppEntry>();
   private readonly watchers = new Map<string, { stop(): void }>();
   private readonly key: string;
+  /** Set by close(): work that was in flight then (a wake, a reconcile pass) starts no watcher after it. */
+  private closed = false;
 
   /**
    * @param readProcNet the /proc/<pid>/net/tcp and tcp6 of a process in a sandbox (pid as the
@@ -83,11 +85,13 @@ export class AppDirectory {
   /** Follows a running sandbox's engine: refreshes its apps now and on every container event. */
   watch(sandbox: string, engine: Docker): void {
     this.unwatch(sandbox);
+    if (this.closed) return;
     let stopped = false;
     let timer: NodeJS.Timeout | undefined;
     let settle: NodeJS.Timeout | undefined;
+    let again: NodeJS.Timeout | undefined;
     let stream: NodeJS.ReadableStream | undefined;
-    const run = () => void this.refresh(sandbox, engine).catch((err) => this.log.warn({ sandbox, err: err.message }, 'app discovery failed'));
+    const run = () => void this.refresh(sandbox, engine).catch((err) => { if (!stopped) this.log.warn({ sandbox, err: err.message }, 'app discovery failed'); });
     const refresh = () => {
       clearTimeout(timer);
       clearTimeout(settle);
@@ -102,10 +106,10 @@ export class AppDirectory {
         stream.on('data', refresh);
         stream.on('error', () => undefined);
         // 'close', not 'end': a reset stream (seen when another sandbox's network went) never ends.
-        stream.once('close', () => { if (!stopped) setTimeout(subscribe, RESUBSCRIBE_MS); });
+        stream.once('close', () => { if (!stopped) again = setTimeout(subscribe, RESUBSCRIBE_MS); });
         refresh();
       } catch {
-        if (!stopped) setTimeout(subscribe, RESUBSCRIBE_MS);
+        if (!stopped) again = setTimeout(subscribe, RESUBSCRIBE_MS);
       }
     };
     void subscribe();
@@ -114,6 +118,7 @@ export class AppDirectory {
         stopped = true;
         clearTimeout(timer);
         clearTimeout(settle);
+        clearTimeout(again);
         (stream as unknown as { destroy?(): void } | undefined)?.destroy?.();
       },
     });
@@ -125,8 +130,9 @@ export class AppDirectory {
     this.watchers.delete(sandbox);
   }
 
-  /** Stops every watcher (service shutdown); the table stays in Redis. */
+  /** Stops every watcher for good (service shutdown); the table stays in Redis. */
   close(): void {
+    this.closed = true;
     for (const sandbox of [...this.watchers.keys()]) this.unwatch(sandbox);
   }
 

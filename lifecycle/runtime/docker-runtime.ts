@@ -177,6 +177,7 @@ export class DockerRuntime {
     if (this.opts.runtime !== 'userns') return () => undefined;
     let stopped = false;
     let stream: NodeJS.ReadableStream | undefined;
+    let again: NodeJS.Timeout | undefined;
     const onStart = (name: string) =>
       void this.settle(name).catch((err) => this.opts.logger.warn({ sandbox: name, err: (err as Error).message }, 'cgroup hand-over failed'));
     const subscribe = async () => {
@@ -189,14 +190,15 @@ export class DockerRuntime {
           if (typeof name === 'string') onStart(name);
         });
         stream.on('error', () => undefined);
-        stream.on('end', () => { if (!stopped) setTimeout(subscribe, 1000); });
+        stream.on('end', () => { if (!stopped) again = setTimeout(subscribe, 1000); });
       } catch {
-        if (!stopped) setTimeout(subscribe, 1000);
+        if (!stopped) again = setTimeout(subscribe, 1000);
       }
     };
     void subscribe();
     return () => {
       stopped = true;
+      clearTimeout(again);
       (stream as unknown as { destroy?(): void } | undefined)?.destroy?.();
     };
   }

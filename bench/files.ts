@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { SANDBOX_CLI } from '../test/helpers/sandbox-engine.ts';
 import { startTestService } from '../test/helpers/service.ts';
 
 const run = promisify(execFile);
@@ -43,7 +44,7 @@ try {
   const curl = (args: string[]) => run('curl', ['-sS', '--fail-with-body', ...auth, ...args], { maxBuffer: 1024 * 1024 });
 
   // warm up both paths once
-  await run('docker', ['cp', file, `${name}:/root/warm.bin`]);
+  await run('docker', [...SANDBOX_CLI, 'cp', file, `${name}:/root/warm.bin`]);
   await curl(['-T', file, url('/root/warm-api.bin')]);
 
   const cpUp: number[] = [];
@@ -52,10 +53,10 @@ try {
   const apiDown: number[] = [];
   // alternate the two paths so that both see the same machine load
   for (let i = 0; i < RUNS; i++) {
-    cpUp.push(await time(() => run('docker', ['cp', file, `${name}:/root/cp.bin`])));
+    cpUp.push(await time(() => run('docker', [...SANDBOX_CLI, 'cp', file, `${name}:/root/cp.bin`])));
     apiUp.push(await time(() => curl(['-T', file, url('/root/api.bin')])));
     const cpOut = path.join(tmp, `cp-out-${i}.bin`);
-    cpDown.push(await time(() => run('docker', ['cp', `${name}:/root/cp.bin`, cpOut])));
+    cpDown.push(await time(() => run('docker', [...SANDBOX_CLI, 'cp', `${name}:/root/cp.bin`, cpOut])));
     fs.rmSync(cpOut);
     const apiOut = path.join(tmp, `api-out-${i}.bin`);
     apiDown.push(await time(() => curl(['-o', apiOut, url('/root/api.bin')])));
@@ -72,7 +73,7 @@ try {
   await curl(['-T', file, url('/root/api.bin')]);
   clearInterval(sampler);
   peak = Math.max(peak, process.memoryUsage.rss());
-  const inside = (await run('docker', ['exec', name, 'sha256sum', '/root/api.bin'])).stdout.split(' ')[0];
+  const inside = (await run('docker', [...SANDBOX_CLI, 'exec', name, 'sha256sum', '/root/api.bin'])).stdout.split(' ')[0];
   if (inside !== digest) throw new Error('upload differs from the file');
 
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

@@ -15,6 +15,7 @@ import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxExec } from './lifecycle/runtime/sandbox-exec.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
+import { SandboxCommands } from './exec/index.ts';
 import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
 import { RedisLeases } from './core/redis-lease.ts';
 import { WakeLimits } from './lifecycle/wake-limits.ts';
@@ -84,9 +85,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   await queue.startReconciling();
   await lifecycle.reconcile();
   const rearm = rearmReconciling(queue, lifecycle, logger);
-  const files = new SandboxFiles(new SandboxExec(docker), lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
+  const sandboxExec = new SandboxExec(docker);
+  const files = new SandboxFiles(sandboxExec, lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
   const api = await buildApi({
     config, store, lifecycle, files, logger,
+    commands: new SandboxCommands(sandboxExec, lifecycle),
     sessions: new WebSessions(redis, config.redisPrefix),
     signInGuard: new SignInGuard(redis, config.redisPrefix),
     caPem: () => serviceCaPem(config),

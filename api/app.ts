@@ -14,6 +14,8 @@ import { fileRoutes } from './routes/files.ts';
 import { volumeRoutes } from './routes/volumes.ts';
 import { logRoutes } from './routes/logs.ts';
 import { mcpRoutes } from './mcp/route.ts';
+import { execRoutes } from './routes/exec.ts';
+import type { SandboxCommands } from '../exec/index.ts';
 import type { SandboxFiles } from '../files/index.ts';
 import { exportRoutes } from './routes/export.ts';
 import { guideRoutes } from './routes/guide.ts';
@@ -35,6 +37,8 @@ export interface ApiDeps {
   caPem: () => Promise<string | null>;
   /** File operations inside sandboxes, shared by the file routes and the MCP tools. */
   files: SandboxFiles;
+  /** Users' commands in sandboxes, shared by the exec routes and the MCP tools. */
+  commands: SandboxCommands;
   /** Heartbeat of the log stream; 15 s when absent. */
   sseHeartbeatMs?: number;
   /** Public addresses (agent guide, export folder). */
@@ -91,7 +95,8 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(volumeRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(logRoutes, { store: deps.store, lifecycle: deps.lifecycle, heartbeatMs: deps.sseHeartbeatMs });
       await api.register(exportRoutes, { exportDeps, lifecycle: deps.lifecycle });
-      await api.register(mcpRoutes, { store: deps.store, lifecycle: deps.lifecycle, files });
+      await api.register(execRoutes, { store: deps.store, commands: deps.commands });
+      await api.register(mcpRoutes, { store: deps.store, lifecycle: deps.lifecycle, files, commands: deps.commands });
     },
     { prefix: '/api' },
   );

@@ -37,6 +37,14 @@ ${C} -X POST ${H} "$SVC_URL/sandboxes/$SVC_SANDBOX/start" # answers once it runs
 until ${C} ${H} "$SVC_URL/sandboxes/$SVC_SANDBOX" | grep -q '"status":"running"'; do sleep 2; done
 \`\`\`
 
+One command in the sandbox, as root in /root, in one call (wakes an asleep sandbox; \`timeout\` in seconds,
+default 60; stdout/stderr cut at 1 MiB each, \`exec/stream\` streams NDJSON instead):
+
+\`\`\`sh
+${C} ${H} -H 'content-type: application/json' -d '{"command": "df -h /; docker ps"}' "$SVC_URL/sandboxes/$SVC_SANDBOX/exec"
+# → {"exit_code":0,"stdout":"…","stderr":"","truncated":false,"timed_out":false,…}
+\`\`\`
+
 A sleeping sandbox's engine answers with a connection reset or EOF (\`error during connect\`, \`EOF\`):
 that is expected; an engine connection never wakes it. Start it first.
 
@@ -137,8 +145,8 @@ Keep secrets out of images: pass them at run time (compose \`environment\`, file
 
 ## 10. Other ways in
 
-- MCP (Streamable HTTP): ${a.mcp} with \`Authorization: Bearer $SVC_TOKEN\`; tools list_sandboxes, get_sandbox,
-  start_sandbox, keep_awake, list_sandbox_files, read_sandbox_file, write_sandbox_file, create_sandbox_folder,
+- MCP (Streamable HTTP): ${a.mcp} with \`Authorization: Bearer $SVC_TOKEN\`; tools list_sandboxes, get_sandbox_status,
+  start_sandbox, keep_sandbox_awake, run_sandbox_command, read_sandbox_logs, list_sandbox_files, read_sandbox_file, write_sandbox_file, create_sandbox_folder,
   delete_sandbox_file, list_sandbox_volumes.
 - API reference: ${a.swagger}
 - SSH: \`ssh -o ProxyCommand="openssl s_client -quiet -connect %h:${a.port} -servername %h" root@$SVC_SANDBOX-shell-tcp.${a.domain}\` with a key added in the web UI.

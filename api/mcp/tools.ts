@@ -4,7 +4,10 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Caller } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
+import { MAX_TIMEOUT_S, OUTPUT_LIMIT, type SandboxCommands } from '../../exec/index.ts';
 import { listVolumes, type SandboxFiles } from '../../files/index.ts';
+import { runningEngine } from '../../files/volumes.ts';
+import { MAX_RECENT_LINES, recentLogs } from '../../logs/index.ts';
 import type { Lifecycle, SandboxView } from '../../lifecycle/index.ts';
 import type { Store } from '../../store/index.ts';
 import { authorizeSandbox } from '../access.ts';
@@ -13,6 +16,7 @@ export interface McpDeps {
   store: Store;
   lifecycle: Lifecycle;
   files: SandboxFiles;
+  commands: SandboxCommands;
 }
 
 const PATH_HELP = 'Absolute path in /root (default), /home, /srv, /opt, or a volume path /var/lib/docker/volumes/<volume>/_data (see list_sandbox_volumes). A relative path is taken from /root.';
@@ -23,10 +27,10 @@ const PATH_HELP = 'Absolute path in /root (default), /home, /srv, /opt, or a vol
  * authorisation, so the rules (paths, links, limits, asleep = 409) are the same.
  */
 export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
-  const { store, lifecycle, files } = deps;
+  const { store, lifecycle, files, commands } = deps;
   const server = new McpServer(
     { name: 'svc-sandboxes', version: '1.0.0' },
-    { instructions: 'Tools for the caller\'s sandboxes. `sandbox` may be left out with a token limited to one sandbox. A sandbox must be running for file tools: call start_sandbox first if a tool says it is asleep.' },
+    { instructions: 'Tools for the caller\'s sandboxes. `sandbox` may be left out with a token limited to one sandbox. run_sandbox_command wakes an asleep sandbox; the file and log tools need it running: call start_sandbox first if a tool says it is asleep.' },
   );
   const sandboxArg = z.string().min(1).max(64).optional().describe('Sandbox name, e.g. svc-demo; optional with a token limited to one sandbox');
 
@@ -46,7 +50,7 @@ export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
     return lifecycle.list(records);
   }));
 
-  server.registerTool('get_sandbox', {
+  server.registerTool('get_sandbox_status', {
     description: 'One sandbox: status (running, exited = asleep, deep_sleep), engine address, app addresses, idle settings. Engine certificates are left out; get them from GET /api/sandboxes/:name.',
     inputSchema: { sandbox: sandboxArg },
   }, ({ sandbox }) => result(async () => withoutSecrets(await lifecycle.view(await sandboxOf(sandbox)))));
@@ -60,10 +64,29 @@ export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
     return withoutSecrets(await lifecycle.view(name));
   }));
 
-  server.registerTool('keep_awake', {
+  server.registerTool('keep_sandbox_awake', {
     description: 'Restart the idle countdown of a running sandbox (never wakes a sleeping one).',
     inputSchema: { sandbox: sandboxArg },
   }, ({ sandbox }) => result(async () => withoutSecrets(await lifecycle.keepAwake(await sandboxOf(sandbox)))));
+
+  server.registerTool('run_sandbox_command', {
+    description: `Run a command as root in the sandbox (in /root) and get { exit_code, stdout, stderr, truncated, timed_out }. Wakes an asleep sandbox first. Each output is cut at ${OUTPUT_LIMIT} bytes.`,
+    inputSchema: {
+      sandbox: sandboxArg,
+      command: z.union([z.string().min(1).max(65536), z.array(z.string().max(65536)).min(1).max(4096)]).describe('A shell string (run by sh -c) or an argv array'),
+      stdin: z.string().optional().describe('Text for the command\'s stdin'),
+      timeout: z.number().int().min(1).max(MAX_TIMEOUT_S).optional().describe('Seconds (default 60); then the command is killed'),
+    },
+  }, ({ sandbox, command, stdin, timeout }) => result(async () => commands.run(await sandboxOf(sandbox), { command, stdin, timeout })));
+
+  server.registerTool('read_sandbox_logs', {
+    description: 'The last lines of the sandbox\'s app containers (running or stopped), in time order: container, service, project, stream, time, line.',
+    inputSchema: {
+      sandbox: sandboxArg,
+      tail: z.number().int().min(1).max(MAX_RECENT_LINES).optional().describe('Lines (default 100)'),
+      container: z.string().min(1).max(128).optional().describe('Only this container (name or id prefix)'),
+    },
+  }, ({ sandbox, tail, container }) => result(async () => recentLogs(await runningEngine(lifecycle, await sandboxOf(sandbox)), { tail: tail ?? 100, container })));
 
   server.registerTool('list_sandbox_files', {
     description: 'List a folder: entries with name, type (dir, file, link, other), size and mtime, folders first.',

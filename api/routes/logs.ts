@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { errors } from '../../core/errors.ts';
 import { runningEngine } from '../../files/volumes.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
-import { parseEventId, parseTime, SandboxLogStream, type Cursor, type LogStreamHandlers } from '../../logs/index.ts';
+import { MAX_RECENT_LINES, parseEventId, parseTime, recentLogs, SandboxLogStream, type Cursor, type LogStreamHandlers } from '../../logs/index.ts';
 import type { Store } from '../../store/index.ts';
 import { authorizeSandbox } from '../access.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
@@ -32,8 +32,30 @@ Resume: reconnect with header \`Last-Event-ID\` (EventSource does it) to get eve
 or pass \`since\` (RFC 3339 or unix seconds) to start at a time. Without either, the stream starts now
 (\`tail\` adds the last n lines of each running container). A running sandbox's log reading counts as activity.`;
 
-/** Spec 4.1 / 6: GET /sandboxes/:name/logs/stream. */
+export const RecentLogsQuery = Type.Object({
+  tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$', description: `Lines (default 100, at most ${MAX_RECENT_LINES})` })),
+  container: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Only this container (name or id prefix)' })),
+}, { additionalProperties: false });
+
+const RecentLine = Type.Object({
+  container: Type.String(), container_id: Type.String(), service: Type.Union([Type.String(), Type.Null()]), project: Type.Union([Type.String(), Type.Null()]),
+  stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]), time: Type.String(), line: Type.String(),
+});
+
+/** Spec 4.1 / 6: GET /sandboxes/:name/logs/stream; and the last lines at once (CLI `logs`, the MCP tool). */
 export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lifecycle; heartbeatMs?: number }> = async (app, { store, lifecycle, heartbeatMs = DEFAULT_HEARTBEAT_MS }) => {
+  app.get('/sandboxes/:name/logs', {
+    schema: {
+      tags: ['logs'], params: SandboxParams, querystring: RecentLogsQuery,
+      summary: 'The last lines of the sandbox\'s app containers (running or stopped), in time order',
+      response: { 200: Type.Array(RecentLine), ...errorResponses(400, 401, 404, 409, 410) },
+    },
+  }, async (request) => {
+    const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
+    const engine = await runningEngine(lifecycle, record.name);
+    return recentLogs(engine, { tail: Number(request.query.tail ?? 100), container: request.query.container });
+  });
+
   app.get('/sandboxes/:name/logs/stream', {
     schema: {
       tags: ['logs'], params: SandboxParams,

@@ -36,7 +36,11 @@ export interface ExecProcess {
 export class SandboxExec {
   constructor(private readonly docker: Docker) {}
 
-  async start(sandbox: string, cmd: string[], opts: { stdin?: boolean } = {}): Promise<ExecProcess> {
+  /**
+   * `onStderr` receives every stderr chunk as it comes (a user's command: both streams whole);
+   * `workingDir` defaults to /.
+   */
+  async start(sandbox: string, cmd: string[], opts: { stdin?: boolean; workingDir?: string; onStderr?: (chunk: Buffer) => void } = {}): Promise<ExecProcess> {
     const exec = await this.docker.getContainer(resourceNames(sandbox).container).exec({
       Cmd: cmd,
       AttachStdin: Boolean(opts.stdin),
@@ -44,12 +48,13 @@ export class SandboxExec {
       AttachStderr: true,
       Tty: false,
       User: '0:0',
-      WorkingDir: '/',
+      WorkingDir: opts.workingDir ?? '/',
     });
     const socket = (await exec.start({ hijack: true, stdin: Boolean(opts.stdin) })) as unknown as Duplex;
     const stdout = new PassThrough({ highWaterMark: 256 * 1024 });
     let stderr = '';
     const read = demux(socket, stdout, (chunk) => {
+      opts.onStderr?.(chunk);
       if (stderr.length < STDERR_LIMIT) stderr += chunk.toString('utf8');
     });
     const done = read.then(async () => ({ exitCode: await exitCode(exec), stderr: stderr.slice(0, STDERR_LIMIT) }));

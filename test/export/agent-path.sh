@@ -44,6 +44,10 @@ fi
 running() { [ "$(api "$SVC_URL/sandboxes/$SVC_SANDBOX" | field status)" = running ]; }
 until_ok 120 "the sandbox to run" running
 say "running"
+out=$(api -H 'content-type: application/json' -d '{"command": "echo from-exec; exit 4"}' "$SVC_URL/sandboxes/$SVC_SANDBOX/exec")
+has '"exit_code":4' <<< "$out" || die "exec did not pass the exit code through"
+has 'from-exec' <<< "$out" || die "exec did not return stdout"
+say "exec ran a command in one call"
 
 # 3. Deploy with docker compose
 docker compose version | has ' v\?2\.' || die "docker compose v2 is needed"

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
 import { SANDBOX_CLI } from '../helpers/sandbox-engine.ts';
+import { EngineCli } from '../helpers/engine-cli.ts';
 
 const run = promisify(execFile);
 
@@ -55,8 +57,8 @@ describe('MCP tools', () => {
   it('lists the tools', async () => {
     const { tools } = await agent.listTools();
     assert.deepEqual(tools.map((x) => x.name).sort(), [
-      'create_sandbox_folder', 'delete_sandbox_file', 'get_sandbox', 'keep_awake', 'list_sandbox_files', 'list_sandbox_volumes',
-      'list_sandboxes', 'read_sandbox_file', 'start_sandbox', 'write_sandbox_file',
+      'create_sandbox_folder', 'delete_sandbox_file', 'get_sandbox_status', 'keep_sandbox_awake', 'list_sandbox_files', 'list_sandbox_volumes',
+      'list_sandboxes', 'read_sandbox_file', 'read_sandbox_logs', 'run_sandbox_command', 'start_sandbox', 'write_sandbox_file',
     ]);
     assert.ok(tools.every((x) => x.description && x.inputSchema));
   });
@@ -64,11 +66,11 @@ describe('MCP tools', () => {
   it('shows the limited token its one sandbox, without engine keys', async () => {
     const list = await call(agent, 'list_sandboxes');
     assert.deepEqual(list.value.map((s: { name: string }) => s.name), [name]);
-    const got = await call(agent, 'get_sandbox');
+    const got = await call(agent, 'get_sandbox_status');
     assert.equal(got.value.name, name);
     assert.equal(got.value.status, 'running');
     assert.equal(got.value.client_key, undefined);
-    assert.ok((await call(agent, 'keep_awake', { sandbox: name })).value.stops_at);
+    assert.ok((await call(agent, 'keep_sandbox_awake', { sandbox: name })).value.stops_at);
   });
 
   it('does file work with the same rules as the routes', async () => {
@@ -98,6 +100,34 @@ describe('MCP tools', () => {
     const other = await connect(bob.token);
     assert.match((await call(other, 'list_sandbox_files', { sandbox: name })).error, /^SVC_SANDBOX_NOT_FOUND/);
     assert.match((await call(other, 'list_sandbox_files', {})).error, /^SVC_BAD_REQUEST: name the sandbox/);
+  });
+
+  it('runs commands with exit codes, both streams, input and a timeout; other users get not found', async () => {
+    const ran = (await call(agent, 'run_sandbox_command', { command: 'cat; echo to-err >&2; exit 7', stdin: 'from stdin\n' })).value;
+    assert.deepEqual([ran.exit_code, ran.stdout, ran.stderr, ran.truncated, ran.timed_out], [7, 'from stdin\n', 'to-err\n', false, false]);
+    assert.equal((await call(agent, 'run_sandbox_command', { command: ['printf', '%s|', 'a b', 'c'] })).value.stdout, 'a b|c|');
+    const slow = (await call(agent, 'run_sandbox_command', { command: 'sleep 60', timeout: 1 })).value;
+    assert.deepEqual([slow.exit_code, slow.timed_out], [124, true]);
+    const carol = await t.user('carol');
+    const other = await connect(carol.token);
+    assert.match((await call(other, 'run_sandbox_command', { sandbox: name, command: 'touch /root/carol' })).error, /^SVC_SANDBOX_NOT_FOUND/);
+    assert.equal((await inSandbox('test -e /root/carol && echo yes || echo no')).trim(), 'no');
+  });
+
+  it('reads the last log lines of the sandbox\'s apps', async () => {
+    const view = (await t.api('GET', `/api/sandboxes/${name}`, alice.token)).body;
+    const cli = new EngineCli(view.engine_access.host, (await t.service.lifecycle.status(name)).address!, 2376, view);
+    try {
+      await cli.docker(['build', '-q', '-t', 'busybox-app', path.resolve('fixtures/busybox')]);
+      await cli.docker(['run', '--name', 'shop-web-1', '--label', 'com.docker.compose.project=shop', '--label', 'com.docker.compose.service=web',
+        'busybox-app', 'sh', '-c', 'for i in 1 2 3 4 5; do echo "line $i"; done; sleep 0.5; echo failed >&2']);
+    } finally {
+      cli.dispose();
+    }
+    const lines = (await call(agent, 'read_sandbox_logs', { tail: 3 })).value;
+    assert.deepEqual(lines.map((l: { line: string; stream: string }) => [l.stream, l.line]), [['stdout', 'line 4'], ['stdout', 'line 5'], ['stderr', 'failed']]);
+    assert.deepEqual([lines[0].container, lines[0].service, lines[0].project], ['shop-web-1', 'web', 'shop']);
+    assert.equal((await call(agent, 'read_sandbox_logs', { container: 'no-such' })).value.length, 0);
   });
 
   it('runs a session across sleep: asleep is an error that says to start it, start_sandbox wakes it', async () => {

@@ -1,0 +1,1 @@
+export { SandboxCommands, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, OUTPUT_LIMIT, type CommandInput, type CommandResult, type CommandEnd, type RunningCommand } from './sandbox-commands.ts';

@@ -92,7 +92,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     commands: new SandboxCommands(sandboxExec, lifecycle),
     sessions: new WebSessions(redis, config.redisPrefix),
     signInGuard: new SignInGuard(redis, config.redisPrefix),
-    caPem: () => serviceCaPem(config),
+    caPem: () => serviceCaPem(config, store.serviceKeys),
     managerAccess: (record) => lifecycle.managerAccess(record),
     sseHeartbeatMs: config.sseHeartbeatMs,
   });
@@ -106,6 +106,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     api: api.server,
     registry: registry.front.server,
     logger,
+    caKeys: store.serviceKeys,
   });
 
   return {

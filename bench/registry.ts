@@ -25,7 +25,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
-import { issueServerCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
+import { issueServerCert, loadOrCreateServiceCa, type SealedKeys } from '../edge/certs/service-ca.ts';
 import { serviceCaPem } from '../edge/index.ts';
 import { scanLayer } from '../scanner/layer-reader.ts';
 import { startTestService } from '../test/helpers/service.ts';
@@ -121,13 +121,13 @@ async function tlsRelay(upstreamSocket: string, secureContext: tls.SecureContext
 }
 
 /** nginx as a TLS proxy to the upstream with a certificate of the service CA; null without nginx. */
-async function nginxInFront(dataDir: string, domain: string, host: string, upstreamSocket: string): Promise<NginxProxy | null> {
+async function nginxInFront(dataDir: string, domain: string, host: string, upstreamSocket: string, caKeys: SealedKeys): Promise<NginxProxy | null> {
   const bin = ensureNginx();
   if (!bin) {
     console.log('# nginx could not be installed: no nginx figures');
     return null;
   }
-  const ca = await loadOrCreateServiceCa(dataDir, domain);
+  const ca = await loadOrCreateServiceCa(dataDir, domain, caKeys);
   const c = await issueServerCert(ca, [host]);
   const certFile = path.join(tmp, 'nginx-cert.pem');
   const keyFile = path.join(tmp, 'nginx-key.pem');
@@ -162,7 +162,7 @@ async function main() {
     const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `bench-${t.config.redisPrefix}` });
     if (created.status !== 201) throw new Error(`create sandbox: ${JSON.stringify(created.body)}`);
     const sb = created.body.name as string;
-    const ca = (await serviceCaPem(t.config))!;
+    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
     const caFile = path.join(tmp, 'ca.pem');
     fs.writeFileSync(caFile, ca);
     const host = `registry.${t.config.domain}`;
@@ -187,7 +187,7 @@ async function main() {
       headers: {},
       servername: host,
     };
-    const nginx = await nginxInFront(t.config.dataDir, t.config.domain, host, socketPath);
+    const nginx = await nginxInFront(t.config.dataDir, t.config.domain, host, socketPath, t.service.store.serviceKeys);
     const viaNginx: Target | null = nginx && {
       url: `https://${host}:${nginx.port}`,
       curl: ['--resolve', `${host}:${nginx.port}:127.0.0.1`, '--cacert', caFile],

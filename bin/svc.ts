@@ -186,7 +186,7 @@ async function run(argv: string[]): Promise<void> {
         if (!options.user) throw new UsageError('"svc export" needs --user NAME (the owner)');
         const user = await requireUserByName(store, options.user);
         const record = (await store.sandboxes.get(await resolveSandbox(store, user, requested!)))!;
-        const deps = { store, config, serviceCa: () => serviceCaPem(config), manager: managerNotIncluded };
+        const deps = { store, config, serviceCa: () => serviceCaPem(config, store.serviceKeys), manager: managerNotIncluded };
         const { folder, entries } = await exportSandbox(deps, user, record);
         const target = await writeFolder(options.out ?? '.', folder, entries);
         out(`wrote ${target} (svc.env holds a new token limited to ${record.name}; never print or commit it)`);

@@ -4,6 +4,7 @@ import type { Config } from '../core/config.ts';
 import { logger as defaultLogger, type Logger } from '../core/logger.ts';
 import type { EdgeBackend } from './backend.ts';
 import { loadEdgeCertificates, type EdgeCertificates } from './certs/edge-certificates.ts';
+import type { SealedKeys } from './certs/service-ca.ts';
 import { listenHttpRedirect, type RedirectPort } from './listener/http-redirect.ts';
 import type { PeekedHello } from './listener/sni-peek.ts';
 import { listenTlsPort } from './listener/tls-port.ts';
@@ -84,6 +85,8 @@ export interface StartEdgeOptions {
   /** Largest HTTP request head (default 16 KiB, Node's). */
   maxHeaderSize?: number;
   limits?: Partial<EdgeLimits>;
+  /** Where the service CA is kept (the store's sealed keys); without it, in `<dataDir>/ca/`. */
+  caKeys?: SealedKeys;
 }
 
 export interface Edge {
@@ -132,7 +135,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     maxHeaderSize: opts.maxHeaderSize ?? 16 * 1024,
   };
 
-  const certificates = await loadEdgeCertificates(config, log);
+  const certificates = await loadEdgeCertificates(config, log, opts.caKeys);
   const activity = new ActivityMeter(backend, t.activityIntervalMs, log);
   const wakes = new WakeGate(backend, t.wakeHoldMs);
   const notFound = createEdgeHttpServer(limits, (req, res) => sendPage(req, res, notFoundPage(req.headers.host ?? domain)));

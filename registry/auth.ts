@@ -22,20 +22,25 @@ interface Claims {
  * token, which is how docker pulls public images without logging in.
  *
  * Basic credentials and a raw `Bearer svc_…` are accepted on every request too (curl, scripts).
- * The signing key is kept in `<data>/registry/token.key`, so fronts in several processes agree.
+ * The signing key is sealed in the store, so the fronts of every process on one store accept each
+ * other's tokens.
  */
 export class RegistryAuth {
-  private readonly key: Buffer;
+  private constructor(private readonly store: Store, private readonly key: Buffer) {}
 
-  constructor(private readonly store: Store, dataDir: string) {
-    const file = path.join(dataDir, 'registry', 'token.key');
-    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-    try {
-      fs.writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600, flag: 'wx' });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  /**
+   * The signing key from the store, made on first use. A store without one takes the key a service
+   * kept in `<data>/registry/token.key` before the store kept it (tokens it issued stay valid), once.
+   */
+  static async open(store: Store, dataDir: string): Promise<RegistryAuth> {
+    let hex = await store.serviceKeys.get('registry-token-key');
+    if (hex === undefined) {
+      const file = path.join(dataDir, 'registry', 'token.key');
+      const kept = await fs.promises.readFile(file, 'utf8').then((text) => text.trim(), () => '');
+      hex = await store.serviceKeys.claim('registry-token-key', /^[0-9a-f]{64}$/.test(kept) ? kept : randomBytes(32).toString('hex'));
+      await fs.promises.rm(file, { force: true });
     }
-    this.key = Buffer.from(fs.readFileSync(file, 'utf8').trim(), 'hex');
+    return new RegistryAuth(store, Buffer.from(hex, 'hex'));
   }
 
   /** The token endpoint: Basic credentials → a token for that access token; none → anonymous. */

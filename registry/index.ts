@@ -43,7 +43,7 @@ export async function startRegistry(opts: { config: Config; store: Store; logger
   const catalog = new Catalog(store, logger.child({ part: 'registry' }), new RedisLeases(redis, `${config.redisPrefix}:repo-lease`));
   const scanner = new ImageScanner({ store, catalog, upstream, logger });
   const worker = workerRedis ? startScanWorkers(scanner, workerRedis, config.redisPrefix, logger, config.scanConcurrency) : null;
-  const front = await buildRegistryFront({ store, upstream, auth: new RegistryAuth(store, config.dataDir), catalog, queue, logger });
+  const front = await buildRegistryFront({ store, upstream, auth: await RegistryAuth.open(store, config.dataDir), catalog, queue, logger });
   await front.ready();
   return {
     front, upstream, catalog, queue, scanner, worker,

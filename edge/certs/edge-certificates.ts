@@ -3,7 +3,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import type { Config } from '../../core/config.ts';
 import type { Logger } from '../../core/logger.ts';
-import { caDir, issueServerCert, loadOrCreateServiceCa, sameKey, writeFileAtomic, type ServiceCa } from './service-ca.ts';
+import { caDir, issueServerCert, loadOrCreateServiceCa, sameKey, writeFileAtomic, type SealedKeys, type ServiceCa } from './service-ca.ts';
 import { DAY_MS, generateKeys, x509 } from '../../core/x509.ts';
 
 /**
@@ -51,21 +51,25 @@ export function wildcardAccepted(domain: string): boolean {
   return domain.split('.').filter(Boolean).length >= 2;
 }
 
-/** The PEM of the service CA, creating the CA on first use; null when the operator supplied a certificate. */
-export async function serviceCaPem(config: Pick<Config, 'dataDir' | 'domain' | 'tlsCertFile' | 'tlsKeyFile'>): Promise<string | null> {
+/**
+ * The PEM of the service CA, creating the CA on first use; null when the operator supplied a
+ * certificate. `keys`: the store's sealed keys, where a service keeps its CA.
+ */
+export async function serviceCaPem(config: Pick<Config, 'dataDir' | 'domain' | 'tlsCertFile' | 'tlsKeyFile'>, keys?: SealedKeys): Promise<string | null> {
   if (config.tlsCertFile && config.tlsKeyFile) return null;
-  return (await loadOrCreateServiceCa(config.dataDir, config.domain)).certPem;
+  return (await loadOrCreateServiceCa(config.dataDir, config.domain, keys)).certPem;
 }
 
 export async function loadEdgeCertificates(
   config: Pick<Config, 'dataDir' | 'domain' | 'tlsCertFile' | 'tlsKeyFile'>,
   logger?: Logger,
+  keys?: SealedKeys,
 ): Promise<EdgeCertificates> {
   if (config.tlsCertFile || config.tlsKeyFile) {
     if (!config.tlsCertFile || !config.tlsKeyFile) throw new Error('SVC_TLS_CERT and SVC_TLS_KEY must be set together');
     return fileCertificates(config.tlsCertFile, config.tlsKeyFile, logger);
   }
-  return caCertificates(config.dataDir, config.domain.toLowerCase(), logger);
+  return caCertificates(config.dataDir, config.domain.toLowerCase(), logger, keys);
 }
 
 async function fileCertificates(certFile: string, keyFile: string, logger?: Logger): Promise<EdgeCertificates> {
@@ -122,8 +126,8 @@ async function loadOrIssueDomainLeaf(ca: ServiceCa, dataDir: string, domain: str
   return { ctx: secureContext(leaf.certPem + ca.certPem, leaf.keyPem), notAfter: leaf.cert.notAfter.getTime() };
 }
 
-async function caCertificates(dataDir: string, domain: string, logger?: Logger): Promise<EdgeCertificates> {
-  const ca = await loadOrCreateServiceCa(dataDir, domain);
+async function caCertificates(dataDir: string, domain: string, logger?: Logger, caKeys?: SealedKeys): Promise<EdgeCertificates> {
+  const ca = await loadOrCreateServiceCa(dataDir, domain, caKeys);
   if (ca.retired) logger?.warn({ domain }, 'edge: retired a service CA that was not name-constrained to the domain; clients must download the new ca.pem');
   let leaf = await loadOrIssueDomainLeaf(ca, dataDir, domain);
   const perName = !wildcardAccepted(domain);

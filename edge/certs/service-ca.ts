@@ -2,7 +2,11 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { ALG, DAY_MS, generateKeys, importPrivateKey, privateKeyPem, randomSerial, x509 } from '../../core/x509.ts';
 
-/** The service's own certificate authority, kept in `<dataDir>/ca/` (design.md: SVC_TLS_CERT unset). */
+/**
+ * The service's own certificate authority (design.md: SVC_TLS_CERT unset). A service keeps it sealed
+ * in the store, so every process on one store presents the same CA; an edge on its own (tests,
+ * benches) keeps it in `<dataDir>/ca/`.
+ */
 export interface ServiceCa {
   cert: x509.X509Certificate;
   certPem: string;
@@ -12,6 +16,16 @@ export interface ServiceCa {
 }
 
 const NAME_CONSTRAINTS_OID = '2.5.29.30';
+
+/**
+ * Where a service keeps the CA: sealed keys in its store (store/service-keys.ts). `claim` keeps the
+ * first value offered and answers the one kept; `replace` is a compare-and-set.
+ */
+export interface SealedKeys {
+  get(name: 'service-ca'): Promise<string | undefined>;
+  claim(name: 'service-ca', value: string): Promise<string>;
+  replace(name: 'service-ca', previous: string, value: string): Promise<string>;
+}
 
 export const CA_FILE = 'ca.pem';
 export const CA_KEY_FILE = 'ca-key.pem';
@@ -81,19 +95,71 @@ async function retireKey(keyFile: string, keyPem: string): Promise<void> {
 }
 
 /**
- * Loads the service CA, creating it on first use: `ca-key.pem` (mode 0600) and `ca.pem`.
+ * Loads the service CA, creating it on first use, from `keys` (the store) when given, else from the
+ * data folder. In the store it is one sealed value `{ keyPem, certPem }`. A store without one takes
+ * the data folder's CA (the CA of a service from before the store kept it: its clients keep trusting
+ * it), once; the folder then keeps only `ca.pem`, for operators, and never the key.
  *
  * The CA is name-constrained to `<domain>` (critical), so a client that trusts ca.pem accepts
- * nothing it signs for any other name. A CA on disk without that constraint (made before it
- * existed, or for another domain) is retired: its key is removed and a new CA is made, so its
- * key can sign nothing more (the edge re-issues its certificate from the new one).
- *
- * The key is created with an exclusive open, so two processes starting on the same data folder
- * end up with one key; the certificate is derived from the key and re-made if it is missing
- * (for instance after a crash between the two writes).
+ * nothing it signs for any other name. A CA without that constraint (made before it existed, or
+ * for another domain) is retired: its key is dropped and a new CA is made, so its key can sign
+ * nothing more (the edge re-issues its certificate from the new one).
  */
-export async function loadOrCreateServiceCa(dataDir: string, domainName: string): Promise<ServiceCa> {
-  const domain = domainName.toLowerCase();
+export async function loadOrCreateServiceCa(dataDir: string, domainName: string, keys?: SealedKeys): Promise<ServiceCa> {
+  return keys ? storeCa(keys, dataDir, domainName.toLowerCase()) : folderCa(dataDir, domainName.toLowerCase());
+}
+
+interface CaPair {
+  keyPem: string;
+  certPem: string;
+}
+
+async function storeCa(keys: SealedKeys, dataDir: string, domain: string): Promise<ServiceCa> {
+  let raw = await keys.get('service-ca');
+  if (raw === undefined) {
+    const imported = await folderPair(dataDir, domain);
+    raw = await keys.claim('service-ca', JSON.stringify(imported ?? (await newPair(domain))));
+  }
+  let pair = JSON.parse(raw) as CaPair;
+  let cert = new x509.X509Certificate(pair.certPem);
+  let retired = false;
+  if (!constrainedTo(cert, domain) || !(await sameKey(cert, pair.keyPem))) {
+    // of several processes retiring at once, the first one's new CA is kept by all
+    pair = JSON.parse(await keys.replace('service-ca', raw, JSON.stringify(await newPair(domain)))) as CaPair;
+    cert = new x509.X509Certificate(pair.certPem);
+    retired = true;
+  }
+  const dir = caDir(dataDir);
+  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  await fs.rm(path.join(dir, CA_KEY_FILE), { force: true }); // the key lives sealed in the store
+  if ((await readIfExists(path.join(dir, CA_FILE))) !== pair.certPem) await writeFileAtomic(path.join(dir, CA_FILE), pair.certPem, 0o644);
+  return { cert, certPem: pair.certPem, key: await importPrivateKey(pair.keyPem), ...(retired ? { retired } : {}) };
+}
+
+/** The data folder's CA, if it has a key: its certificate, or one made again from the key. */
+async function folderPair(dataDir: string, domain: string): Promise<CaPair | undefined> {
+  const keyPem = await readIfExists(path.join(caDir(dataDir), CA_KEY_FILE));
+  if (!keyPem?.includes('-----END')) return undefined;
+  const certPem = await readIfExists(path.join(caDir(dataDir), CA_FILE));
+  if (certPem?.includes('BEGIN CERTIFICATE') && (await sameKey(new x509.X509Certificate(certPem), keyPem))) return { keyPem, certPem };
+  const cert = await createCaCert(await importPrivateKey(keyPem), keyPem, domain);
+  return { keyPem, certPem: cert.toString('pem') + '\n' };
+}
+
+async function newPair(domain: string): Promise<CaPair> {
+  const keys = await generateKeys();
+  const keyPem = await privateKeyPem(keys.privateKey);
+  const cert = await createCaCert(keys.privateKey, keyPem, domain);
+  return { keyPem, certPem: cert.toString('pem') + '\n' };
+}
+
+/**
+ * The CA in the data folder: `ca-key.pem` (mode 0600) and `ca.pem`. The key is created with an
+ * exclusive open, so two processes starting on the same data folder end up with one key; the
+ * certificate is derived from the key and re-made if it is missing (for instance after a crash
+ * between the two writes).
+ */
+async function folderCa(dataDir: string, domain: string): Promise<ServiceCa> {
   const dir = caDir(dataDir);
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
   const keyFile = path.join(dir, CA_KEY_FILE);
@@ -124,7 +190,7 @@ export async function loadOrCreateServiceCa(dataDir: string, domainName: string)
     if (await sameKey(cert, keyPem)) {
       if (constrainedTo(cert, domain)) return { cert, certPem, key };
       await retireKey(keyFile, keyPem);
-      return { ...(await loadOrCreateServiceCa(dataDir, domain)), retired: true };
+      return { ...(await folderCa(dataDir, domain)), retired: true };
     }
   }
 

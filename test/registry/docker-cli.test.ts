@@ -68,7 +68,7 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
     const info = await docker.getContainer(sb).inspect();
     const gateway = Object.values(info.NetworkSettings.Networks)[0]?.Gateway;
     assert.ok(gateway, `the sandbox container ${sb} has no network gateway; cannot reach the edge from inside it`);
-    const ca = (await serviceCaPem(t.config))!;
+    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
     await sh(`echo "${gateway} registry.${DOMAIN}" >> /etc/hosts && mkdir -p /etc/docker/certs.d/${registry} && cat > /etc/docker/certs.d/${registry}/ca.crt`, ca);
     await eventually(async () => (await sh('docker info >/dev/null 2>&1', undefined, true)).code === 0, 'the inner engine', 60_000);
     // Go's resolver re-reads /etc/hosts at most every 5 s: wait until the inner dockerd sees the line.

@@ -42,7 +42,7 @@ describe('registry front and scans (OCI API through the edge)', () => {
     assert.equal(b.status, 201, answerOf(b));
     sbB = b.body.name;
     limitedA = await t.limitedToken(alice.id, sbA);
-    const ca = (await serviceCaPem(t.config))!;
+    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
     anon = new OciClient({ port: t.service.edge.httpsPort, host: `registry.${t.config.domain}`, ca });
     asAlice = anon.withAuth(OciClient.basic(alice.token));
     asBob = anon.withAuth(OciClient.basic(bob.token));

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import Docker from 'dockerode';
 import type { FastifyInstance } from 'fastify';
@@ -7,6 +8,8 @@ import type { Redis } from 'ioredis';
 import { buildApi } from './api/app.ts';
 import { SignInGuard } from './api/sign-in-guard.ts';
 import { WebSessions } from './accounts/index.ts';
+import { Admission } from './accounts/admission.ts';
+import { quotaDefaults } from './accounts/quotas.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
 import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
@@ -70,16 +73,20 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     async (name) => (await store.sandboxes.get(name)) !== undefined,
   );
   await apps.load();
-  const lifecycle = new Lifecycle({
-    config,
-    store,
-    runtime,
-    sessions: new IdleSessions(redis, config.redisPrefix),
-    leases: new RedisLeases(redis, `${config.redisPrefix}:lease`),
-    queue,
-    apps,
-    logger,
+  const sessions = new IdleSessions(redis, config.redisPrefix);
+  const leases = new RedisLeases(redis, `${config.redisPrefix}:lease`);
+  const admission = new Admission({
+    store, redis, leases, prefix: config.redisPrefix,
+    defaults: quotaDefaults(config),
+    host: { memoryMb: Math.floor(os.totalmem() / 1024 / 1024), cpus: os.availableParallelism(), overcommitMemory: config.overcommitMemory, overcommitCpus: config.overcommitCpus },
+    running: async () => (await runtime.list()).filter((c) => c.running).map((c) => c.name),
+    stopsAt: async (sandbox) => (await sessions.get(sandbox))?.expiresAt,
   });
+  const wakeLimits = new WakeLimits(redis, config.redisPrefix, async (ownerId) => {
+    const owner = await store.users.get(ownerId);
+    return owner ? admission.quotasOf(owner).wakes_per_hour : config.wakesPerHour;
+  });
+  const lifecycle = new Lifecycle({ config, store, runtime, sessions, leases, queue, apps, logger, admission });
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   const stopWatchingStarts = runtime.watchStarts();
   await queue.startReconciling();
@@ -94,6 +101,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     signInGuard: new SignInGuard(redis, config.redisPrefix),
     caPem: () => serviceCaPem(config, store.serviceKeys),
     managerAccess: (record) => lifecycle.managerAccess(record),
+    admission,
+    wakeLimits,
     sseHeartbeatMs: config.sseHeartbeatMs,
   });
   await api.ready();
@@ -102,7 +111,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const closePort = config.sandboxRuntime === 'userns' ? await openPort(config.httpsPort) : async () => undefined;
   const edge = await startEdge({
     config,
-    backend: new LifecycleEdgeBackend(lifecycle, apps, new WakeLimits(redis, config.redisPrefix, config.wakesPerHour), logger),
+    backend: new LifecycleEdgeBackend(lifecycle, apps, wakeLimits, logger),
     api: api.server,
     registry: registry.front.server,
     logger,

@@ -28,6 +28,8 @@ import type { SignInGuard } from './sign-in-guard.ts';
 import { sessionRoutes } from './routes/session.ts';
 import { noTokenInUrlPlugin, reqSerializer } from './plugins/no-token-in-url.ts';
 import { uiPlugin } from './plugins/ui.ts';
+import type { Admission } from '../accounts/admission.ts';
+import type { WakeLimits } from '../lifecycle/wake-limits.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -48,6 +50,9 @@ export interface ApiDeps {
   /** Web UI sessions and the guard on password checks (sign-in, password change). */
   sessions: WebSessions;
   signInGuard: SignInGuard;
+  /** Quotas and what each user uses of them (GET /me, the admin routes). */
+  admission: Admission;
+  wakeLimits: WakeLimits;
   /** The web UI's build (ui/dist when absent). */
   uiDir?: string;
 }
@@ -88,7 +93,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(authPlugin, { store: deps.store, sessions: deps.sessions, siteOrigin: addresses.site });
       await api.register(sessionRoutes, { store: deps.store, sessions: deps.sessions, guard: deps.signInGuard, siteOrigin: addresses.site });
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
-      await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle });
+      await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, wakeLimits: deps.wakeLimits });
       await api.register(registryRoutes, { store: deps.store });
       const { files } = deps;
       await api.register(fileRoutes, { store: deps.store, files });

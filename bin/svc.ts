@@ -5,6 +5,7 @@
  *   svc user create NAME [--admin]    prints the new password as the last line of stdout
  *   svc user list [--json]
  *   svc user passwd NAME              prints a new password as the last line of stdout
+ *   svc user set NAME [--max-sandboxes N] [--max-running N] [--memory-mb N] [--cpus N] [--wakes-per-hour N] [--admin | --no-admin]
  *   svc token create NAME [--sandbox SANDBOX] [--name LABEL]
  *                                     prints the new svc_… token as the last line of stdout
  *   svc token list NAME [--json]
@@ -20,8 +21,9 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../core/config.ts';
 import { openStore, type Store } from '../store/index.ts';
 import type { TokenRecord, UserRecord } from '../store/records.ts';
-import { createToken, createUser, listTokens, requireUserByName, resetPassword, revokeToken } from '../accounts/index.ts';
+import { createToken, createUser, listTokens, requireUserByName, resetPassword, revokeToken, updateUser } from '../accounts/index.ts';
 import { serviceCaPem } from '../edge/index.ts';
+import { effectiveQuotas, quotaDefaults, setQuotas, type QuotaName } from '../accounts/quotas.ts';
 import { exportSandbox, managerNotIncluded } from '../export/index.ts';
 import { writeFolder } from '../export/write-folder.ts';
 
@@ -29,6 +31,10 @@ const USAGE = `usage:
   svc user create NAME [--admin]      create a user; prints the new password (last line)
   svc user list [--json]              list users
   svc user passwd NAME                set a new generated password; prints it (last line)
+  svc user set NAME [--max-sandboxes N] [--max-running N] [--memory-mb N] [--cpus N] [--wakes-per-hour N]
+                    [--admin | --no-admin]
+                                      set the user's quotas (N "default": back to the operator's default)
+                                      and admin flag; prints the quotas in force
   svc token create NAME [--sandbox SANDBOX] [--name LABEL]
                                       create a personal access token for user NAME; prints it (last line)
                                       --sandbox limits the token to one of the user's sandboxes
@@ -46,7 +52,22 @@ const SANDBOX_PREFIX = 'svc-';
 
 class UsageError extends Error {}
 
-type Options = { admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string };
+type Options = {
+  admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string;
+  'no-admin'?: boolean; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
+};
+
+/** `svc user set` options and the quota each sets. */
+const QUOTA_OPTIONS: Array<[keyof Options, QuotaName]> = [
+  ['max-sandboxes', 'max_sandboxes'], ['max-running', 'max_running'], ['memory-mb', 'memory_mb'], ['cpus', 'cpus'], ['wakes-per-hour', 'wakes_per_hour'],
+];
+
+function quotaNumber(option: string, raw: string): number | null {
+  if (raw === 'default') return null;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${option} needs a number or "default", got "${raw}"`);
+  return n;
+}
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const note = (line: string) => process.stderr.write(`${line}\n`);
@@ -94,6 +115,12 @@ async function run(argv: string[]): Promise<void> {
         json: { type: 'boolean' },
         user: { type: 'string' },
         out: { type: 'string' },
+        'no-admin': { type: 'boolean' },
+        'max-sandboxes': { type: 'string' },
+        'max-running': { type: 'string' },
+        'memory-mb': { type: 'string' },
+        cpus: { type: 'string' },
+        'wakes-per-hour': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -109,7 +136,7 @@ async function run(argv: string[]): Promise<void> {
   }
   const command = group === 'export' ? 'export' : `${group} ${action ?? ''}`.trim();
   if (command === 'export' && action !== undefined) rest.unshift(action);
-  const known = ['user create', 'user list', 'user passwd', 'token create', 'token list', 'token revoke', 'export'];
+  const known = ['user create', 'user list', 'user passwd', 'user set', 'token create', 'token list', 'token revoke', 'export'];
   if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
 
   const config = loadConfig();
@@ -130,6 +157,20 @@ async function run(argv: string[]): Promise<void> {
         const { user, password } = await resetPassword(store, name!);
         out(`new password for ${user.name} (shown once):`);
         out(password);
+        return;
+      }
+      case 'user set': {
+        only(options, ['admin', 'no-admin', ...QUOTA_OPTIONS.map(([o]) => o)], command);
+        const [name] = args(rest, 1, 'NAME', command);
+        if (options.admin && options['no-admin']) throw new UsageError('give --admin or --no-admin, not both');
+        const change = Object.fromEntries(QUOTA_OPTIONS.filter(([o]) => options[o] !== undefined)
+          .map(([o, q]) => [q, quotaNumber(o, options[o] as string)]));
+        const admin = options.admin ? true : options['no-admin'] ? false : undefined;
+        if (Object.keys(change).length === 0 && admin === undefined) throw new UsageError('"svc user set" needs at least one of --max-sandboxes, --max-running, --memory-mb, --cpus, --wakes-per-hour, --admin, --no-admin');
+        let user = await setQuotas(store, name!, change);
+        if (admin !== undefined) user = await updateUser(store, user.id, (u) => ({ ...u, admin }));
+        const quotas = effectiveQuotas(user, quotaDefaults(config));
+        out(`${user.name}${user.admin ? ' (admin)' : ''}: ${Object.entries(quotas).map(([q, v]) => `${q} ${v}${user.quotas?.[q as QuotaName] === undefined ? ' (default)' : ''}`).join(', ')}`);
         return;
       }
       case 'user list': {

@@ -37,8 +37,14 @@ export interface Config {
   redisPrefix: string;
   /** Nameservers for containers inside sandboxes (the sandbox's own 127.0.0.11 is out of their reach). */
   sandboxDns: string[];
-  /** Wakes per owner per hour that app traffic may trigger (spec 3: "within the owner's wake limits"). */
+  /** Wakes per owner per hour that app traffic may trigger (spec 3: "within the owner's wake limits"): the default of the user's `wakes_per_hour` quota. */
   wakesPerHour: number;
+  /** Defaults of the per-user quotas (accounts/quotas.ts); memory and CPUs default to sandboxMemoryMb and sandboxCpus. */
+  quotaMaxSandboxes: number;
+  quotaMaxRunning: number;
+  /** A start is refused when the limits of running sandboxes would pass this many times the host's memory / CPUs. */
+  overcommitMemory: number;
+  overcommitCpus: number;
   /** Comment lines on the log stream (GET logs/stream) this often, so proxies keep it open. */
   sseHeartbeatMs: number;
   /** The plain-HTTP API for operators on 127.0.0.1 (`npm start`). */
@@ -137,6 +143,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sandboxPids: int(env, 'SVC_SANDBOX_PIDS', 4096),
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc',
     wakesPerHour: int(env, 'SVC_WAKES_PER_HOUR', 60),
+    quotaMaxSandboxes: int(env, 'SVC_QUOTA_MAX_SANDBOXES', 20),
+    quotaMaxRunning: int(env, 'SVC_QUOTA_MAX_RUNNING', 5),
+    overcommitMemory: positive(env, 'SVC_OVERCOMMIT_MEMORY', 1.5),
+    overcommitCpus: positive(env, 'SVC_OVERCOMMIT_CPUS', 16),
     sandboxDns: (env.SVC_SANDBOX_DNS ?? hostNameservers()).split(/[\s,]+/).filter(Boolean),
     sseHeartbeatMs: int(env, 'SVC_SSE_HEARTBEAT_MS', 15_000),
     apiPort: int(env, 'SVC_API_PORT', 8080),

@@ -13,6 +13,11 @@ export const errors = {
   // 401 / 403: who you are and what you may do
   Unauthenticated: createError('SVC_UNAUTHENTICATED', '%s', 401),
   Forbidden: createError('SVC_FORBIDDEN', '%s', 403),
+  AccountDisabled: createError('SVC_ACCOUNT_DISABLED', 'the account "%s" is disabled; ask an administrator to enable it', 403),
+  // quotas (accounts/quotas.ts): the message names the quota and its number
+  QuotaExceeded: createError('SVC_QUOTA_EXCEEDED', '%s', 403),
+  RunningQuota: createError('SVC_QUOTA_RUNNING', '%s', 429),
+  HostFull: createError('SVC_HOST_FULL', '%s', 503),
   // 404: no such thing, or not yours (never tell the two apart)
   SandboxNotFound: createError('SVC_SANDBOX_NOT_FOUND', 'no sandbox named "%s"', 404),
   NotFound: createError('SVC_NOT_FOUND', '%s', 404),
@@ -25,7 +30,7 @@ export const errors = {
   TooLarge: createError('SVC_TOO_LARGE', '%s', 413),
   Unprocessable: createError('SVC_UNPROCESSABLE', '%s', 422),
   TooManyRequests: createError('SVC_TOO_MANY_REQUESTS', '%s', 429),
-  TooManyWakes: createError('SVC_TOO_MANY_WAKES', 'wake limit reached for this account (%s per hour); try again later or start the sandbox through the API', 429),
+  TooManyWakes: createError('SVC_TOO_MANY_WAKES', 'wake limit reached for this account (quota wakes_per_hour: %s wakes by app traffic per hour); try again later or start the sandbox through the API', 429),
   // files, volumes, logs (spec 4.2, issue 5)
   BadPath: createError('SVC_BAD_PATH', 'invalid path: %s', 400),
   PathNotAllowed: createError('SVC_PATH_NOT_ALLOWED', '%s: only /root, /home, /srv, /opt and volume paths /var/lib/docker/volumes/<volume>/_data can be used', 403),

@@ -19,6 +19,7 @@ import { probe, type AppDirectory } from './apps/app-directory.ts';
 import type { AppEntry } from './apps/app-labels.ts';
 import { installManager, MANAGER_PORT, mintManagerKey, TOOL_MANAGER, waitForTool } from './manager-tool.ts';
 import { generatePassword } from '../accounts/passwords.ts';
+import type { Admission } from '../accounts/admission.ts';
 import { deepSleepAt, engineHost, fullView, summarise, type SandboxSummary, type SandboxView } from './view.ts';
 
 export const DEFAULT_IDLE_TIMEOUT = '30m';
@@ -34,6 +35,9 @@ export interface CreateSandboxInput {
   template?: 'default' | 'manager';
   idle_timeout?: string;
   deep_sleep_after?: string;
+  /** At most the owner's quota; the quota when absent. */
+  memory_mb?: number;
+  cpus?: number;
 }
 
 export interface SettingsPatch {
@@ -51,6 +55,8 @@ export interface LifecycleDeps {
   queue: LifecycleQueue;
   apps: AppDirectory;
   logger: Logger;
+  /** Quotas and the host guard: checked before a record or container is made. */
+  admission: Admission;
 }
 
 /**
@@ -99,9 +105,10 @@ export class Lifecycle {
       idle_timeout: normaliseIdleTimeout(input.idle_timeout ?? DEFAULT_IDLE_TIMEOUT),
       deep_sleep_after: normaliseDeepSleepAfter(input.deep_sleep_after ?? DEFAULT_DEEP_SLEEP_AFTER),
       created_at: new Date().toISOString(),
+      ...this.deps.admission.limitsFor(owner, input),
       certs: await issueEngineCerts(name, engineHost(name, this.deps.config.domain)),
     };
-    await this.deps.store.sandboxes.insert(record);
+    const admitted = await this.deps.admission.admitNew(owner, record, () => this.deps.store.sandboxes.insert(record));
     this.log.info({ sandbox: name, owner: owner.name }, 'creating sandbox');
     try {
       await this.exclusive(name, async () => {
@@ -115,6 +122,8 @@ export class Lifecycle {
       await this.deps.sessions.close(name);
       await this.deps.store.sandboxes.put({ ...record, archived_at: new Date().toISOString() });
       throw new errors.SandboxFailed(name, (err as Error).message);
+    } finally {
+      await admitted();
     }
     return this.view(record);
   }
@@ -209,7 +218,15 @@ export class Lifecycle {
   start(name: string): Promise<RuntimeState> {
     return this.wakes.do(name, async () => {
       const record = await this.record(name);
-      return this.exclusive(name, () => this.bringUp(record));
+      return this.exclusive(name, async () => {
+        if ((await this.deps.runtime.inspect(name)).status === 'running') return this.bringUp(record);
+        const admitted = await this.deps.admission.admitStart(record);
+        try {
+          return await this.bringUp(record);
+        } finally {
+          await admitted();
+        }
+      });
     });
   }
 
@@ -218,7 +235,7 @@ export class Lifecycle {
     const began = Date.now();
     let state = await runtime.inspect(record.name);
     if (state.status === 'deep_sleep') {
-      await runtime.create({ name: record.name, env: await this.containerEnv(record) });
+      await runtime.create({ name: record.name, env: await this.containerEnv(record), limits: limitsOf(record) });
     }
     if (state.status !== 'running') {
       await runtime.start(record.name);
@@ -459,7 +476,7 @@ export class Lifecycle {
       await this.deps.store.sandboxes.put(updated);
       this.deps.apps.unwatch(name);
       await this.deps.runtime.takeDown(name);
-      if (state.status === 'exited') await this.deps.runtime.create({ name, env: await this.containerEnv(updated) });
+      if (state.status === 'exited') await this.deps.runtime.create({ name, env: await this.containerEnv(updated), limits: limitsOf(updated) });
       this.log.info({ sandbox: name }, 'engine access enabled');
       return { updated, wasRunning: state.status === 'running' };
     });
@@ -515,6 +532,11 @@ export class Lifecycle {
 function managerEntry(entries: AppEntry[]): AppEntry | undefined {
   const tools = entries.filter((e) => e.tool === TOOL_MANAGER);
   return tools.find((e) => e.containerPort === MANAGER_PORT) ?? tools[0];
+}
+
+/** The container limits chosen at create; a record from before quotas takes the runtime's defaults. */
+function limitsOf(record: SandboxRecord): { memoryMb?: number; cpus?: number } {
+  return { memoryMb: record.memory_mb, cpus: record.cpus };
 }
 
 function describe(status: string): string {

@@ -8,6 +8,20 @@ export interface UserRecord {
   admin: boolean;
   created_at: string;
   ssh_keys: SshKeyRecord[];
+  /** The user's own quotas; absent ones take the operator's defaults (accounts/quotas.ts). */
+  quotas?: Partial<QuotaValues>;
+  /** Set while the account is disabled: its tokens and sessions are refused, its sandboxes asleep. */
+  disabled_at?: string;
+  last_sign_in_at?: string;
+}
+
+/** Per-user limits (issue 24). Memory and CPUs are per sandbox. */
+export interface QuotaValues {
+  max_sandboxes: number;
+  max_running: number;
+  memory_mb: number;
+  cpus: number;
+  wakes_per_hour: number;
 }
 
 export interface SshKeyRecord {
@@ -47,6 +61,9 @@ export interface SandboxRecord {
   idle_timeout: string;
   deep_sleep_after: string;
   created_at: string;
+  /** The sandbox container's limits, chosen at create (absent: made before quotas, the operator's defaults). */
+  memory_mb?: number;
+  cpus?: number;
   /** Absent for a sandbox created before engine access existed: engine_access.state is `needs-certs`. */
   certs?: EngineCerts;
   /** Password of the management tool's `admin` (template `manager`), shown as extras.manager_password. */

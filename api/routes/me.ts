@@ -2,6 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { addSshKey, createToken, listSshKeys, listTokens, publicToken, publicUser, removeSshKey, revokeToken } from '../../accounts/index.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
+import type { Admission } from '../../accounts/admission.ts';
+import type { WakeLimits } from '../../lifecycle/wake-limits.ts';
+import { Quotas, QuotaUsage } from '../schemas/quotas.ts';
 import type { Store } from '../../store/index.ts';
 import { forbidLimited } from '../access.ts';
 import { errorResponses } from '../schemas/common.ts';
@@ -20,15 +23,26 @@ const SshKey = Type.Object({ id: Type.String(), key: Type.String(), fingerprint:
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
 
 /** The caller's own account: identity, access tokens, SSH keys. */
-export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lifecycle }> = async (app, { store, lifecycle }) => {
+export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lifecycle; admission: Admission; wakeLimits: WakeLimits }> = async (app, { store, lifecycle, admission, wakeLimits }) => {
   const tags = ['account'];
 
   app.get('/me', {
     schema: {
-      tags, summary: 'The caller; for a limited token, includes `sandbox`',
-      response: { 200: Type.Object({ id: Type.String(), name: Type.String(), admin: Type.Boolean(), created_at: Type.String(), sandbox: Type.Optional(Type.String()) }), ...errorResponses(401) },
+      tags, summary: 'The caller; for a limited token, includes `sandbox`; the quotas and what of them is used',
+      response: {
+        200: Type.Object({
+          id: Type.String(), name: Type.String(), admin: Type.Boolean(), created_at: Type.String(), sandbox: Type.Optional(Type.String()),
+          quotas: Quotas, usage: QuotaUsage,
+        }),
+        ...errorResponses(401),
+      },
     },
-  }, async ({ principal }) => ({ ...publicUser(principal.user), ...(principal.sandbox ? { sandbox: principal.sandbox } : {}) }));
+  }, async ({ principal }) => ({
+    ...publicUser(principal.user),
+    ...(principal.sandbox ? { sandbox: principal.sandbox } : {}),
+    quotas: admission.quotasOf(principal.user),
+    usage: { ...(await admission.usage(principal.user)), wakes_this_hour: await wakeLimits.used(principal.user.id) },
+  }));
 
   app.get('/me/tokens', {
     schema: { tags, summary: 'Access tokens of the caller (never their values)', response: { 200: Type.Array(Token), ...errorResponses(401, 403) } },

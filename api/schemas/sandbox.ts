@@ -55,6 +55,8 @@ export const CreateSandboxBody = Type.Object(
     template: Type.Optional(Type.Union([Type.Literal('default'), Type.Literal('manager')])),
     idle_timeout: Type.Optional(Duration),
     deep_sleep_after: Type.Optional(Duration),
+    memory_mb: Type.Optional(Type.Integer({ minimum: 64, description: "The sandbox's memory limit in MB: at most the owner's memory_mb quota (the default)." })),
+    cpus: Type.Optional(Type.Number({ minimum: 0.1, description: "The sandbox's CPU limit: at most the owner's cpus quota (the default)." })),
   },
   { additionalProperties: false },
 );

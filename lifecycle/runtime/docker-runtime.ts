@@ -31,6 +31,8 @@ export interface RuntimeState {
 export interface ContainerSpec {
   name: string;
   env: Record<string, string>;
+  /** This sandbox's own memory and CPU limits (its owner's quota allows them); the defaults where absent. */
+  limits?: { memoryMb?: number; cpus?: number };
 }
 
 /** Labels on everything the runtime creates, so a reconcile pass or a clean-up finds it. */
@@ -124,7 +126,11 @@ export class DockerRuntime {
           env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
           labels,
           runtime: this.opts.runtime,
-          limits: this.opts.limits,
+          limits: {
+            ...this.opts.limits,
+            memoryMb: spec.limits?.memoryMb ?? this.opts.limits.memoryMb,
+            cpus: spec.limits?.cpus ?? this.opts.limits.cpus,
+          },
         }),
       );
     } catch (err) {

@@ -2,6 +2,9 @@ export type Status = 'running' | 'exited' | 'deep_sleep';
 
 export interface User { id: string; name: string; admin: boolean; created_at: string }
 
+export interface Quotas { max_sandboxes: number; max_running: number; memory_mb: number; cpus: number; wakes_per_hour: number }
+export interface Me extends User { quotas: Quotas; usage: { sandboxes: number; running: number; wakes_this_hour: number } }
+
 export interface SandboxSummary {
   name: string;
   status: Status;

@@ -1,6 +1,30 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { ErrorNote, Section, useAction } from '../components.tsx';
+import type { Me } from '../types.ts';
+
+/** The caller's quotas and what of them is used (GET /me): what an operator set, or their defaults. */
+function QuotaTable() {
+  const [me, setMe] = useState<Me | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => { api<Me>('GET', '/me').then(setMe, setError); }, []);
+  if (error) return <ErrorNote error={error} />;
+  if (!me) return <p aria-busy="true">Loading…</p>;
+  const { quotas: q, usage: u } = me;
+  const rows: Array<[string, string, string]> = [
+    ['Sandboxes', String(u.sandboxes), String(q.max_sandboxes)],
+    ['Running at once', String(u.running), String(q.max_running)],
+    ['Wakes by app traffic this hour', String(u.wakes_this_hour), String(q.wakes_per_hour)],
+    ['Memory per sandbox', '', `${q.memory_mb} MB`],
+    ['CPUs per sandbox', '', String(q.cpus)],
+  ];
+  return (
+    <table class="quotas">
+      <thead><tr><th scope="col">Quota</th><th scope="col">Used</th><th scope="col">Limit</th></tr></thead>
+      <tbody>{rows.map(([label, used, limit]) => <tr data-quota={label}><th scope="row">{label}</th><td>{used}</td><td>{limit}</td></tr>)}</tbody>
+    </table>
+  );
+}
 
 export function Account() {
   const [done, setDone] = useState('');
@@ -25,6 +49,10 @@ export function Account() {
   return (
     <>
       <h1>Account</h1>
+      <Section title="Quotas" id="quotas">
+        <QuotaTable />
+        <p class="muted">Set by your administrator. A new sandbox may ask for less memory or CPU, never more.</p>
+      </Section>
       <Section title="Change password" id="password">
         <form class="stack" onSubmit={submit}>
           <label for="current">Current password</label>

@@ -1,0 +1,178 @@
+import type { Redis } from 'ioredis';
+import { errors } from '../core/errors.ts';
+import type { Store } from '../store/index.ts';
+import type { SandboxRecord, UserRecord } from '../store/records.ts';
+import type { RedisLeases } from '../core/redis-lease.ts';
+import { describeQuota, effectiveQuotas, type QuotaValues } from './quotas.ts';
+
+/** A start holds its place this long at most (a wake from deep sleep waits up to a minute for the engine). */
+const RESERVATION_MS = 10 * 60_000;
+/** The one lease every admission takes, so two checks never both see the last free place. */
+const LEASE = 'quota-admission';
+/** Retry-After when nothing says when a place frees up. */
+const DEFAULT_RETRY_S = 60;
+
+export interface HostCapacity {
+  /** The host's memory and CPUs (os.totalmem(), os.availableParallelism()). */
+  memoryMb: number;
+  cpus: number;
+  /** SVC_OVERCOMMIT_MEMORY / SVC_OVERCOMMIT_CPUS: how far the running sandboxes' limits may add up past the host. */
+  overcommitMemory: number;
+  overcommitCpus: number;
+}
+
+export interface AdmissionDeps {
+  store: Store;
+  redis: Redis;
+  prefix: string;
+  leases: RedisLeases;
+  defaults: QuotaValues;
+  host: HostCapacity;
+  /** Names of the sandboxes whose container runs now (the engine's word). */
+  running(): Promise<string[]>;
+  /** When a running sandbox falls asleep if idle (ms since epoch), for Retry-After. */
+  stopsAt(sandbox: string): Promise<number | undefined>;
+  /** Every refusal, for the audit log. */
+  onRefusal?(owner: UserRecord, sandbox: string, error: Error): void;
+}
+
+export interface Usage {
+  sandboxes: number;
+  running: number;
+}
+
+type Reservation = { owner: string; memory_mb: number; cpus: number; until: number };
+
+/**
+ * Who may create and start sandboxes (issue 24): the owner's quotas and the host's overcommit
+ * guard, checked before any record or container exists. Checks are serialised across processes
+ * by one Redis lease, and a start holds a reservation until its container runs (the engine then
+ * reports it), so two concurrent creates or starts never both take the last place.
+ */
+export class Admission {
+  constructor(private readonly deps: AdmissionDeps) {}
+
+  private get reservationsKey(): string {
+    return `${this.deps.prefix}:admission:starting`;
+  }
+
+  quotasOf(user: Pick<UserRecord, 'quotas'>): QuotaValues {
+    return effectiveQuotas(user, this.deps.defaults);
+  }
+
+  /** The limits of a sandbox of `owner` asked for at create: at most the quota, the quota when not given. */
+  limitsFor(owner: UserRecord, asked: { memory_mb?: number; cpus?: number }): { memory_mb: number; cpus: number } {
+    const q = this.quotasOf(owner);
+    if (asked.memory_mb !== undefined && asked.memory_mb > q.memory_mb) {
+      throw new errors.QuotaExceeded(`memory_mb ${asked.memory_mb} is over your ${describeQuota('memory_mb', q.memory_mb)}; ask for ${q.memory_mb} or less`);
+    }
+    if (asked.cpus !== undefined && asked.cpus > q.cpus) {
+      throw new errors.QuotaExceeded(`cpus ${asked.cpus} is over your ${describeQuota('cpus', q.cpus)}; ask for ${q.cpus} or less`);
+    }
+    return { memory_mb: asked.memory_mb ?? q.memory_mb, cpus: asked.cpus ?? q.cpus };
+  }
+
+  /** A sandbox's limits as its container has them. */
+  private limitsOf(record: SandboxRecord | undefined, r?: Reservation): { memory_mb: number; cpus: number } {
+    return { memory_mb: record?.memory_mb ?? r?.memory_mb ?? this.deps.defaults.memory_mb, cpus: record?.cpus ?? r?.cpus ?? this.deps.defaults.cpus };
+  }
+
+  /**
+   * A new sandbox: checks every quota and the host, then `insert`s its record, all under the
+   * admission lease. Resolves to the release of its start reservation (call it once it runs or failed).
+   */
+  admitNew(owner: UserRecord, record: SandboxRecord, insert: () => Promise<void>): Promise<() => Promise<void>> {
+    return this.admit(owner, record, async () => {
+      const total = (await this.deps.store.sandboxes.listByOwner(owner.id)).filter((s) => !s.archived_at).length;
+      const { max_sandboxes } = this.quotasOf(owner);
+      if (total >= max_sandboxes) {
+        throw new errors.QuotaExceeded(`${describeQuota('max_sandboxes', max_sandboxes)} reached: you have ${total}; delete one (DELETE /api/sandboxes/:name) or ask an administrator to raise it`);
+      }
+    }, insert);
+  }
+
+  /** A start of a sandbox that is not running. Resolves to the release of its reservation. */
+  async admitStart(record: SandboxRecord): Promise<() => Promise<void>> {
+    const owner = await this.deps.store.users.get(record.owner_id);
+    if (!owner) throw new errors.SandboxNotFound(record.name);
+    return this.admit(owner, record, async () => undefined, async () => undefined);
+  }
+
+  private async admit(owner: UserRecord, record: SandboxRecord, first: () => Promise<void>, then: () => Promise<void>): Promise<() => Promise<void>> {
+    try {
+      if (owner.disabled_at) throw new errors.AccountDisabled(owner.name);
+      await this.deps.leases.hold(LEASE, async () => {
+        await first();
+        await this.checkRunning(owner, record);
+        await then();
+        const mine = this.limitsOf(record);
+        const reservation: Reservation = { owner: owner.id, ...mine, until: Date.now() + RESERVATION_MS };
+        await this.deps.redis.hset(this.reservationsKey, record.name, JSON.stringify(reservation));
+      });
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === 'SVC_QUOTA_EXCEEDED' || code === 'SVC_QUOTA_RUNNING' || code === 'SVC_HOST_FULL' || code === 'SVC_ACCOUNT_DISABLED') {
+        this.deps.onRefusal?.(owner, record.name, err as Error);
+      }
+      throw err;
+    }
+    return async () => { await this.deps.redis.hdel(this.reservationsKey, record.name); };
+  }
+
+  /** Running and starting sandboxes other than `except`, with their owner and limits. */
+  private async active(except: string): Promise<Array<{ name: string; owner: string; memory_mb: number; cpus: number }>> {
+    const [running, raw, records] = await Promise.all([
+      this.deps.running(),
+      this.deps.redis.hgetall(this.reservationsKey),
+      this.deps.store.sandboxes.listAll(),
+    ]);
+    const byName = new Map(records.map((r) => [r.name, r]));
+    const out = new Map<string, { name: string; owner: string; memory_mb: number; cpus: number }>();
+    for (const name of running) {
+      const record = byName.get(name);
+      if (name !== except && record) out.set(name, { name, owner: record.owner_id, ...this.limitsOf(record) });
+    }
+    const now = Date.now();
+    for (const [name, json] of Object.entries(raw)) {
+      const r = JSON.parse(json) as Reservation;
+      if (r.until < now) { void this.deps.redis.hdel(this.reservationsKey, name); continue; } // its process died mid-start
+      if (name !== except && !out.has(name)) out.set(name, { name, owner: r.owner, ...this.limitsOf(byName.get(name), r) });
+    }
+    return [...out.values()];
+  }
+
+  private async checkRunning(owner: UserRecord, record: SandboxRecord): Promise<void> {
+    const active = await this.active(record.name);
+    const { max_running } = this.quotasOf(owner);
+    const mine = active.filter((a) => a.owner === owner.id);
+    if (mine.length >= max_running) {
+      const stops = (await Promise.all(mine.map((a) => this.deps.stopsAt(a.name)))).filter((t): t is number => t !== undefined);
+      const err = new errors.RunningQuota(`${describeQuota('max_running', max_running)} reached: ${mine.length} of your sandboxes are running; let one sleep (or stop it) and try again, or ask an administrator to raise it`);
+      (err as Error & { retryAfter?: number }).retryAfter = stops.length ? Math.max(1, Math.ceil((Math.min(...stops) - Date.now()) / 1000)) : DEFAULT_RETRY_S;
+      throw err;
+    }
+    const { host } = this.deps;
+    const limits = this.limitsOf(record);
+    const memory = active.reduce((sum, a) => sum + a.memory_mb, limits.memory_mb);
+    const cpus = active.reduce((sum, a) => sum + a.cpus, limits.cpus);
+    const memoryCap = Math.floor(host.memoryMb * host.overcommitMemory);
+    const cpuCap = host.cpus * host.overcommitCpus;
+    if (memory > memoryCap || cpus > cpuCap) {
+      const what = memory > memoryCap
+        ? `${memory} MB of memory limits (this host allows ${memoryCap} MB: ${host.memoryMb} MB × SVC_OVERCOMMIT_MEMORY ${host.overcommitMemory})`
+        : `${Math.round(cpus * 100) / 100} CPUs (this host allows ${cpuCap}: ${host.cpus} × SVC_OVERCOMMIT_CPUS ${host.overcommitCpus})`;
+      const err = new errors.HostFull(`the host is full: starting this sandbox would bring the running sandboxes to ${what}; try again once others sleep`);
+      (err as Error & { retryAfter?: number }).retryAfter = DEFAULT_RETRY_S;
+      throw err;
+    }
+  }
+
+  /** What the user uses now, against their quotas. */
+  async usage(user: UserRecord): Promise<Usage> {
+    const [own, active] = await Promise.all([this.deps.store.sandboxes.listByOwner(user.id), this.active('')]);
+    return {
+      sandboxes: own.filter((s) => !s.archived_at).length,
+      running: active.filter((a) => a.owner === user.id).length,
+    };
+  }
+}

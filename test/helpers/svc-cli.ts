@@ -1,0 +1,23 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Config } from '../../core/config.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export interface CliResult { code: number | null; stdout: string; stderr: string }
+
+/** Runs `npx svc …` from the repository root on a test service's store, as its operator would. */
+export function svcCli(config: Pick<Config, 'dataDir' | 'secretKeyFile'>, ...args: string[]): Promise<CliResult> {
+  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: config.dataDir, SVC_SECRET_KEY_FILE: config.secretKeyFile };
+  delete env.SVC_STORE_URL;
+  return new Promise((resolve, reject) => {
+    const child = spawn('npx', ['svc', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}

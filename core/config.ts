@@ -51,6 +51,8 @@ export interface Config {
   apiPort: number;
   /** An existing distribution registry; else one is spawned on a unix socket. */
   registryUpstream: string | undefined;
+  /** An operator's secret-scan rules in gitleaks' TOML format, added to the built-in ones (docs/scanner.md). */
+  scanRulesFile: string | undefined;
   /** Scans run at once in this process (0: no scan workers here). */
   scanConcurrency: number;
 }
@@ -151,6 +153,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sseHeartbeatMs: int(env, 'SVC_SSE_HEARTBEAT_MS', 15_000),
     apiPort: int(env, 'SVC_API_PORT', 8080),
     registryUpstream: env.SVC_REGISTRY_UPSTREAM || undefined,
+    scanRulesFile: env.SVC_SCAN_RULES ? path.resolve(env.SVC_SCAN_RULES) : undefined,
     scanConcurrency: int(env, 'SVC_SCAN_CONCURRENCY', 2),
   };
 }

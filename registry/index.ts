@@ -6,6 +6,7 @@ import { RedisLeases } from '../core/redis-lease.ts';
 import { createRedis } from '../queue/connection.ts';
 import { ScanQueue, type ScanJob } from '../queue/scan-queue.ts';
 import { ImageScanner } from '../scanner/image-scanner.ts';
+import { loadRulesFile } from '../scanner/operator-rules.ts';
 import { startScanWorkers } from '../scanner/worker.ts';
 import type { Store } from '../store/index.ts';
 import { RegistryAuth } from './auth.ts';
@@ -36,12 +37,13 @@ export interface Registry {
  */
 export async function startRegistry(opts: { config: Config; store: Store; logger: Logger }): Promise<Registry> {
   const { config, store, logger } = opts;
+  const rules = config.scanRulesFile ? loadRulesFile(config.scanRulesFile) : undefined; // a bad file stops the start, before anything runs
   const upstream = config.registryUpstream ? await externalUpstream(config.registryUpstream, logger) : await spawnUpstream(config.dataDir, logger);
   const redis = createRedis(config.redisUrl);
   const workerRedis = config.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;
   const queue = new ScanQueue(redis, config.redisPrefix);
   const catalog = new Catalog(store, logger.child({ part: 'registry' }), new RedisLeases(redis, `${config.redisPrefix}:repo-lease`));
-  const scanner = new ImageScanner({ store, catalog, upstream, logger });
+  const scanner = new ImageScanner({ store, catalog, upstream, logger, ...(rules ? { rules } : {}) });
   const worker = workerRedis ? startScanWorkers(scanner, workerRedis, config.redisPrefix, logger, config.scanConcurrency) : null;
   const front = await buildRegistryFront({ store, upstream, auth: await RegistryAuth.open(store, config.dataDir), catalog, queue, logger });
   await front.ready();

@@ -5,8 +5,9 @@ import type { Catalog } from '../registry/catalog.ts';
 import type { Upstream } from '../registry/upstream.ts';
 import { CONFIG_TYPES, digestOf, IMAGE_MANIFEST_TYPES, LAYER_TYPES, ManifestRejected, MANIFEST_TYPES, parseManifest, platformOf, type Descriptor, type ParsedManifest } from '../registry/manifests.ts';
 import type { Finding, LayerScanRecord, Store, VersionRecord } from '../store/index.ts';
+import { scanText } from './content-scanner.ts';
 import { scanLayer, type LayerLimits } from './layer-reader.ts';
-import { scanBuffer } from './rules.ts';
+import { builtInRules, type RuleSet } from './rule-set.ts';
 
 /** Largest image config read (a config is a few KB; Docker refuses far smaller ones than this). */
 const MAX_CONFIG_BYTES = 8 * 1024 * 1024;
@@ -28,6 +29,8 @@ export interface ImageScannerOptions {
   upstream: Pick<Upstream, 'fetch'>;
   logger: Logger;
   limits?: Partial<LayerLimits>;
+  /** The rules (default: the built-in ones; with an operator's file, operator-rules.ts). */
+  rules?: RuleSet;
 }
 
 /**
@@ -40,9 +43,11 @@ export interface ImageScannerOptions {
 export class ImageScanner {
   private readonly inflight = new Map<string, Promise<LayerScanRecord>>();
   private readonly log: Logger;
+  readonly rules: RuleSet;
 
   constructor(private readonly opts: ImageScannerOptions) {
     this.log = opts.logger.child({ part: 'scanner' });
+    this.rules = opts.rules ?? builtInRules();
   }
 
   async scanVersion(repo: string, digest: string, pushedAt?: number): Promise<VersionRecord | undefined> {
@@ -155,7 +160,7 @@ export class ImageScanner {
       if (result.compressed_bytes !== layer.size) {
         throw new Unscannable(`layer ${layer.digest}: size mismatch: the blob has ${result.compressed_bytes} bytes, the manifest says ${layer.size}`);
       }
-      findings.push(...result.findings.map((f) => ({ path: f.path, layer: layer.digest, rule: f.rule })));
+      findings.push(...result.findings.map((f) => ({ ...f, layer: layer.digest })));
       if (!child) await this.progress(repo, digest, { layers_total: total, layers_done: done, bytes_read: bytes });
     }
     return { state: findings.length ? 'flagged' : 'clean', findings, bytes };
@@ -184,28 +189,29 @@ export class ImageScanner {
       for (const entry of env) {
         if (typeof entry !== 'string') continue;
         const name = entry.split('=', 1)[0]!;
-        for (const rule of scanBuffer(entry, { assignments: true })) findings.push({ path: `config:Env/${name.slice(0, 100)}`, layer: desc.digest, rule });
+        for (const hit of scanText(this.rules, entry, { settings: true })) findings.push({ path: `config:Env/${name.slice(0, 100)}`, layer: desc.digest, rule: hit.rule, fingerprint: hit.fingerprint });
       }
     }
     if (Array.isArray(config?.history)) {
       config.history.forEach((h: unknown, i: number) => {
         const createdBy = (h as { created_by?: unknown })?.created_by;
         if (typeof createdBy !== 'string') return;
-        for (const rule of scanBuffer(createdBy, { assignments: true })) findings.push({ path: `config:history[${i}]`, layer: desc.digest, rule });
+        for (const hit of scanText(this.rules, createdBy, { settings: true })) findings.push({ path: `config:history[${i}]`, layer: desc.digest, rule: hit.rule, fingerprint: hit.fingerprint });
       });
     }
-    const unique = new Map(findings.map((f) => [`${f.path}\0${f.rule}`, f]));
+    const unique = new Map(findings.map((f) => [`${f.path}\0${f.rule}\0${f.fingerprint}`, f]));
     return [...unique.values()];
   }
 
   /**
-   * A layer's scan: from the store if this digest was scanned before, else read once (per process).
+   * A layer's scan: from the store if this digest was scanned before under the same rules, else read
+   * once (per process).
    * Only what the layer's bytes decide (clean, flagged) is kept and reused: an unscannable result may
    * come from a broken read, and another tenant pushing the same layer deserves a fresh look.
    */
   private async layer(repo: string, desc: Descriptor): Promise<LayerScanRecord> {
     const cached = await this.opts.store.registry.getLayer(desc.digest);
-    if (cached && cached.state !== 'unscannable') {
+    if (cached && cached.state !== 'unscannable' && cached.rules === this.rules.version) {
       this.log.debug({ layer: desc.digest, state: cached.state }, 'layer scan reused');
       return cached;
     }
@@ -225,12 +231,13 @@ export class ImageScanner {
       return { digest: desc.digest, state: 'unscannable', findings: [], reason: 'the blob is not in the registry storage', compressed_bytes: 0, bytes: 0, entries: 0, ms: 0, scanned_at: new Date().toISOString() };
     }
     const source = Readable.fromWeb(res.body as unknown as WebReadableStream<Uint8Array>, { highWaterMark: 1024 * 1024 });
-    const r = await scanLayer(source, { digest: desc.digest, limits: this.opts.limits });
+    const r = await scanLayer(source, { digest: desc.digest, limits: this.opts.limits, rules: this.rules });
     const record: LayerScanRecord = {
       digest: desc.digest,
       state: r.state,
       findings: r.findings,
       ...(r.reason ? { reason: r.reason } : {}),
+      rules: this.rules.version,
       compressed_bytes: r.compressedBytes,
       bytes: r.bytes,
       entries: r.entries,

@@ -3,7 +3,9 @@ import { createHash } from 'node:crypto';
 import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
-import { ContentScanner, isEnvLike, matchPath, type PathMatch } from './rules.ts';
+import { ContentScanner } from './content-scanner.ts';
+import { builtInRules, type RuleSet } from './rule-set.ts';
+import { isEnvLike, isVendored, matchPath, type PathMatch } from './rules.ts';
 
 /** Bounds that keep a hostile layer (gzip bomb, absurd tar) from hurting a worker. */
 export interface LayerLimits {
@@ -30,9 +32,24 @@ export const DEFAULT_LAYER_LIMITS: LayerLimits = {
   maxEntrySize: 64 * 1024 ** 3,
 };
 
+/** One finding in a layer: never the secret, only where it is and a short hash of it. */
+export interface LayerFinding {
+  path: string;
+  rule: string;
+  /** 1-based line of a content finding. */
+  line?: number;
+  /** Short hash of the secret (of the whole file for a file-name rule): one secret, one fingerprint, in every layer. */
+  fingerprint?: string;
+  /** Under node_modules, site-packages, vendor and the like: a package's file, not the image owner's. */
+  vendored?: true;
+}
+
+/** Most findings kept for one layer (the rest would say nothing new). */
+const MAX_FINDINGS = 1000;
+
 export interface LayerScanResult {
   state: 'clean' | 'flagged' | 'unscannable';
-  findings: Array<{ path: string; rule: string }>;
+  findings: LayerFinding[];
   reason?: string;
   compressedBytes: number;
   bytes: number;
@@ -69,9 +86,10 @@ const CONDITIONAL_READ = 1024 * 1024;
  */
 export async function scanLayer(
   source: Readable,
-  opts: { digest: string; limits?: Partial<LayerLimits>; onProgress?: (compressedBytes: number) => void },
+  opts: { digest: string; limits?: Partial<LayerLimits>; rules?: RuleSet; onProgress?: (compressedBytes: number) => void },
 ): Promise<LayerScanResult> {
   const limits = { ...DEFAULT_LAYER_LIMITS, ...opts.limits };
+  const rules = opts.rules ?? builtInRules();
   const [algorithm, expectedHex] = opts.digest.split(':') as [string, string];
   if ((algorithm !== 'sha256' && algorithm !== 'sha512') || !/^[a-f0-9]+$/.test(expectedHex ?? '')) {
     source.destroy();
@@ -102,8 +120,12 @@ export async function scanLayer(
   });
   source.pipe(tap);
 
-  const findings = new Map<string, { path: string; rule: string }>();
-  const flag = (path: string, rule: string) => findings.set(`${path}\0${rule}`, { path, rule });
+  const findings = new Map<string, LayerFinding>();
+  const flag = (path: string, rule: string, hit: { line?: number; fingerprint?: string } = {}) => {
+    if (findings.size >= MAX_FINDINGS) return;
+    const f: LayerFinding = { path, rule, ...(hit.line ? { line: hit.line } : {}), ...(hit.fingerprint ? { fingerprint: hit.fingerprint } : {}), ...(isVendored(path) ? { vendored: true as const } : {}) };
+    findings.set(`${path}\0${rule}\0${hit.fingerprint ?? ''}`, f);
+  };
 
   const counter = new Transform({
     transform(chunk: Buffer, _enc, cb: TransformCallback) {
@@ -145,22 +167,25 @@ export async function scanLayer(
         if (typeof h.size === 'number' && (h.size < 0 || h.size > limits.maxEntrySize)) throw new UnscannableLayer(`entry "${path}" claims an absurd size ${h.size}`);
         const regular = h.type === 'file' || h.type === 'contiguous-file';
         const base = path.slice(path.lastIndexOf('/') + 1);
-        const matches: PathMatch[] = regular || h.type === 'link' ? (base.startsWith('.wh.') ? [] : matchPath(path)) : [];
+        const matches: PathMatch[] = regular || h.type === 'link' ? (base.startsWith('.wh.') ? [] : [...matchPath(path), ...operatorPathRules(rules, path)]) : [];
         if (!regular) {
           for (const m of matches) if (!m.content) flag(path, m.rule);
           entry.resume();
           continue;
         }
-        const scanner = new ContentScanner({ assignments: isEnvLike(path) });
+        const scanner = new ContentScanner(rules, { path, settings: isEnvLike(path) });
         const conditional = matches.filter((m) => m.content);
         let kept: Buffer[] | undefined = conditional.length ? [] : undefined;
         let keptBytes = 0;
+        // A file flagged by its name is fingerprinted by its content: the same key file is one finding.
+        const fileHash = matches.length ? createHash('sha256') : undefined;
         let first = true;
         let binary = false;
         for await (const chunk of entry as AsyncIterable<Buffer>) {
+          fileHash?.update(chunk);
           if (first) {
             first = false;
-            binary = isExecutable(chunk);
+            binary = isUnreadable(chunk);
           }
           if (binary) continue;
           scanner.feed(chunk);
@@ -169,12 +194,12 @@ export async function scanLayer(
             keptBytes += chunk.length;
           }
         }
+        const fileFingerprint = fileHash?.digest('hex').slice(0, 16);
         for (const m of matches) {
-          if (!m.content) flag(path, m.rule);
-          else if (m.content.test(Buffer.concat(kept!).subarray(0, CONDITIONAL_READ).toString('latin1'))) flag(path, m.rule);
+          if (!m.content || m.content.test(Buffer.concat(kept!).subarray(0, CONDITIONAL_READ).toString('latin1'))) flag(path, m.rule, { fingerprint: fileFingerprint });
         }
         kept = undefined;
-        for (const rule of scanner.end()) flag(path, rule);
+        if (!binary) for (const hit of scanner.end()) flag(path, hit.rule, hit);
       }
     } finally {
       child?.kill('SIGKILL');
@@ -191,17 +216,32 @@ export async function scanLayer(
   if (actual !== expectedHex) {
     return { state: 'unscannable', findings: [], reason: `digest mismatch: the blob hashes to ${algorithm}:${actual}, not ${opts.digest}`, compressedBytes, bytes, entries, compression };
   }
-  const list = [...findings.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.rule < b.rule ? -1 : 1));
+  const list = [...findings.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.rule < b.rule ? -1 : a.rule > b.rule ? 1 : (a.line ?? 0) - (b.line ?? 0)));
   return { state: list.length ? 'flagged' : 'clean', findings: list, compressedBytes, bytes, entries, compression };
 }
 
 /**
- * ELF executables and libraries are not content-scanned: libraries embed self-test keys (GnuTLS
- * carries EC private keys for its FIPS self-tests), so every Debian image would be flagged. Secrets
- * are searched in text, config and data files, as gitleaks and Trivy do.
+ * Files whose content is not read: ELF executables and libraries embed self-test keys (GnuTLS
+ * carries EC private keys for its FIPS self-tests), so every Debian image would be flagged, as
+ * gitleaks and Trivy also leave them out; compressed files (gzip, xz, bzip2, zstd) and compressed
+ * images (PNG, JPEG, GIF) cannot hold a readable secret. Their names are still checked.
  */
-function isExecutable(chunk: Buffer): boolean {
-  return chunk.length >= 4 && chunk[0] === 0x7f && chunk[1] === 0x45 && chunk[2] === 0x4c && chunk[3] === 0x46;
+function isUnreadable(chunk: Buffer): boolean {
+  if (chunk.length < 4) return false;
+  const magic = chunk.readUInt32BE(0);
+  return magic === 0x7f454c46 // ELF
+    || magic >>> 16 === 0x1f8b // gzip
+    || magic === 0xfd377a58 // xz
+    || (magic >>> 8 === 0x425a68 && chunk[3]! >= 0x31 && chunk[3]! <= 0x39) // bzip2: BZh1-9
+    || magic === 0x28b52ffd // zstd
+    || magic === 0x89504e47 // PNG
+    || magic >>> 8 === 0xffd8ff // JPEG
+    || magic === 0x47494638; // GIF8
+}
+
+/** An operator's file-name rules (a `path` and no `regex`) that `path` matches. */
+function operatorPathRules(rules: RuleSet, path: string): PathMatch[] {
+  return rules.pathRules.filter((r) => r.path.test(path)).map((r) => ({ rule: r.id }));
 }
 
 /** Entry path relative to the layer root; refuses paths that escape it or are absurd. */

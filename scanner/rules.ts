@@ -1,11 +1,10 @@
 import { Minimatch } from 'minimatch';
 
 /**
- * The secret rules (issue 4): which files are secrets by their name, which bytes are secrets
- * wherever they are, and which assignments are secrets in settings (issue 14: generic assignments). Pure functions over paths and byte buffers; the layer reader feeds them.
- *
- * Not findings, on purpose: public keys and certificates, and text that only mentions a key (a
- * `BEGIN … PRIVATE KEY` line with no key body and no END line, as in documentation).
+ * Path rules: which files are secrets by their name (matched case-insensitively, as on the file
+ * systems images are built on: `.P12` is a PKCS#12 file too), which files are settings (where the
+ * generic assignment rule reads), and which paths are vendored packages. The content rules are in
+ * provider-rules.ts, run by rule-set.ts and content-scanner.ts.
  */
 
 export interface PathRule {
@@ -43,7 +42,7 @@ interface CompiledPathRule {
   content?: RegExp;
 }
 
-const OPTIONS = { dot: true, matchBase: true, nocase: false } as const;
+const OPTIONS = { dot: true, matchBase: true, nocase: true } as const;
 const COMPILED: CompiledPathRule[] = PATH_RULES.map((r) => ({
   rule: r.rule,
   matchers: r.patterns.map((p) => new Minimatch(p, OPTIONS)),
@@ -69,66 +68,6 @@ export function matchPath(path: string): PathMatch[] {
 }
 
 /**
- * Token rules: well-known provider token formats and this service's own `svc_` tokens. Each is
- * anchored on a distinctive prefix, so one combined expression scans text in a single pass.
- */
-export const TOKEN_RULES: Array<{ rule: string; source: string }> = [
-  { rule: 'svc-access-token', source: 'svc_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])' },
-  { rule: 'github-token', source: 'gh[pousr]_[A-Za-z0-9]{36}(?![A-Za-z0-9])' },
-  { rule: 'github-fine-grained-token', source: 'github_pat_[A-Za-z0-9_]{82}' },
-  { rule: 'gitlab-token', source: 'glpat-[A-Za-z0-9_-]{20}' },
-  { rule: 'aws-access-key-id', source: '(?:AKIA|ASIA)(?![A-Z0-9]{9}EXAMPLE)[A-Z0-9]{16}(?![A-Z0-9])' },
-  { rule: 'slack-token', source: 'xox[baprs]-[0-9A-Za-z]{8,}-[0-9A-Za-z-]{8,}' },
-  { rule: 'stripe-secret-key', source: '[sr]k_live_[0-9a-zA-Z]{24,}' },
-  { rule: 'anthropic-api-key', source: 'sk-ant-[a-z]{3,5}[0-9]{2}-[A-Za-z0-9_-]{80,}' },
-  { rule: 'openai-api-key', source: 'sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}T3BlbkFJ[A-Za-z0-9_-]{20,}' },
-  { rule: 'google-api-key', source: 'AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])' },
-  { rule: 'npm-token', source: 'npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])' },
-  { rule: 'huggingface-token', source: 'hf_[A-Za-z]{34}(?![A-Za-z])' },
-  { rule: 'sendgrid-api-key', source: 'SG\\.[A-Za-z0-9_-]{22}\\.[A-Za-z0-9_-]{43}' },
-  { rule: 'dockerhub-token', source: 'dckr_pat_[A-Za-z0-9_-]{27}' },
-  { rule: 'putty-private-key', source: 'PuTTY-User-Key-File-[23]: ' },
-];
-
-const PEM_HEADER = '-----BEGIN (?:(?:RSA|DSA|EC|OPENSSH|ENCRYPTED|PGP|SSH2 ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----';
-/** PEM needs its body: base64 (maybe with `\n` escapes, as in JSON) and an END line. */
-const PEM_FULL = new RegExp(
-  `-----BEGIN ((?:(?:RSA|DSA|EC|OPENSSH|ENCRYPTED|PGP|SSH2 ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?)-----` +
-    `(?:[\\r\\n\\t ]|\\\\[rn]|[A-Za-z-]+: [^\\r\\n\\\\]*)*` + // line breaks, and headers like Proc-Type:
-    `[A-Za-z0-9+/]{40,}[A-Za-z0-9+/=\\r\\n\\t \\\\]*?` +
-    `-----END \\1-----`,
-);
-/** How far after a PEM header the END line may be (a 16384-bit RSA key is about 12 KB). */
-export const PEM_WINDOW = 16 * 1024;
-
-const COMBINED = new RegExp(`${PEM_HEADER}|${TOKEN_RULES.map((r) => `(${r.source})`).join('|')}`, 'g');
-
-/**
- * Scans text for private keys and tokens; returns the rules that matched (each once). `text` is
- * bytes as latin1 (one char per byte), so binary files scan too and offsets are byte offsets.
- * `pendingPemAt` reports a PEM header whose window ran past the end of `text` (more bytes needed).
- */
-export function scanText(text: string, found: Set<string>): { pendingPemAt: number } {
-  COMBINED.lastIndex = 0;
-  let pendingPemAt = -1;
-  for (let m = COMBINED.exec(text); m !== null; m = COMBINED.exec(text)) {
-    if (m[0].startsWith('-----BEGIN')) {
-      const window = text.slice(m.index, m.index + PEM_WINDOW);
-      if (PEM_FULL.test(window)) found.add('private-key');
-      else if (m.index + PEM_WINDOW > text.length && pendingPemAt < 0) pendingPemAt = m.index;
-      continue;
-    }
-    for (let i = 1; i < m.length; i++) {
-      if (m[i] !== undefined) {
-        found.add(TOKEN_RULES[i - 1]!.rule);
-        break;
-      }
-    }
-  }
-  return { pendingPemAt };
-}
-
-/**
  * Files read as `KEY=value` settings, where a generic secret assignment is looked for (besides the
  * token and key rules every file gets): env files, `/etc/environment`, `/etc/default/*`, Java
  * properties, ini/cfg/conf, TOML and YAML. Source code is left out: it assigns test fixtures and
@@ -143,98 +82,12 @@ export function isEnvLike(path: string): boolean {
 }
 
 /**
- * The generic assignment rule, after gitleaks' `generic-api-key`: a secret-like key name, an
- * assignment (`=`, `:`, `:=`), a value of 10–150 characters, maybe quoted. The value then has to
- * look random (`isSecretValue`); the key must not name something public (`PUBLIC_KEY_NAMES`).
+ * Folders of packages installed from a registry (npm, PyPI, Go modules, Cargo, RubyGems, Composer,
+ * CocoaPods, Maven): a finding there is judged by the same rules, and marked, so an owner can tell
+ * a vendored test fixture from a secret of their own.
  */
-const GENERIC = /(?:^|[^A-Za-z0-9_.-])([A-Za-z0-9_.-]{0,50}?(?:secret|passw(?:or)?d|pwd|token|credentials?|creds|auth|key)[A-Za-z0-9_.-]{0,20})[ \t]*["']?[ \t]*(?::=|=|:)[ \t]*(["'`]?)([^\s"'`;,]{10,150})\2(?=[\s"'`;,]|\\[nrt]|$)/gim;
-/** Key names that hold public or descriptive values: a GPG fingerprint, a key's file, a token's lifetime. */
-const PUBLIC_KEY_NAMES = /gpg|pgp|fingerprint|public|pub_?key|keyring|(?:[_.-]|^)(?:file|path|dir|url|uri|host|port|user|username|name|type|size|len|length|id|ttl|timeout|expiry|expires|header|method|mode|version|format|alg|algorithm|hash|sha\d*|md5|checksum)$/i;
+const VENDORED = /(?:^|\/)(?:node_modules|bower_components|jspm_packages|site-packages|dist-packages|vendor|third_party|Pods|\.m2\/repository|\.cargo\/registry|go\/pkg\/mod|gems|\.gradle\/caches)\//;
 
-/** Shannon entropy of a string, in bits per character. */
-export function entropy(value: string): number {
-  const counts = new Map<string, number>();
-  for (const c of value) counts.set(c, (counts.get(c) ?? 0) + 1);
-  let bits = 0;
-  for (const n of counts.values()) bits -= (n / value.length) * Math.log2(n / value.length);
-  return bits;
-}
-
-/** Entropy floor of a generic secret, gitleaks' value: `PORT=8080` or `changeme` style values stay below. */
-export const GENERIC_ENTROPY_FLOOR = 3.5;
-
-/** A value that looks generated, not a number, version, path, URL, word or a reference to another variable. */
-function isSecretValue(value: string): boolean {
-  if (/^[\d.:_+-]+$/.test(value)) return false; // numbers, versions, times
-  if (/^(?:\/|\.\.?\/|~)/.test(value)) return false; // paths
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return false; // URLs
-  if (/^[$%{<@]|\$\{|\$\(/.test(value)) return false; // $VAR, ${VAR}, %(x)s, {{ x }}, <placeholder>
-  if (!/[\d+/=!@#%^&*~]/.test(value)) return false; // words and identifiers (`session_cookie_name`), not generated
-  return entropy(value) >= GENERIC_ENTROPY_FLOOR;
-}
-
-const GENERIC_RULE = 'generic-secret';
-
-/** Finds generic secret assignments in text (whole lines); adds `generic-secret` to `found`. */
-export function scanAssignments(text: string, found: Set<string>): void {
-  GENERIC.lastIndex = 0;
-  for (let m = GENERIC.exec(text); m !== null; m = GENERIC.exec(text)) {
-    if (!PUBLIC_KEY_NAMES.test(m[1]!) && isSecretValue(m[3]!)) {
-      found.add(GENERIC_RULE);
-      return;
-    }
-  }
-}
-
-/**
- * Scans one whole buffer (an env entry, a history command, a file): the rules that matched.
- * `assignments`: look for generic secret assignments too (env entries, history, env-like files),
- * when no specific rule matched (a `SVC_TOKEN=svc_…` entry is an svc-access-token, not both).
- */
-export function scanBuffer(buf: Buffer | string, opts: { assignments?: boolean } = {}): string[] {
-  const found = new Set<string>();
-  const text = typeof buf === 'string' ? buf : buf.toString('latin1');
-  scanText(text, found);
-  if (opts.assignments && found.size === 0) scanAssignments(text, found);
-  return [...found];
-}
-
-/** The longest token any rule matches, bounding how much of a chunk must be carried into the next. */
-const TOKEN_CARRY = 256;
-
-/** Longest line kept for the assignment rule; a longer one is read from its last this-many bytes. */
-const LINE_CARRY = 4096;
-
-/**
- * Streaming content scan of one file: feed chunks in order; tokens and keys split across chunk
- * boundaries are still found (the tail of each chunk is carried over). With `assignments`, whole
- * lines are also checked for generic secret assignments (the unfinished last line is carried).
- */
-export class ContentScanner {
-  readonly found = new Set<string>();
-  private carry = '';
-  private line: string | undefined;
-
-  constructor(opts: { assignments?: boolean } = {}) {
-    if (opts.assignments) this.line = '';
-  }
-
-  feed(chunk: Buffer): void {
-    const latin1 = chunk.toString('latin1');
-    const text = this.carry + latin1;
-    const { pendingPemAt } = scanText(text, this.found);
-    if (pendingPemAt >= 0) this.carry = text.slice(pendingPemAt, pendingPemAt + PEM_WINDOW);
-    else this.carry = text.length > TOKEN_CARRY ? text.slice(-TOKEN_CARRY) : text;
-    if (this.line === undefined) return;
-    const lines = this.line + latin1;
-    const cut = lines.lastIndexOf('\n') + 1;
-    if (cut > 0) scanAssignments(lines.slice(0, cut), this.found);
-    this.line = lines.slice(Math.max(cut, lines.length - LINE_CARRY));
-  }
-
-  end(): string[] {
-    if (this.line) scanAssignments(this.line, this.found);
-    if (this.found.size > 1) this.found.delete(GENERIC_RULE); // a specific rule says more
-    return [...this.found];
-  }
+export function isVendored(path: string): boolean {
+  return VENDORED.test(path);
 }

@@ -10,6 +10,12 @@ export interface Finding {
   /** Digest of the layer (or of the config blob) the finding is in. */
   layer: string;
   rule: string;
+  /** 1-based line in the file of a content finding. */
+  line?: number;
+  /** Short hash of the secret (of the file for a file-name rule): the same secret has it in every version. */
+  fingerprint?: string;
+  /** The file is in a package folder (node_modules, site-packages, vendor…). */
+  vendored?: true;
   /** For an index: the digest of the child manifest the finding came from. */
   manifest?: string;
 }
@@ -18,8 +24,10 @@ export interface Finding {
 export interface LayerScanRecord {
   digest: string;
   state: 'clean' | 'flagged' | 'unscannable';
-  findings: Array<{ path: string; rule: string }>;
+  findings: Array<Omit<Finding, 'layer' | 'manifest'>>;
   reason?: string;
+  /** Version of the rules the layer was read with; a layer read under other rules is read again. */
+  rules?: string;
   compressed_bytes: number;
   bytes: number;
   entries: number;

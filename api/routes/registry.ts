@@ -7,7 +7,10 @@ import { errorResponses, SandboxParams } from '../schemas/common.ts';
 const Finding = Type.Object({
   path: Type.String({ description: 'File path inside the layer, or config:Env/<NAME> / config:history[i] for the image config. Never the secret itself.' }),
   layer: Type.String({ description: 'Digest of the layer (or config blob) that holds it; a layer stays pullable even if a later layer deletes the file.' }),
-  rule: Type.String({ description: 'Rule that matched: env-file, private-key, ssh-private-key-file, pkcs12, aws-credentials, svc-access-token, github-token, …' }),
+  rule: Type.String({ description: 'Rule that matched: env-file, private-key, ssh-private-key-file, pkcs12, aws-credentials, svc-access-token, github-token, … (docs/scanner.md lists them).' }),
+  line: Type.Optional(Type.Integer({ minimum: 1, description: 'Line of the file the secret is on (content findings).' })),
+  fingerprint: Type.Optional(Type.String({ description: 'Short hash of the secret (of the whole file for a file-name rule), never the secret: the same secret in several versions has the same fingerprint.' })),
+  vendored: Type.Optional(Type.Boolean({ description: 'The file is in a package folder (node_modules, site-packages, vendor…): likely a package\'s fixture, judged by the same rules.' })),
   manifest: Type.Optional(Type.String({ description: 'For an index: the platform image the finding is in.' })),
 }, { additionalProperties: false });
 
@@ -61,7 +64,11 @@ function version(v: VersionRecord) {
       ...(v.scan_started_at ? { started_at: v.scan_started_at } : {}),
       ...(v.scanned_at && (v.state === 'clean' || v.state === 'flagged' || v.state === 'unscannable') ? { finished_at: v.scanned_at } : {}),
     },
-    findings: v.findings.map((f) => ({ path: f.path, layer: f.layer, rule: f.rule, ...(f.manifest ? { manifest: f.manifest } : {}) })),
+    findings: v.findings.map((f) => ({
+      path: f.path, layer: f.layer, rule: f.rule,
+      ...(f.line ? { line: f.line } : {}), ...(f.fingerprint ? { fingerprint: f.fingerprint } : {}), ...(f.vendored ? { vendored: true } : {}),
+      ...(f.manifest ? { manifest: f.manifest } : {}),
+    })),
   };
 }
 
@@ -72,7 +79,7 @@ export const registryRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async
     schema: {
       tags: ['registry'],
       summary: 'Secret-scan report of the images pushed to registry.<domain>/<sandbox>/…',
-      description: 'Every image (repository) with its visibility and the reason, and each version with digest, tags, scan state and findings (path, layer, rule; never the secret).',
+      description: 'Every image (repository) with its visibility and the reason, and each version with digest, tags, scan state and findings (path, layer, rule, line, fingerprint; never the secret).',
       params: SandboxParams,
       response: { 200: Type.Ref('RegistryReport'), ...errorResponses(401, 404, 409, 410) },
     },

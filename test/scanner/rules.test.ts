@@ -2,10 +2,15 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { ContentScanner, isEnvLike, matchPath, scanBuffer } from '../../scanner/rules.ts';
+import { ContentScanner, scanText } from '../../scanner/content-scanner.ts';
 import { scanLayer } from '../../scanner/layer-reader.ts';
+import { builtInRules } from '../../scanner/rule-set.ts';
+import { isEnvLike, isVendored, matchPath } from '../../scanner/rules.ts';
 import { gzip, makeTar, sha256, zstd } from '../registry/oci.ts';
 
+const rules = builtInRules();
+/** The rules that match in a text (each once). */
+const scanBuffer = (text: string, opts: { assignments?: boolean } = {}) => [...new Set(scanText(rules, text, { settings: opts.assignments }).map((h) => h.rule))];
 const pem = (type: string) => execFileSync('openssl', ['genpkey', '-algorithm', type], { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
 
 /** Scan rules on byte buffers and paths: pure logic, no registry. */
@@ -23,6 +28,8 @@ describe('scan rules', () => {
     assert.deepEqual(matchPath('root/.ssh/id_rsa').map((m) => m.rule), ['ssh-private-key-file']);
     assert.deepEqual(matchPath('root/.ssh/id_rsa.pub').map((m) => m.rule), []);
     assert.deepEqual(matchPath('certs/client.p12').map((m) => m.rule), ['pkcs12']);
+    assert.deepEqual(matchPath('certs/CLIENT.P12').map((m) => m.rule), ['pkcs12'], 'file names match in any case');
+    assert.deepEqual(matchPath('root/.SSH/ID_RSA').map((m) => m.rule), ['ssh-private-key-file']);
     assert.deepEqual(matchPath('root/.aws/credentials').map((m) => m.rule), ['aws-credentials']);
     const docker = matchPath('root/.docker/config.json');
     assert.equal(docker[0]!.rule, 'docker-registry-credentials');
@@ -48,17 +55,20 @@ describe('scan rules', () => {
 
   it('finds this service\'s tokens and well-known provider tokens, not look-alikes', () => {
     const cases: Array<[string, string]> = [
-      ['SVC_TOKEN=svc_' + 'Ab1_-'.repeat(8) + 'xyz', 'svc-access-token'],
-      ['ghp_' + 'a1B2c3D4e5'.repeat(3) + 'F6g7H8', 'github-token'],
-      ['glpat-' + 'x1Y2z3'.repeat(4), 'gitlab-token'],
-      ['AKIA' + 'Q2W3E4R5T6Y7U8I9', 'aws-access-key-id'],
-      ['xoxb-123456789012-abcdefghijkl', 'slack-token'],
-      ['sk_live_' + 'a1'.repeat(12), 'stripe-secret-key'],
-      ['AIza' + 'B'.repeat(35), 'google-api-key'],
-      ['npm_' + 'a'.repeat(36), 'npm-token'],
-      ['hf_' + 'abcdefghij'.repeat(3) + 'abcd', 'huggingface-token'],
+      ['SVC_TOKEN=svc_' + 'Zk3Lq9Rm2Xw8Tn5Vp7Hc4Jd1Fb6Gy0Ne2Ua8Qs4Ko1M', 'svc-access-token'],
+      ['ghp_' + 'k8Fq2Lr7Zt4Wm1Np6Xc3Vb9Hd5Js0Ye2Ua7G', 'github-token'],
+      ['glpat-' + 'Xk3Zr8Qm2Lw7Nt5Vp9Hc', 'gitlab-token'],
+      ['AKIA' + 'Q2W3E4R5T6Y7U2I3', 'aws-access-key-id'],
+      ['xoxb-4829105736-7391046285-Zk3Lq9Rm2Xw8Tn5Vp7Hc4Jd1', 'slack-token'],
+      ['sk_live_' + 'Zk3Lq9Rm2Xw8Tn5Vp7Hc4Jd1', 'stripe-secret-key'],
+      ['AIza' + 'SyD8k2Lq9Rm3Xw7Tn5Vp1Hc4Jd6Fb0Gz2Ne', 'gcp-api-key'],
+      ['npm_' + 'Zk3Lq9Rm2Xw8Tn5Vp7Hc4Jd1Fb6Gy0Ne2Ua8', 'npm-token'],
+      ['hf_' + 'ZkLqRmXwTnVpHcJdFbGyNeUaQsKoMiBrEv', 'huggingface-token'],
     ];
-    for (const [text, rule] of cases) assert.deepEqual(scanBuffer(`x ${text} y`), [rule], text);
+    for (const [text, rule] of cases) assert.deepEqual(scanBuffer(`x ${text} y`), [rule], rule);
+    for (const placeholder of ['ghp_' + 'x'.repeat(36), 'glpat-XXXXXXXXXXXXXXXXXXXX', 'sk_live_<your-secret-key-goes-here>', 'AKIA' + 'ABCDEFGHIJKLMNOP', 'npm_${NPM_TOKEN_VALUE_FROM_THE_ENVIRONMENT}']) {
+      assert.deepEqual(scanBuffer(placeholder), [], 'a placeholder');
+    }
     assert.deepEqual(scanBuffer('svc_short'), []);
     assert.deepEqual(scanBuffer('AKIAIOSFODNN7EXAMPLE'), [], "AWS's documentation key");
     assert.deepEqual(scanBuffer('the ghp_ prefix marks GitHub tokens'), []);
@@ -77,7 +87,7 @@ describe('scan rules', () => {
       `DB_HOST=${secret}`,
     ]) assert.deepEqual(scanBuffer(text, { assignments: true }), [], text);
     assert.deepEqual(scanBuffer(`DB_PASSWORD=${secret}`), [], 'only where assignments are asked for');
-    assert.deepEqual(scanBuffer(`GITHUB_TOKEN=ghp_${'a1B2c3D4e5'.repeat(3)}F6g7H8`, { assignments: true }), ['github-token'], 'a specific rule says more');
+    assert.deepEqual(scanBuffer('GITHUB_TOKEN=ghp_k8Fq2Lr7Zt4Wm1Np6Xc3Vb9Hd5Js0Ye2Ua7G', { assignments: true }), ['github-token'], 'a specific rule says more');
   });
 
   it('applies the assignment rule to env-like files, whole lines even across chunks', () => {
@@ -85,22 +95,32 @@ describe('scan rules', () => {
     for (const p of ['app/main.py', 'usr/lib/x.so', 'app/README.md']) assert.ok(!isEnvLike(p), p);
     const text = Buffer.from('# settings\n' + 'a=b\n'.repeat(3000) + 'DB_PASSWORD=q8Zr2vLx9TfW3mKp7NcY\nPORT=8080\n');
     for (const step of [7, 1000, text.length]) {
-      const scanner = new ContentScanner({ assignments: true });
+      const scanner = new ContentScanner(rules, { settings: true });
       for (let i = 0; i < text.length; i += step) scanner.feed(text.subarray(i, i + step));
-      assert.deepEqual(scanner.end(), ['generic-secret'], `chunks of ${step}`);
+      assert.deepEqual(scanner.end().map((h) => [h.rule, h.line]), [['generic-secret', 3002]], `chunks of ${step}`);
     }
-    const last = new ContentScanner({ assignments: true });
+    const last = new ContentScanner(rules, { settings: true });
     last.feed(Buffer.from('PORT=8080\nDB_PASSWORD=q8Zr2vLx9TfW3mKp7NcY'));
-    assert.deepEqual(last.end(), ['generic-secret'], 'a last line without a newline');
+    assert.deepEqual(last.end().map((h) => [h.rule, h.line]), [['generic-secret', 2]], 'a last line without a newline');
   });
 
-  it('finds a token or key split across chunks', () => {
-    const token = 'svc_' + 'Z'.repeat(43);
+  it('finds a token or key split across chunks, with its line and a fingerprint that is not the secret', () => {
+    const token = 'svc_' + 'Zk3Lq9Rm2Xw8Tn5Vp7Hc4Jd1Fb6Gy0Ne2Ua8Qs4Ko1M';
     const key = pem('RSA');
-    const text = Buffer.from('a'.repeat(1000) + ' ' + token + '\n' + 'b'.repeat(5000) + key);
-    const scanner = new ContentScanner();
+    const text = Buffer.from('a'.repeat(1000) + ' ' + token + '\n' + 'b'.repeat(5000) + '\n' + key);
+    const scanner = new ContentScanner(rules);
     for (let i = 0; i < text.length; i += 777) scanner.feed(text.subarray(i, i + 777));
-    assert.deepEqual(scanner.end().sort(), ['private-key', 'svc-access-token']);
+    const hits = scanner.end().sort((a, b) => a.line - b.line);
+    assert.deepEqual(hits.map((h) => [h.rule, h.line]), [['svc-access-token', 1], ['private-key', 3]]);
+    assert.match(hits[0]!.fingerprint, /^[a-f0-9]{16}$/);
+    assert.ok(!token.includes(hits[0]!.fingerprint));
+    const again = scanText(rules, `elsewhere\n\nTOKEN=${token}`);
+    assert.equal(again[0]!.fingerprint, hits[0]!.fingerprint, 'the same secret elsewhere has the same fingerprint');
+  });
+
+  it('marks vendored package folders', () => {
+    for (const p of ['app/node_modules/x/test/key.pem', 'usr/lib/python3/dist-packages/x/t.py', 'usr/local/lib/python3.12/site-packages/a.py', 'src/vendor/github.com/x/y.go', 'root/go/pkg/mod/x/y.go']) assert.ok(isVendored(p), p);
+    for (const p of ['app/src/key.pem', 'srv/vendors.txt', 'app/my_node_modules.js']) assert.ok(!isVendored(p), p);
   });
 });
 
@@ -112,7 +132,8 @@ describe('layer reader', () => {
     for (const blob of [gzip(tarball), zstd(tarball), tarball]) {
       const r = await scanLayer(Readable.from([blob]), { digest: sha256(blob) });
       assert.equal(r.state, 'flagged', r.reason);
-      assert.deepEqual(r.findings, [{ path: 'app/.env', rule: 'env-file' }, { path: 'etc/key.pem', rule: 'private-key' }]);
+      assert.deepEqual(r.findings.map((f) => [f.path, f.rule, f.line]), [['app/.env', 'env-file', undefined], ['etc/key.pem', 'private-key', 1]]);
+      assert.ok(r.findings.every((f) => /^[a-f0-9]{16}$/.test(f.fingerprint!)), 'every finding has a fingerprint');
     }
   });
 
@@ -146,9 +167,17 @@ describe('layer reader', () => {
     assert.equal((await scanLayer(Readable.from([blob]), { digest: sha256(blob) })).state, 'clean');
   });
 
-  it('does not read the content of ELF binaries (libraries embed self-test keys)', async () => {
+  it('does not read the content of ELF binaries (libraries embed self-test keys) or compressed files', async () => {
     const elf = Buffer.concat([Buffer.from([0x7f, 0x45, 0x4c, 0x46]), Buffer.from(pem('RSA'))]);
-    const t = gzip(await layer([{ path: 'usr/lib/libx.so', content: elf }]));
+    const gz = Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 0]), Buffer.from(pem('RSA'))]);
+    const t = gzip(await layer([{ path: 'usr/lib/libx.so', content: elf }, { path: 'usr/share/doc/x.gz', content: gz }]));
     assert.equal((await scanLayer(Readable.from([t]), { digest: sha256(t) })).state, 'clean');
+  });
+
+  it('flags vendored findings too, marked as such', async () => {
+    const t = gzip(await layer([{ path: 'app/node_modules/pkg/test/fixture.pem', content: pem('RSA') }, { path: 'app/server.pem', content: pem('RSA') }]));
+    const r = await scanLayer(Readable.from([t]), { digest: sha256(t) });
+    assert.equal(r.state, 'flagged');
+    assert.deepEqual(r.findings.map((f) => [f.path, f.vendored]), [['app/node_modules/pkg/test/fixture.pem', true], ['app/server.pem', undefined]]);
   });
 });

@@ -1,0 +1,35 @@
+/**
+ * The generic assignment rule's judgement, after gitleaks' `generic-api-key`: a secret-like key
+ * name assigned a value that looks generated. Read only in settings files, image Env and history:
+ * source code assigns test fixtures and hashes to `*_key` names everywhere.
+ */
+
+/** Shannon entropy of a string, in bits per character. */
+export function entropy(value: string): number {
+  const counts = new Map<string, number>();
+  for (const c of value) counts.set(c, (counts.get(c) ?? 0) + 1);
+  let bits = 0;
+  for (const n of counts.values()) bits -= (n / value.length) * Math.log2(n / value.length);
+  return bits;
+}
+
+/** Entropy floor of a generic secret, gitleaks' value: `PORT=8080` or `changeme` style values stay below. */
+export const GENERIC_ENTROPY_FLOOR = 3.5;
+
+/** Key names that hold public or descriptive values: a GPG fingerprint, a key's file, a token's lifetime. */
+const PUBLIC_KEY_NAMES = /gpg|pgp|fingerprint|public|pub_?key|keyring|(?:[_.-]|^)(?:file|path|dir|url|uri|host|port|user|username|name|type|size|len|length|id|ttl|timeout|expiry|expires|header|method|mode|version|format|alg|algorithm|hash|sha\d*|md5|checksum)$/i;
+
+/** A value that looks generated, not a number, version, path, URL, word or a reference to another variable. */
+function isSecretValue(value: string): boolean {
+  if (/^[\d.:_+-]+$/.test(value)) return false; // numbers, versions, times
+  if (/^(?:\/|\.\.?\/|~)/.test(value)) return false; // paths
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return false; // URLs
+  if (/^[$%{<@]|\$\{|\$\(/.test(value)) return false; // $VAR, ${VAR}, %(x)s, {{ x }}, <placeholder>
+  if (!/[\d+/=!@#%^&*~]/.test(value)) return false; // words and identifiers (`session_cookie_name`), not generated
+  return entropy(value) >= GENERIC_ENTROPY_FLOOR;
+}
+
+/** Whether `name = value` is a generic secret assignment. */
+export function isGenericSecret(name: string, value: string): boolean {
+  return !PUBLIC_KEY_NAMES.test(name) && isSecretValue(value);
+}

@@ -147,9 +147,8 @@ export class Admission {
     const mine = active.filter((a) => a.owner === owner.id);
     if (mine.length >= max_running) {
       const stops = (await Promise.all(mine.map((a) => this.deps.stopsAt(a.name)))).filter((t): t is number => t !== undefined);
-      const err = new errors.RunningQuota(`${describeQuota('max_running', max_running)} reached: ${mine.length} of your sandboxes are running; let one sleep (or stop it) and try again, or ask an administrator to raise it`);
-      (err as Error & { retryAfter?: number }).retryAfter = stops.length ? Math.max(1, Math.ceil((Math.min(...stops) - Date.now()) / 1000)) : DEFAULT_RETRY_S;
-      throw err;
+      const retryAfter = stops.length ? (Math.min(...stops) - Date.now()) / 1000 : DEFAULT_RETRY_S;
+      throw new errors.RunningQuota(retryAfter, `${describeQuota('max_running', max_running)} reached: ${mine.length} of your sandboxes are running; let one sleep (or stop it) and try again, or ask an administrator to raise it`);
     }
     const { host } = this.deps;
     const limits = this.limitsOf(record);
@@ -161,9 +160,7 @@ export class Admission {
       const what = memory > memoryCap
         ? `${memory} MB of memory limits (this host allows ${memoryCap} MB: ${host.memoryMb} MB × SVC_OVERCOMMIT_MEMORY ${host.overcommitMemory})`
         : `${Math.round(cpus * 100) / 100} CPUs (this host allows ${cpuCap}: ${host.cpus} × SVC_OVERCOMMIT_CPUS ${host.overcommitCpus})`;
-      const err = new errors.HostFull(`the host is full: starting this sandbox would bring the running sandboxes to ${what}; try again once others sleep`);
-      (err as Error & { retryAfter?: number }).retryAfter = DEFAULT_RETRY_S;
-      throw err;
+      throw new errors.HostFull(DEFAULT_RETRY_S, `the host is full: starting this sandbox would bring the running sandboxes to ${what}; try again once others sleep`);
     }
   }
 

@@ -5,7 +5,7 @@ import type { Logger } from '../core/logger.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
 import type { Store } from '../store/index.ts';
 import { authPlugin } from './plugins/auth.ts';
-import { errorsPlugin } from './plugins/errors.ts';
+import { errorsPlugin, frameworkErrors } from './plugins/errors.ts';
 import { swaggerPlugin } from './plugins/swagger.ts';
 import { meRoutes } from './routes/me.ts';
 import { sandboxRoutes } from './routes/sandboxes.ts';
@@ -21,6 +21,7 @@ import { exportRoutes } from './routes/export.ts';
 import { guideRoutes } from './routes/guide.ts';
 import { addressesOf } from '../core/addresses.ts';
 import type { Config } from '../core/config.ts';
+import { errors } from '../core/errors.ts';
 import { managerNotIncluded, type ManagerAccessProvider } from '../export/index.ts';
 import { ErrorBody } from './schemas/common.ts';
 import type { WebSessions } from '../accounts/index.ts';
@@ -67,6 +68,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     bodyLimit: 1024 * 1024,
     // close() ends every connection, open log streams (hijacked, never idle) included: else it waits for them.
     forceCloseConnections: true,
+    frameworkErrors,
     // Unknown fields and wrong types are errors, never silently dropped or coerced (bad input
     // changes nothing). Query strings are declared as strings for the same reason.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
@@ -81,7 +83,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     schema: { summary: "The service CA: trust it to reach the service's addresses without warnings", produces: ['application/x-pem-file'], response: { 200: Type.String(), 404: Type.Ref('Error') } },
   }, async (_request, reply) => {
     const pem = await deps.caPem();
-    if (!pem) return reply.status(404).send({ error: { code: 'SVC_NOT_FOUND', message: 'this service uses an operator-supplied certificate; no service CA' } });
+    if (!pem) throw new errors.NotFound('this service uses an operator-supplied certificate; no service CA');
     return reply.type('application/x-pem-file').send(pem);
   });
   const addresses = addressesOf(deps.config);

@@ -10,8 +10,6 @@ const FORGET_MS = 15 * 60_000;
 const CHECKS_AT_ONCE = 2;
 const MAX_WAITING = 32;
 
-type Retryable = Error & { retryAfter?: number };
-
 /**
  * Guards password checks (web sign-in, password change): after repeated failures for a name or
  * from an address, each further try is refused (429, Retry-After) until a growing wait has passed,
@@ -34,9 +32,8 @@ export class SignInGuard {
     const blocked = await Promise.all(keys.map((k) => this.redis.pttl(`${k}:wait`)));
     const waitMs = Math.max(...blocked);
     if (waitMs > 0) {
-      const err: Retryable = new errors.TooManyRequests(`too many failed sign-ins; wait ${Math.ceil(waitMs / 1000)} s and try again`);
-      err.retryAfter = Math.ceil(waitMs / 1000);
-      throw err;
+      const waitS = Math.ceil(waitMs / 1000);
+      throw new errors.TooManyRequests(waitS, `too many failed sign-ins; wait ${waitS} s and try again`);
     }
     const result = await this.limited(check);
     if (result !== undefined) {
@@ -56,9 +53,7 @@ export class SignInGuard {
   private async limited<T>(check: () => Promise<T>): Promise<T> {
     if (this.running >= CHECKS_AT_ONCE) {
       if (this.waiting.length >= MAX_WAITING) {
-        const err: Retryable = new errors.Busy('too many sign-ins at once; try again in a moment');
-        err.retryAfter = 1;
-        throw err;
+        throw new errors.Busy(1, 'too many sign-ins at once; try again in a moment');
       }
       await new Promise<void>((resolve) => this.waiting.push(resolve));
     } else {

@@ -1,6 +1,27 @@
 import createError from '@fastify/error';
 
 /**
+ * A catalogue error that knows how long the client should wait before trying again: the API sends
+ * `retryAfter` as Retry-After, the edge shows it on its page. Whole seconds, at least 1.
+ */
+function retryable<Args extends unknown[]>(code: string, message: string, statusCode: number) {
+  return class extends createError<Args>(code, message, statusCode) {
+    readonly retryAfter: number;
+    constructor(retryAfterSeconds: number, ...args: Args) {
+      super(...args);
+      this.retryAfter = Math.max(1, Math.ceil(retryAfterSeconds));
+    }
+  };
+}
+
+/** The wait an error asks for (seconds), if it asks for one: catalogue errors and the edge backend's alike. */
+export function retryAfterOf(err: unknown): number | undefined {
+  if (!(err instanceof Error) || !('retryAfter' in err)) return undefined;
+  const seconds = err.retryAfter;
+  return typeof seconds === 'number' && Number.isFinite(seconds) && seconds > 0 ? Math.ceil(seconds) : undefined;
+}
+
+/**
  * The service's one error catalogue. Every error a client can see is created here, with its
  * status; the API turns them into `{ "error": { "code", "message" } }` (design.md, "Errors").
  * Codes are stable: clients and agents branch on them.
@@ -16,8 +37,8 @@ export const errors = {
   AccountDisabled: createError('SVC_ACCOUNT_DISABLED', 'the account "%s" is disabled; ask an administrator to enable it', 403),
   // quotas (accounts/quotas.ts): the message names the quota and its number
   QuotaExceeded: createError('SVC_QUOTA_EXCEEDED', '%s', 403),
-  RunningQuota: createError('SVC_QUOTA_RUNNING', '%s', 429),
-  HostFull: createError('SVC_HOST_FULL', '%s', 503),
+  RunningQuota: retryable<[message: string]>('SVC_QUOTA_RUNNING', '%s', 429),
+  HostFull: retryable<[message: string]>('SVC_HOST_FULL', '%s', 503),
   // 404: no such thing, or not yours (never tell the two apart)
   SandboxNotFound: createError('SVC_SANDBOX_NOT_FOUND', 'no sandbox named "%s"', 404),
   NotFound: createError('SVC_NOT_FOUND', '%s', 404),
@@ -26,11 +47,11 @@ export const errors = {
   SandboxArchived: createError('SVC_SANDBOX_ARCHIVED', 'sandbox "%s" is archived (gone; its name stays reserved)', 410),
   SandboxNotRunning: createError('SVC_SANDBOX_NOT_RUNNING', 'sandbox "%s" is %s: start it first (POST /api/sandboxes/%s/start)', 409),
   Conflict: createError('SVC_CONFLICT', '%s', 409),
-  // 413 / 422 / 429
-  TooLarge: createError('SVC_TOO_LARGE', '%s', 413),
-  Unprocessable: createError('SVC_UNPROCESSABLE', '%s', 422),
-  TooManyRequests: createError('SVC_TOO_MANY_REQUESTS', '%s', 429),
-  TooManyWakes: createError('SVC_TOO_MANY_WAKES', 'wake limit reached for this account (quota wakes_per_hour: %s wakes by app traffic per hour); try again later or start the sandbox through the API', 429),
+  // 413 / 415 / 429: the request is too big, in a form we do not read, or too soon
+  TooLarge: createError<[limit: number]>('SVC_TOO_LARGE', 'the request body is larger than this route takes (%s bytes); files go up with PUT /api/sandboxes/<name>/files/content', 413),
+  UnsupportedMediaType: createError<[contentType: string]>('SVC_UNSUPPORTED_MEDIA_TYPE', 'content-type "%s" is not read here: send JSON with content-type: application/json', 415),
+  TooManyRequests: retryable<[message: string]>('SVC_TOO_MANY_REQUESTS', '%s', 429),
+  TooManyWakes: retryable<[perHour: number]>('SVC_TOO_MANY_WAKES', 'wake limit reached for this account (quota wakes_per_hour: %s wakes by app traffic per hour); try again later or start the sandbox through the API', 429),
   // files, volumes, logs (spec 4.2, issue 5)
   BadPath: createError('SVC_BAD_PATH', 'invalid path: %s', 400),
   PathNotAllowed: createError('SVC_PATH_NOT_ALLOWED', '%s: only /root, /home, /srv, /opt and volume paths /var/lib/docker/volumes/<volume>/_data can be used', 403),
@@ -48,8 +69,8 @@ export const errors = {
   EngineAccessDisabled: createError('SVC_ENGINE_ACCESS_DISABLED', 'engine access of "%s" is not enabled (needs-certs); enable it first (POST /api/sandboxes/%s/engine-access)', 409),
   FileOperationFailed: createError('SVC_FILE_OPERATION_FAILED', 'the file operation failed inside the sandbox: %s', 502),
   // 5xx: our side or a part we depend on
-  Busy: createError('SVC_BUSY', '%s', 503),
-  EngineUnavailable: createError('SVC_ENGINE_UNAVAILABLE', 'the container engine did not answer: %s', 503),
+  Internal: createError<[]>('SVC_INTERNAL', 'internal error; it has been logged, try again', 500),
+  Busy: retryable<[message: string]>('SVC_BUSY', '%s', 503),
   SandboxFailed: createError('SVC_SANDBOX_FAILED', 'sandbox "%s" failed to start: %s', 502),
 } as const;
 

@@ -155,8 +155,10 @@ Keep secrets out of images: pass them at run time (compose \`environment\`, file
 
 Every error is JSON \`{"error": {"code": "SVC_…", "message": "…what to do next"}}\`: 400 bad input,
 401 missing/unknown token, 403 not allowed (a limited token creating, deleting or configuring), 404 no such
-sandbox (also another user's), 409 wrong state (files while asleep: start first), 413 too large,
-422 valid JSON with wrong values, 429 too many wakes. Read the message; it says what to do.
+sandbox (also another user's), 409 wrong state (files while asleep: start first), 410 deleted (archived),
+413 too large, 415 not JSON, 422 a file that is not text or too large to read as text, 429 too many
+wakes (wait for Retry-After), 502 the sandbox or a file operation failed inside it. Read the message;
+it says what to do.
 `;
 }
 

@@ -21,9 +21,7 @@ export class WakeLimits {
     const [[, count]] = (await this.redis.multi().incr(key).pexpire(key, HOUR_MS).exec()) as [[unknown, number]];
     const limit = await this.perHour(ownerId);
     if (count > limit) {
-      const err = new errors.TooManyWakes(String(limit)) as Error & { retryAfter?: number };
-      err.retryAfter = Math.ceil(((hour + 1) * HOUR_MS - Date.now()) / 1000);
-      throw err;
+      throw new errors.TooManyWakes(((hour + 1) * HOUR_MS - Date.now()) / 1000, limit);
     }
   }
 

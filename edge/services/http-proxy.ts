@@ -2,6 +2,7 @@ import type http from 'node:http';
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
+import { retryAfterOf } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
 import { TOO_MANY_WAKES, type AppRoute, type EdgeBackend, type ResolvedApp } from '../backend.ts';
 import {
@@ -133,11 +134,7 @@ export class AppHttpProxy {
     try {
       await this.opts.wakes.wake(sandbox);
     } catch (err) {
-      const e = err as Error & { code?: string; retryAfter?: number };
-      if (e.code === TOO_MANY_WAKES) {
-        const retry = Number.isFinite(e.retryAfter) && e.retryAfter! > 0 ? Math.ceil(e.retryAfter!) : 60;
-        return tooManyWakesPage(host, e.message, retry);
-      }
+      if (err instanceof Error && 'code' in err && err.code === TOO_MANY_WAKES) return tooManyWakesPage(host, err.message, retryAfterOf(err) ?? 60);
       this.opts.logger.warn({ err, sandbox }, 'edge: requestWake failed');
       return unavailablePage(host, 'the sandbox could not be woken');
     }

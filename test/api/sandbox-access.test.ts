@@ -136,7 +136,7 @@ describe('sandbox access and bad input', () => {
     assert.equal((await t.api('DELETE', `/api/sandboxes/${gone}`, alice.token)).status, 200);
     const paths = (await t.api('GET', '/api/swagger/json', undefined)).body.paths as Record<string, Record<string, unknown>>;
     // Valid bodies and queries, so that nothing but the sandbox's state can refuse the request.
-    const bodies: Record<string, unknown> = { patch: { idle_timeout: '1h' }, 'post /files/mkdir': { path: '/root/x' } };
+    const bodies: Record<string, unknown> = { patch: { idle_timeout: '1h' }, 'post /files/mkdir': { path: '/root/x' }, 'post /exec': { command: 'true' }, 'post /exec/stream': { command: 'true' } };
     let checked = 0;
     for (const [route, methods] of Object.entries(paths)) {
       if (!route.includes('{name}')) continue;

@@ -29,7 +29,15 @@ function isSecretValue(value: string): boolean {
   return entropy(value) >= GENERIC_ENTROPY_FLOOR;
 }
 
+/** Names that say the value is secret; a bare `key` or `auth` may name a cache key or a method. */
+const SECRET_NAMES = /secret|token|passw|pwd|api[_.-]?key|credential|private/i;
+
+/** Values with the shape of a hash or an id: 32/40/64/128 hex digits, a UUID. */
+const HASH_OR_ID = /^(?:[a-f0-9]{32}|[a-f0-9]{40}|[a-f0-9]{64}|[a-f0-9]{128}|[A-F0-9]{32}|[A-F0-9]{40}|[A-F0-9]{64}|[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12})$/;
+
 /** Whether `name = value` is a generic secret assignment. */
 export function isGenericSecret(name: string, value: string): boolean {
-  return !PUBLIC_KEY_NAMES.test(name) && isSecretValue(value);
+  if (PUBLIC_KEY_NAMES.test(name) || !isSecretValue(value)) return false;
+  // A hash or an id under a name that does not say secret: a cache key, a checksum, a request id.
+  return !HASH_OR_ID.test(value) || SECRET_NAMES.test(name);
 }

@@ -45,14 +45,27 @@ function prefixed(id: string, family: Family, prefixes: string[], body: string, 
 function named(id: string, family: Family, keywords: string[], name: string, value: string, opts: Partial<ContentRule> = {}): ContentRule {
   return {
     id, family, keywords,
-    regex: new RegExp(`(?:${name})[A-Za-z0-9_.-]{0,30}["']?[ \\t]*(?::=|=>|=|:|,|[ \\t])[ \\t]*["'\`]?(?<secret>${value})(?![A-Za-z0-9_+/=-])`, 'i'),
+    regex: new RegExp(`(?<name>(?:${name})[A-Za-z0-9_.-]{0,30})["']?[ \\t]*(?::=|=>|=|:|,|[ \\t])[ \\t]*["'\`]?(?<secret>${value})(?![A-Za-z0-9_+/=-])`, 'i'),
     entropy: 3,
+    check: (_secret, m) => !DESCRIPTIVE_NAME.test(m.groups!.name!),
     ...opts,
   };
 }
 
+/** Names that hold an identifier, not a secret: `HEROKU_APP_ID`, `DATADOG_SITE`, `SNYK_ORG`. */
+const DESCRIPTIVE_NAME = /(?:^|[_.-])(?:id|ids|url|uri|host|hostname|user|username|name|region|site|org|organization|project|app|account|email|endpoint|env|version|path|file)$/i;
+
 function escape(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** Passwords in connection strings that are a product's default or a tutorial's word, not a secret. */
+const DEFAULT_PASSWORDS = new Set(['password', 'passwd', 'pass', 'pwd', 'secret', 'changeme', 'example', 'test', 'testing', 'user', 'username', 'root', 'admin', 'postgres', 'mysql', 'redis', 'guest', 'mongo', 'sa', 'default', 'demo', 'dev']);
+
+/** A connection string's password that is a real one: not a default, a placeholder, or the user name again. */
+function realPassword(password: string, user: string): boolean {
+  const p = password.toLowerCase();
+  return !DEFAULT_PASSWORDS.has(p) && p !== user.toLowerCase() && !/^[*x.]+$|^\$|^%|^\{|^<|^\[/.test(p);
 }
 
 const HEX = '[a-f0-9]';
@@ -89,7 +102,8 @@ export const PROVIDER_RULES: ContentRule[] = [
   },
   {
     id: 'putty-private-key', family: 'private-key', keywords: ['putty-user-key-file-'],
-    regex: /(?<secret>PuTTY-User-Key-File-[23]: [\s\S]{0,2000}?Private-Lines: \d+\r?\n[A-Za-z0-9+/=\r\n]{40,16000}?Private-MAC: [a-f0-9]{40,64})/,
+    // Line breaks may be real or escaped (a key pasted into JSON or a Java string), lines indented (YAML).
+    regex: /(?<secret>PuTTY-User-Key-File-[23]: [\s\S]{0,2000}?Private-Lines: \d+(?:[A-Za-z0-9+/=]|\s|\\[rn]){40,16000}?Private-MAC: [a-f0-9]{40,64})/,
     span: { before: 0, after: 17 * 1024 }, entropy: 0,
   },
   prefixed('age-secret-key', 'private-key', ['AGE-SECRET-KEY-1'], '[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}'),
@@ -209,15 +223,18 @@ export const PROVIDER_RULES: ContentRule[] = [
     // The password between `user:` and `@host` (user may be empty: redis://:pw@host).
     regex: /(?<![A-Za-z0-9+])(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|clickhouse|cockroachdb|neo4j(?:\+s)?|couchdb)(?:\+[a-z0-9]{1,20})?:\/\/(?<user>[^:/@\s"'`<>{}]{0,100}):(?<secret>[^@/\s"'`<>]{3,200})@[A-Za-z0-9[\]._-]{1,253}/,
     entropy: 0,
+    check: (secret, m) => realPassword(secret, m.groups!.user!),
   },
   {
     id: 'database-url-password', family: 'database', keywords: ['jdbc:'],
     regex: /jdbc:[a-z0-9]{2,20}:[^\s"'`<>]{0,300}?[?&;]password=(?<secret>[^&;\s"'`<>]{3,200})/i, entropy: 0,
+    check: (secret) => realPassword(secret, ''),
   },
   {
     id: 'connection-string-password', family: 'database', keywords: ['password=', 'pwd='],
     // ADO.NET/ODBC: `Server=…;User Id=…;Password=…;`
-    regex: /(?:user id|uid|user|username)\s*=\s*[^;"'\r\n]{1,100};[^"'\r\n]{0,200}?(?:password|pwd)\s*=\s*(?<secret>[^;"'\s]{3,200})/i, entropy: 0,
+    regex: /(?:user id|uid|user|username)\s*=\s*(?<user>[^;"'\r\n]{1,100});[^"'\r\n]{0,200}?(?:password|pwd)\s*=\s*(?<secret>[^;"'\s]{3,200})/i, entropy: 0,
+    check: (secret, m) => realPassword(secret, m.groups!.user!),
   },
 
   // ── AI providers ────────────────────────────────────────────────────────────────────────────
@@ -246,7 +263,7 @@ export const PROVIDER_RULES: ContentRule[] = [
   { id: 'mailchimp-api-key', family: 'saas', keywords: ['-us'], regex: /(?<![A-Za-z0-9])(?<secret>[a-f0-9]{32}-us\d{1,2})(?![A-Za-z0-9])/, entropy: 3 },
   prefixed('brevo-api-key', 'saas', ['xkeysib-', 'xsmtpsib-'], `${HEX}{64}-[A-Za-z0-9]{16}`),
   prefixed('shopify-token', 'saas', ['shpat_', 'shpca_', 'shppa_', 'shpss_'], '[a-fA-F0-9]{32}'),
-  named('datadog-api-key', 'saas', ['datadog', 'dd_api_key', 'dd_app_key', 'dd_application_key'], 'datadog|dd_api_key|dd_app(?:lication)?_key', `${HEX}{40}|${HEX}{32}`),
+  named('datadog-api-key', 'saas', ['datadog', 'dd_api', 'ddapi', 'dd_app', 'ddapp', 'dd-api', 'dd-app'], 'datadog|dd[_-]?api[_-]?key|dd[_-]?app(?:lication)?[_-]?key', `${HEX}{40}|${HEX}{32}`),
   prefixed('new-relic-key', 'saas', ['NRAK-', 'NRAA-', 'NRII-'], '[A-Z0-9]{27}'),
   { id: 'new-relic-license-key', family: 'saas', keywords: ['nral'], regex: /(?<![A-Za-z0-9])(?<secret>(?:eu01xx|gov01x)?[a-f0-9]{34,36}NRAL)(?![A-Za-z0-9])/, entropy: 3 },
   prefixed('sentry-token', 'saas', ['sntryu_'], `${HEX}{64}`),

@@ -22,6 +22,7 @@ import { SandboxCommands } from './exec/index.ts';
 import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
 import { RedisLeases } from './core/redis-lease.ts';
 import { WakeLimits } from './lifecycle/wake-limits.ts';
+import { Peers } from './lifecycle/peers.ts';
 import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
 import { startRegistry, type Registry } from './registry/index.ts';
@@ -49,11 +50,21 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   // whatever mode an operator pre-created it with.
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   fs.chmodSync(config.dataDir, 0o700);
-  const store = await openStore(config.storeUrl, { secretKeyFile: config.secretKeyFile });
+  const store = await openStore(config.storeUrl, { table: config.storeTable, secretKeyFile: config.secretKeyFile });
   const sealed = await store.sandboxes.sealPlainRecords();
   if (sealed > 0) logger.info({ sealed }, 'store: sealed the engine keys of records written before sealing');
   const redis: Redis = createRedis(config.redisUrl);
   const workerRedis: Redis = createRedis(config.redisUrl);
+  // before anything is served: a process in a shape that cannot work with the others refuses to start
+  const peers = new Peers(redis, config.redisPrefix, config);
+  try {
+    await peers.join();
+  } catch (err) {
+    redis.disconnect();
+    workerRedis.disconnect();
+    await store.close();
+    throw err;
+  }
   const queue = new LifecycleQueue(redis, config.redisPrefix);
   const transferRoot = path.join(config.dataDir, 'transfer');
   const runtime = new DockerRuntime(docker, {
@@ -72,7 +83,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     (sandbox, pid) => runtime.procNetTcp(sandbox, pid),
     async (name) => (await store.sandboxes.get(name)) !== undefined,
   );
-  await apps.load();
+  await apps.start();
   const sessions = new IdleSessions(redis, config.redisPrefix);
   const leases = new RedisLeases(redis, `${config.redisPrefix}:lease`);
   const admission = new Admission({
@@ -141,6 +152,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       await step('registry', () => registry.close());
       await step('apps', () => apps.close());
       await step('lifecycle queue', () => queue.close());
+      await step('peers', () => peers.leave());
       redis.disconnect();
       workerRedis.disconnect();
       await step('store', () => store.close());

@@ -140,7 +140,7 @@ async function run(argv: string[]): Promise<void> {
   if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
 
   const config = loadConfig();
-  const store = await openStore(config.storeUrl, { secretKeyFile: config.secretKeyFile });
+  const store = await openStore(config.storeUrl, { table: config.storeTable, secretKeyFile: config.secretKeyFile });
   try {
     switch (command) {
       case 'user create': {

@@ -11,6 +11,8 @@ export interface Config {
   redisUrl: string;
   /** `sqlite://…` (default, in the data folder) or `postgres://…`. */
   storeUrl: string;
+  /** The store's table (SVC_STORE_TABLE), so several services can share one database. */
+  storeTable: string;
   /** Key that seals the secrets in the store; kept outside the store (created 0600 if missing). */
   secretKeyFile: string;
   /** Passed to dockerode; empty means the local socket. */
@@ -131,6 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir,
     redisUrl: env.REDIS_URL || redisUrlFromFile(env.SVC_REDIS_URL_FILE || '/etc/svc/redis.url') || 'redis://127.0.0.1:6379',
     storeUrl: env.SVC_STORE_URL || `sqlite://${path.join(dataDir, 'svc.sqlite')}`,
+    storeTable: env.SVC_STORE_TABLE || 'svc_store',
     secretKeyFile: path.resolve(env.SVC_SECRET_KEY_FILE || '/etc/svc/secret.key'),
     dockerHost: env.DOCKER_HOST || undefined,
     tlsCertFile: env.SVC_TLS_CERT || undefined,

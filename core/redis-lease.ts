@@ -27,7 +27,7 @@ export interface HeldLease {
  * `tryTake` takes one or says no (one engine watcher per sandbox).
  */
 export class RedisLeases implements CrossProcessLock {
-  constructor(private readonly redis: Redis, private readonly namespace: string) {}
+  constructor(private readonly redis: Redis, readonly namespace: string) {}
 
   async hold<T>(keys: string | readonly string[], work: () => Promise<T>): Promise<T> {
     const sorted = [...new Set(typeof keys === 'string' ? [keys] : keys)].sort();
@@ -76,11 +76,12 @@ export class RedisLeases implements CrossProcessLock {
       );
     }, RENEW_EVERY_MS);
     return {
+      // No answer timer: a release at shutdown leaves nothing armed behind (if Redis is away, the lease expires).
       release: async () => {
         if (released) return;
         released = true;
         clearInterval(renew);
-        await answer(this.redis.eval(RELEASE, 1, full, token)).catch(() => undefined);
+        await this.redis.eval(RELEASE, 1, full, token).catch(() => undefined);
       },
     };
   }

@@ -79,7 +79,7 @@ export class SandboxFiles {
     const name = p.parts.at(-1) ?? p.root.split('/').filter(Boolean).at(-1)!;
     const state = await this.ensureRunning(sandbox);
     if (!state.transferFolder) return this.downloadArchive(sandbox, p, name);
-    const pipe = await this.pipes.create(sandbox, 'download');
+    const pipe = await this.pipes.create(sandbox, 'download', state.transferFolder);
     let announce!: (size: number) => void;
     const announced = new Promise<number>((resolve) => { announce = resolve; });
     const sent = settle(this.run(sandbox, p, 'SEND', [p.path, pipe.path], {
@@ -151,7 +151,7 @@ export class SandboxFiles {
     const dir = parentOf(p);
     const tmp = `.svc-upload-${randomBytes(8).toString('hex')}`;
     const args = [dir, name, tmp, ...(declaredLength === undefined ? [] : [String(declaredLength)])];
-    const writer = state.transferFolder ? await this.writeThroughPipe(sandbox, p, args) : await this.writeThroughStdin(sandbox, p, args);
+    const writer = state.transferFolder ? await this.writeThroughPipe(sandbox, state.transferFolder, p, args) : await this.writeThroughStdin(sandbox, p, args);
     let received: number;
     let written: number;
     try {
@@ -179,8 +179,8 @@ export class SandboxFiles {
   }
 
   /** UPLOAD_WRITE fed by a transfer pipe: `cat` in the sandbox reads what the service writes. */
-  private async writeThroughPipe(sandbox: string, p: SandboxPath, [dir, name, tmp, ...size]: string[]): Promise<UploadWriter> {
-    const pipe = await this.pipes.create(sandbox, 'upload');
+  private async writeThroughPipe(sandbox: string, folder: string, p: SandboxPath, [dir, name, tmp, ...size]: string[]): Promise<UploadWriter> {
+    const pipe = await this.pipes.create(sandbox, 'upload', folder);
     let reading!: () => void;
     const opened = new Promise<void>((resolve) => { reading = resolve; });
     const written = settle(this.run(sandbox, p, 'UPLOAD_WRITE', [dir!, name!, tmp!, pipe.path, ...size], { checked: true, transfer: true, onNotice: reading })

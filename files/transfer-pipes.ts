@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { processAlive } from '../core/process-alive.ts';
 import { TRANSFER_MOUNT, transferFolder } from '../lifecycle/runtime/host-config.ts';
 
 const run = promisify(execFile);
@@ -41,29 +42,57 @@ export class TransferPipes {
     private readonly pending: string,
   ) {}
 
-  /** Prepares the root; pipes left by an earlier run of the service (no transfer outlives it) go. */
+  /**
+   * Prepares the root. Several service processes may share a sandbox's folder (issue 19), so each
+   * keeps its pipes in a folder of its own in it, `p<pid>`, and at start removes only what no
+   * running process on this host owns: its own earlier run's pipes, and those of processes that are gone.
+   */
   static async open(root: string): Promise<TransferPipes> {
-    const pending = path.join(root, '.pending');
-    await fs.promises.rm(pending, { recursive: true, force: true });
-    await fs.promises.mkdir(pending, { recursive: true, mode: 0o700 });
+    const pending = pendingFolder(root);
+    await fs.promises.mkdir(root, { recursive: true, mode: 0o711 });
     for (const entry of await fs.promises.readdir(root, { withFileTypes: true })) {
-      if (!entry.isDirectory() || entry.name === '.pending') continue;
-      // the folders themselves stay: running sandboxes have them mounted
+      const owner = /^\.pending(?:-p(\d+))?$/.exec(entry.name);
+      if (owner) {
+        if (!owner[1] || Number(owner[1]) === process.pid || !processAlive(Number(owner[1]))) await fs.promises.rm(path.join(root, entry.name), { recursive: true, force: true });
+        continue;
+      }
+      if (!entry.isDirectory()) continue;
+      // the sandboxes' folders themselves stay: running sandboxes have them mounted
       const folder = path.join(root, entry.name);
-      for (const name of await fs.promises.readdir(folder)) await fs.promises.rm(path.join(folder, name), { force: true, recursive: true });
+      for (const name of await fs.promises.readdir(folder)) {
+        const pid = /^p(\d+)$/.exec(name)?.[1];
+        // a pipe at the top: from a version before per-process folders
+        if (pid === undefined || Number(pid) === process.pid || !processAlive(Number(pid))) await fs.promises.rm(path.join(folder, name), { force: true, recursive: true });
+      }
     }
+    await fs.promises.mkdir(pending, { recursive: true, mode: 0o700 });
     const pipes = new TransferPipes(root, pending);
     pipes.makeSpare();
     return pipes;
   }
 
-  /** A pipe for one transfer, in the sandbox's folder. */
-  async create(sandbox: string, direction: 'upload' | 'download'): Promise<TransferPipe> {
-    // one pipe is kept made ahead: making it costs a process (Node has no mkfifo(3))
-    const next = this.spare ?? this.make();
-    this.makeSpare();
+  /**
+   * A pipe for one transfer, in this process's folder inside the sandbox's transfer folder:
+   * `folder` is the host folder the sandbox has mounted (the runtime says which; another process
+   * on another data folder may have made the container), by default the one below this root.
+   */
+  async create(sandbox: string, direction: 'upload' | 'download', folder = transferFolder(this.root, sandbox)): Promise<TransferPipe> {
+    const own = path.join(folder, OWN);
+    await fs.promises.mkdir(own, { recursive: true, mode: 0o711 });
+    // a pipe is renamed into place, so it is made on the same filesystem: below the folder's own root
+    const theirs = path.dirname(folder) !== this.root;
+    let next: Promise<{ name: string; made: string; fd: number }>;
+    if (theirs) {
+      const pending = pendingFolder(path.dirname(folder));
+      await fs.promises.mkdir(pending, { recursive: true, mode: 0o700 });
+      next = this.make(pending);
+    } else {
+      // one pipe is kept made ahead: making it costs a process (Node has no mkfifo(3))
+      next = this.spare ?? this.make();
+      this.makeSpare();
+    }
     const { name, made, fd } = await next;
-    const shared = path.join(transferFolder(this.root, sandbox), name);
+    const shared = path.join(own, name);
     try {
       await fs.promises.rename(made, shared);
     } catch (err) {
@@ -73,7 +102,7 @@ export class TransferPipes {
     }
     const stream = new net.Socket({ fd, readable: direction === 'download', writable: direction === 'upload' });
     return {
-      path: `${TRANSFER_MOUNT}/${name}`,
+      path: `${TRANSFER_MOUNT}/${OWN}/${name}`,
       stream,
       close: async () => {
         stream.destroy();
@@ -97,10 +126,10 @@ export class TransferPipes {
     if (spare) fs.closeSync(spare.fd);
   }
 
-  /** A new pipe in the private folder, open on the service's side. */
-  private async make(): Promise<{ name: string; made: string; fd: number }> {
+  /** A new pipe in a private folder (this root's by default), open on the service's side. */
+  private async make(pending = this.pending): Promise<{ name: string; made: string; fd: number }> {
     const name = `${randomBytes(16).toString('hex')}.pipe`;
-    const made = path.join(this.pending, name);
+    const made = path.join(pending, name);
     // 0666: a user-namespaced sandbox's root is not the host's root
     await run('mkfifo', ['-m', '0666', '--', made]);
     let fd: number | undefined;
@@ -114,6 +143,14 @@ export class TransferPipes {
       throw err;
     }
   }
+}
+
+/** This process's folder inside each sandbox's transfer folder. */
+const OWN = `p${process.pid}`;
+
+/** Where this process makes pipes below a transfer root before they go into a sandbox's folder: never where a sandbox reaches. */
+function pendingFolder(root: string): string {
+  return path.join(root, `.pending-${OWN}`);
 }
 
 // A bare descriptor, not a FileHandle: the socket takes it over.

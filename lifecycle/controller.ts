@@ -404,6 +404,8 @@ export class Lifecycle {
    * its deep-sleep timer. Idempotent; runs every RECONCILE_EVERY_MS.
    */
   async reconcile(): Promise<void> {
+    // pub/sub is best-effort: every pass starts from the whole app table as Redis holds it
+    await this.deps.apps.reload();
     const archived = new Set<string>();
     for (const name of await this.deps.runtime.withVolumes()) {
       const record = await this.deps.store.sandboxes.get(name);

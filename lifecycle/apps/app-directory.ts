@@ -3,6 +3,7 @@ import type Docker from 'dockerode';
 import type { Redis } from 'ioredis';
 import { errors } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
+import { RedisLeases, type HeldLease } from '../../core/redis-lease.ts';
 import { appEntries, labelBuilders, type AppContainer, type AppEntry, type PublishedPort } from './app-labels.ts';
 import { listenState } from './listeners.ts';
 
@@ -10,6 +11,18 @@ const REFRESH_DEBOUNCE_MS = 150;
 /** A second look after a burst of events: apps bind their port a moment after their container starts. */
 const SETTLE_MS = 3_000;
 const RESUBSCRIBE_MS = 1_000;
+/**
+ * Every process reads the whole table again this often: pub/sub is best-effort (a message sent
+ * while a subscriber reconnects is lost), so this bounds how long a missed change stays unseen.
+ */
+export const RELOAD_EVERY_MS = 10_000;
+
+/** What one process tells the others on `<prefix>:apps:events`. */
+interface AppEvent {
+  /** `changed`: the sandbox's addresses changed in Redis; `unwatch`: it sleeps, stop following it. */
+  op: 'changed' | 'unwatch';
+  sandbox: string;
+}
 
 /**
  * The app table: which host label goes to which sandbox and port. A provider in Traefik's sense:
@@ -17,11 +30,26 @@ const RESUBSCRIBE_MS = 1_000;
  * keeps the table in memory for the edge's hot path and in Redis so a sleeping sandbox's addresses
  * still resolve — that is what lets a request to an asleep app wake it. A label only ever goes to
  * the sandbox it belongs to (labelBuilders), whichever sandbox or container came first.
+ *
+ * With several service processes (issue 19), Redis is the table and each process's map a copy:
+ * a change is published on `<prefix>:apps:events` and every process reloads, and each reloads the
+ * whole table every RELOAD_EVERY_MS anyway. The edge's lookups never touch Redis. One process
+ * follows a sandbox's engine: the watcher holds the lease `<prefix>:watch:<sandbox>`; a sleep
+ * tells every process to stop following it; a holder that dies leaves its lease to expire, and the
+ * next reconcile pass, in whichever process, takes the sandbox over.
  */
 export class AppDirectory {
-  private readonly byLabel = new Map<string, AppEntry>();
+  private byLabel = new Map<string, AppEntry>();
+  /** The JSON of each entry as last read from Redis: a reload checks ownership only of what changed. */
+  private raws = new Map<string, string>();
   private readonly watchers = new Map<string, { stop(): void }>();
   private readonly key: string;
+  private readonly channel: string;
+  private readonly leases: RedisLeases;
+  private subscriber: Redis | undefined;
+  private reloadTimer: NodeJS.Timeout | undefined;
+  private reloading: Promise<void> | undefined;
+  private reloadAgain = false;
   /** Set by close(): work that was in flight then (a wake, a reconcile pass) starts no watcher after it. */
   private closed = false;
 
@@ -38,13 +66,60 @@ export class AppDirectory {
     private readonly nameTaken: (name: string) => Promise<boolean>,
   ) {
     this.key = `${prefix}:apps`;
+    this.channel = `${prefix}:apps:events`;
+    this.leases = new RedisLeases(redis, `${prefix}:watch`);
   }
 
-  async load(): Promise<void> {
-    for (const raw of Object.values(await this.redis.hgetall(this.key))) {
-      const entry = JSON.parse(raw) as AppEntry;
-      if (await this.owns(entry.sandbox, entry.label)) this.byLabel.set(entry.label, entry);
+  /** Loads the table and follows the other processes' changes: their events, and a reload every RELOAD_EVERY_MS. */
+  async start(): Promise<void> {
+    const subscriber = this.redis.duplicate();
+    this.subscriber = subscriber;
+    subscriber.on('error', () => undefined); // ioredis reconnects by itself
+    subscriber.on('message', (_channel: string, message: string) => this.onEvent(message));
+    // back after a reconnect: what was published meanwhile is lost, so read it all
+    subscriber.on('ready', () => { if (!this.closed) void this.reload().catch(() => undefined); });
+    await subscriber.subscribe(this.channel);
+    await this.reload();
+    this.reloadTimer = setInterval(() => {
+      void this.reload().catch((err) => this.log.warn({ err: (err as Error).message }, 'app table reload failed'));
+    }, RELOAD_EVERY_MS);
+  }
+
+  private onEvent(message: string): void {
+    if (this.closed) return;
+    let event: AppEvent;
+    try {
+      event = JSON.parse(message) as AppEvent;
+    } catch {
+      return;
     }
+    if (event.op === 'unwatch') this.stopFollowing(event.sandbox);
+    else void this.reload().catch((err) => this.log.warn({ err: (err as Error).message }, 'app table reload failed'));
+  }
+
+  /** Reads the whole table from Redis; concurrent calls share one read, and one more after it. */
+  reload(): Promise<void> {
+    if (this.reloading) {
+      this.reloadAgain = true;
+      return this.reloading;
+    }
+    this.reloading = (async () => {
+      do {
+        this.reloadAgain = false;
+        const raws = await this.redis.hgetall(this.key);
+        const table = new Map<string, AppEntry>();
+        for (const [label, raw] of Object.entries(raws)) {
+          const entry = JSON.parse(raw) as AppEntry;
+          const known = this.raws.get(label) === raw && this.byLabel.get(label);
+          if (known || (await this.owns(entry.sandbox, entry.label))) table.set(label, known || entry);
+          else delete raws[label];
+        }
+        // swapped whole: the edge's lookups see the old table or the new one, never half of each
+        this.byLabel = table;
+        this.raws = new Map(Object.entries(raws));
+      } while (this.reloadAgain && !this.closed);
+    })().finally(() => { this.reloading = undefined; });
+    return this.reloading;
   }
 
   /** Whether `label` belongs to `sandbox`: no existing name is a more specific builder of it. */
@@ -82,11 +157,15 @@ export class AppDirectory {
     return this.watchers.has(sandbox);
   }
 
-  /** Follows a running sandbox's engine: refreshes its apps now and on every container event. */
+  /**
+   * Follows a running sandbox's engine: refreshes its apps now and on every container event, if
+   * no other process follows it already (its lease).
+   */
   watch(sandbox: string, engine: Docker): void {
-    this.unwatch(sandbox);
+    this.stopFollowing(sandbox);
     if (this.closed) return;
     let stopped = false;
+    let lease: HeldLease | undefined;
     let timer: NodeJS.Timeout | undefined;
     let settle: NodeJS.Timeout | undefined;
     let again: NodeJS.Timeout | undefined;
@@ -112,28 +191,66 @@ export class AppDirectory {
         if (!stopped) again = setTimeout(subscribe, RESUBSCRIBE_MS);
       }
     };
-    void subscribe();
-    this.watchers.set(sandbox, {
+    const watcher = {
       stop() {
         stopped = true;
         clearTimeout(timer);
         clearTimeout(settle);
         clearTimeout(again);
         (stream as unknown as { destroy?(): void } | undefined)?.destroy?.();
+        void lease?.release();
       },
-    });
+    };
+    this.watchers.set(sandbox, watcher);
+    const lost = () => {
+      this.log.warn({ sandbox }, 'lost the lease on following this sandbox\'s engine; the next reconcile pass gives it to one process');
+      if (this.watchers.get(sandbox) === watcher) this.stopFollowing(sandbox);
+    };
+    this.leases.tryTake(sandbox, lost).then(
+      (taken) => {
+        lease = taken;
+        if (stopped) return void taken?.release();
+        if (taken) return void subscribe();
+        // another process follows it; a reconcile pass here tries again (that one may have died)
+        if (this.watchers.get(sandbox) === watcher) this.watchers.delete(sandbox);
+      },
+      (err: Error) => {
+        if (this.watchers.get(sandbox) === watcher) this.watchers.delete(sandbox);
+        this.log.warn({ sandbox, err: err.message }, 'could not take the lease on following this sandbox\'s engine');
+      },
+    );
   }
 
-  /** Stops following (the sandbox sleeps); its addresses stay so that a request can wake it. */
-  unwatch(sandbox: string): void {
+  /** This process stops following the sandbox's engine (and gives its lease back). */
+  private stopFollowing(sandbox: string): void {
     this.watchers.get(sandbox)?.stop();
     this.watchers.delete(sandbox);
   }
 
-  /** Stops every watcher for good (service shutdown); the table stays in Redis. */
-  close(): void {
+  /**
+   * Stops following the sandbox in every process (it sleeps, or is going); its addresses stay so
+   * that a request can wake it. The others are told only while one of them holds the lease.
+   */
+  unwatch(sandbox: string): void {
+    this.stopFollowing(sandbox);
+    if (this.closed) return;
+    void (async () => {
+      if (await this.redis.exists(`${this.leases.namespace}:${sandbox}`)) await this.publish({ op: 'unwatch', sandbox });
+    })().catch((err) => this.log.warn({ sandbox, err: (err as Error).message }, 'could not tell the other processes to stop following this sandbox'));
+  }
+
+  /** Stops every watcher and the reloads for good (service shutdown); the table stays in Redis. */
+  async close(): Promise<void> {
     this.closed = true;
-    for (const sandbox of [...this.watchers.keys()]) this.unwatch(sandbox);
+    clearInterval(this.reloadTimer);
+    for (const sandbox of [...this.watchers.keys()]) this.stopFollowing(sandbox);
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
+  }
+
+  private async publish(event: AppEvent): Promise<void> {
+    await this.redis.publish(this.channel, JSON.stringify(event));
   }
 
   /** The sandbox is archived: its addresses go. */
@@ -165,15 +282,23 @@ export class AppDirectory {
     await this.replace(sandbox, owned);
   }
 
+  /** Puts the sandbox's addresses in Redis (the labels it lost there go too) and tells every process. */
   private async replace(sandbox: string, entries: AppEntry[]): Promise<void> {
     const fresh = new Map(entries.map((e) => [e.label, e]));
-    const gone = this.appsOf(sandbox).filter((e) => !fresh.has(e.label)).map((e) => e.label);
-    for (const label of gone) this.byLabel.delete(label);
-    for (const [label, entry] of fresh) this.byLabel.set(label, entry);
+    const held = Object.entries(await this.redis.hgetall(this.key)).filter(([, raw]) => (JSON.parse(raw) as AppEntry).sandbox === sandbox);
+    const gone = held.map(([label]) => label).filter((label) => !fresh.has(label));
     const tx = this.redis.multi();
     if (gone.length) tx.hdel(this.key, ...gone);
     if (fresh.size) tx.hset(this.key, Object.fromEntries([...fresh].map(([l, e]) => [l, JSON.stringify(e)])));
     await tx.exec();
+    // this process sees its own change at once; the others on the event (or their next reload)
+    const table = new Map(this.byLabel);
+    const raws = new Map(this.raws);
+    for (const [label, entry] of table) if (entry.sandbox === sandbox && !fresh.has(label)) { table.delete(label); raws.delete(label); }
+    for (const [label, entry] of fresh) { table.set(label, entry); raws.set(label, JSON.stringify(entry)); }
+    this.byLabel = table;
+    this.raws = raws;
+    await this.publish({ op: 'changed', sandbox });
   }
 }
 

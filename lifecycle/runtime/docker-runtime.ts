@@ -24,8 +24,11 @@ export interface RuntimeState {
   startedAt?: string;
   finishedAt?: string;
   exitCode?: number;
-  /** The container has its transfer folder (TRANSFER_MOUNT); containers made before it existed do not. */
-  transferFolder?: boolean;
+  /**
+   * The host folder behind the container's TRANSFER_MOUNT (the process that made the container
+   * chose it); absent for containers made before transfer folders existed.
+   */
+  transferFolder?: string;
 }
 
 export interface ContainerSpec {
@@ -86,7 +89,7 @@ export class DockerRuntime {
         startedAt: info.State.StartedAt,
         finishedAt: info.State.FinishedAt,
         exitCode: info.State.ExitCode,
-        transferFolder: info.Mounts.some((m) => m.Destination === TRANSFER_MOUNT),
+        transferFolder: info.Mounts.find((m) => m.Destination === TRANSFER_MOUNT)?.Source,
       };
     } catch (err) {
       if (statusCode(err) === 404) return { status: 'deep_sleep' };

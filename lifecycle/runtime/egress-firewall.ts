@@ -7,6 +7,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { Logger } from '../../core/logger.ts';
+import { processAlive } from '../../core/process-alive.ts';
 import { SANDBOX_BRIDGE_PREFIX } from './docker-runtime.ts';
 
 const run = promisify(execFile);
@@ -74,10 +75,26 @@ export async function installEgressRules(logger: Logger): Promise<void> {
   logger.info('sandbox egress rules installed: internet yes; link-local, host listeners, other sandboxes no');
 }
 
-/** Lets sandboxes reach one public port of the service on the host (the edge: registry pushes). */
+const PORT_OWNER = /^svc-p(\d+)$/;
+
+/**
+ * Lets sandboxes reach one public port of the service on the host (the edge: registry pushes).
+ * Each service process adds a rule of its own (its pid in a comment) and removes only that one, so
+ * the port stays open while any process that serves it runs (a process stopping during another's
+ * start, a rolling restart). Rules of processes that are gone, and the one rule without an owner
+ * that versions before this one added, are cleared here.
+ */
 export async function openPort(port: number): Promise<() => Promise<void>> {
-  const rule = ['-i', BRIDGES, '-p', 'tcp', '--dport', String(port), '-j', 'ACCEPT'];
+  const accept = ['-i', BRIDGES, '-p', 'tcp', '-m', 'tcp', '--dport', String(port)];
+  const rule = [...accept, '-m', 'comment', '--comment', `svc-p${process.pid}`, '-j', 'ACCEPT'];
   await ensure('iptables', IN, rule, 2);
+  for (const line of (await run('iptables', ['-w', '5', '-S', IN])).stdout.split('\n')) {
+    const args = line.trim().split(/\s+/).slice(2); // "-A <chain> …"
+    if (args.join(' ').indexOf(`--dport ${port} `) < 0 || args.at(-1) !== 'ACCEPT') continue;
+    const at = args.indexOf('--comment');
+    const owner = at < 0 ? undefined : PORT_OWNER.exec(args[at + 1]!.replace(/"/g, ''))?.[1];
+    if (at < 0 || (owner !== undefined && !processAlive(Number(owner)))) await ipt('iptables', ['-D', IN, ...args]).catch(() => undefined);
+  }
   return async () => {
     await ipt('iptables', ['-D', IN, ...rule]).catch(() => undefined);
   };

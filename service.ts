@@ -26,6 +26,7 @@ import { Peers } from './lifecycle/peers.ts';
 import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
 import { startRegistry, type Registry } from './registry/index.ts';
+import { loadRulesFile } from './scanner/operator-rules.ts';
 import { installEgressRules, openPort } from './lifecycle/runtime/egress-firewall.ts';
 import { engineClient } from './lifecycle/runtime/engine-client.ts';
 
@@ -45,6 +46,8 @@ export interface Service {
  * `npm start` and the integration tests both start the service through here.
  */
 export async function startService(config: Config, logger: Logger): Promise<Service> {
+  // An operator's scan rules file is checked first: a bad one stops the start before anything runs.
+  const scanRules = config.scanRulesFile ? loadRulesFile(config.scanRulesFile) : undefined;
   const docker = await sandboxEngine(config, logger);
   // The data folder holds the store, the CA key, archives and the registry: the service's alone,
   // whatever mode an operator pre-created it with.
@@ -117,7 +120,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     sseHeartbeatMs: config.sseHeartbeatMs,
   });
   await api.ready();
-  const registry: Registry = await startRegistry({ config, store, logger });
+  const registry: Registry = await startRegistry({ config, store, logger, scanRules });
   // sandboxes reach the service's public port (registry pushes from inside), and nothing else of the host
   const closePort = config.sandboxRuntime === 'userns' ? await openPort(config.httpsPort) : async () => undefined;
   const edge = await startEdge({

@@ -6,7 +6,7 @@ import { RedisLeases } from '../core/redis-lease.ts';
 import { createRedis } from '../queue/connection.ts';
 import { ScanQueue, type ScanJob } from '../queue/scan-queue.ts';
 import { ImageScanner } from '../scanner/image-scanner.ts';
-import { loadRulesFile } from '../scanner/operator-rules.ts';
+import type { RuleSet } from '../scanner/rule-set.ts';
 import { startScanWorkers } from '../scanner/worker.ts';
 import type { Store } from '../store/index.ts';
 import { RegistryAuth } from './auth.ts';
@@ -35,9 +35,8 @@ export interface Registry {
  * The registry part of the service: the upstream (spawned or configured), the front, the scan
  * queue and this process's scan workers.
  */
-export async function startRegistry(opts: { config: Config; store: Store; logger: Logger }): Promise<Registry> {
-  const { config, store, logger } = opts;
-  const rules = config.scanRulesFile ? loadRulesFile(config.scanRulesFile) : undefined; // a bad file stops the start, before anything runs
+export async function startRegistry(opts: { config: Config; store: Store; logger: Logger; scanRules?: RuleSet }): Promise<Registry> {
+  const { config, store, logger, scanRules: rules } = opts;
   const upstream = config.registryUpstream ? await externalUpstream(config.registryUpstream, logger) : await spawnUpstream(config.dataDir, logger);
   const redis = createRedis(config.redisUrl);
   const workerRedis = config.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;

@@ -130,6 +130,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     registry: registry.front.server,
     logger,
     caKeys: store.serviceKeys,
+    timeouts: { heldRequestMs: config.wakeHoldMs },
   });
 
   return {

@@ -47,6 +47,8 @@ export interface Config {
   /** A start is refused when the limits of running sandboxes would pass this many times the host's memory / CPUs. */
   overcommitMemory: number;
   overcommitCpus: number;
+  /** An app request to an asleep sandbox is held this long while it wakes, then answered by the app (else the waiting page). */
+  wakeHoldMs: number;
   /** Comment lines on the log stream (GET logs/stream) this often, so proxies keep it open. */
   sseHeartbeatMs: number;
   /** The plain-HTTP API for operators on 127.0.0.1 (`npm start`). */
@@ -152,6 +154,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     quotaMaxRunning: int(env, 'SVC_QUOTA_MAX_RUNNING', 5),
     overcommitMemory: positive(env, 'SVC_OVERCOMMIT_MEMORY', 1.5),
     overcommitCpus: positive(env, 'SVC_OVERCOMMIT_CPUS', 16),
+    wakeHoldMs: int(env, 'SVC_WAKE_HOLD_MS', 5_000),
     sandboxDns: (env.SVC_SANDBOX_DNS ?? hostNameservers()).split(/[\s,]+/).filter(Boolean),
     sseHeartbeatMs: int(env, 'SVC_SSE_HEARTBEAT_MS', 15_000),
     apiPort: int(env, 'SVC_API_PORT', 8080),

@@ -19,6 +19,7 @@ import { forwardTcp } from './services/tcp-forward.ts';
 import { terminateTls } from './services/tls-terminate.ts';
 import { TlsProof } from './services/tls-proof.ts';
 import { WakeGate } from './services/wake-gate.ts';
+import { WakeHold } from './services/wake-hold.ts';
 
 export type { HttpHandler } from './services/http-server.ts';
 
@@ -38,6 +39,12 @@ export interface EdgeTimeouts {
   upstreamConnectMs: number;
   /** After asking the backend to wake a sandbox, do not ask again for this long (default 30 s). */
   wakeHoldMs: number;
+  /**
+   * An app request to an asleep sandbox (or to an app not up yet) is held this long while it
+   * wakes, then answered by the app, or with the waiting page if it is still not there
+   * (default 0: the waiting page at once; the service sets SVC_WAKE_HOLD_MS).
+   */
+  heldRequestMs: number;
   /** At most one recordActivity call per sandbox per this interval (default 500 ms). */
   activityIntervalMs: number;
   /** Raw tunnels (engine, shell, TCP twins) and websockets without a byte for this long are closed (default 1 h). */
@@ -54,6 +61,7 @@ export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
   bodyIdleMs: 60_000,
   upstreamConnectMs: 10_000,
   wakeHoldMs: 30_000,
+  heldRequestMs: 0,
   activityIntervalMs: 500,
   tunnelIdleMs: 3_600_000,
   shellProofMs: 120_000,
@@ -138,6 +146,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   const certificates = await loadEdgeCertificates(config, log, opts.caKeys);
   const activity = new ActivityMeter(backend, t.activityIntervalMs, log);
   const wakes = new WakeGate(backend, t.wakeHoldMs);
+  const holds = new WakeHold(backend, t.heldRequestMs);
   const notFound = createEdgeHttpServer(limits, (req, res) => sendPage(req, res, notFoundPage(req.headers.host ?? domain)));
   const apiServer = opts.api ? serverFor(opts.api, limits) : notFound;
   const registryServer = opts.registry ? serverFor(opts.registry, limits) : notFound;
@@ -146,6 +155,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     backend,
     activity,
     wakes,
+    holds,
     limits,
     get publicPort() {
       return publicPort;

@@ -55,17 +55,26 @@ function page(status: number, body: string, headers: Record<string, string> = {}
 }
 
 /**
- * Spec 3 / 7: HTTP 200, HTML, "Sandbox is waking up", refreshing itself until the app answers.
- * `why` tells a waking sandbox from an app that is still starting in a running one.
+ * How the waiting page notices that the app answers: a HEAD of its own address (same origin, no
+ * path of the app's taken) until the answer is not the waiting page, then a reload. The edge
+ * holds each of these requests while the sandbox wakes, so the one under way returns as soon as
+ * the app answers; otherwise the next look follows in 250 ms. Without scripts, a meta refresh.
+ */
+const LOOK_AGAIN_MS = 250;
+const WAITING_SCRIPT = `<script>(function(){var u=location.href;function look(){fetch(u,{method:'HEAD',cache:'no-store',credentials:'same-origin',redirect:'manual'}).then(function(r){if(r.headers.get('${WAITING_HEADER}')===null)location.reload();else setTimeout(look,${LOOK_AGAIN_MS})},function(){setTimeout(look,1000)})}look()})()</script>`;
+
+/**
+ * Spec 3 / 7: HTTP 200, HTML, "Sandbox is waking up", until the app answers; then the page shows
+ * the app by itself. `why` tells a waking sandbox from an app that is still starting in a running one.
  */
 export function waitingPage(host: string, why: 'waking' | 'starting' = 'waking'): Page {
   const text =
     why === 'waking'
-      ? `The sandbox behind <code>${escapeHtml(host)}</code> was asleep and is starting. This page reloads by itself; it takes a few seconds (about 30 after a deep sleep).`
-      : `The sandbox behind <code>${escapeHtml(host)}</code> is running, but the app does not answer yet. This page reloads by itself.`;
+      ? `The sandbox behind <code>${escapeHtml(host)}</code> was asleep and is starting: a second or two, a few more after a deep sleep. The app appears here as soon as it answers.`
+      : `The sandbox behind <code>${escapeHtml(host)}</code> is running, but the app does not answer yet. It appears here as soon as it does.`;
   return page(
     200,
-    html('Sandbox is waking up', 'Sandbox is waking up', [text], `<meta http-equiv="refresh" content="${WAITING_RETRY_SECONDS}">\n<script>setTimeout(function(){location.reload()},${WAITING_RETRY_SECONDS * 1000 + 1000})</script>\n`),
+    html('Sandbox is waking up', 'Sandbox is waking up', [text], `<noscript><meta http-equiv="refresh" content="${WAITING_RETRY_SECONDS}"></noscript>\n${WAITING_SCRIPT}\n`),
     { 'retry-after': String(WAITING_RETRY_SECONDS), [WAITING_HEADER]: '1' },
   );
 }

@@ -13,6 +13,7 @@ import {
   tooManyWakesPage,
   unavailablePage,
   waitingPage,
+  WAITING_HEADER,
   type Page,
 } from '../pages/pages.ts';
 import { sendPage, writeRawPage } from '../pages/respond.ts';
@@ -21,6 +22,7 @@ import { hostWithoutPort, requestHeadersForApp, responseHeadersObject, type Forw
 import { createEdgeHttpServer, type HttpLimits } from './http-server.ts';
 import { proxyUpgrade } from './upgrade.ts';
 import type { WakeGate } from './wake-gate.ts';
+import type { WakeHold } from './wake-hold.ts';
 
 /** What the listener learnt about a terminated app connection. */
 export interface AppConnection {
@@ -35,6 +37,8 @@ export interface AppProxyOptions {
   backend: EdgeBackend;
   activity: ActivityMeter;
   wakes: WakeGate;
+  /** Holds requests while their sandbox wakes or their app starts (0 ms: the waiting page at once). */
+  holds: WakeHold;
   limits: HttpLimits;
   /** The public HTTPS port, for X-Forwarded-Port. */
   publicPort: number;
@@ -124,13 +128,25 @@ export class AppHttpProxy {
     if (app.status === 'running') {
       this.opts.wakes.awake(app.sandbox);
       if (app.target) return { conn, decision: { kind: 'forward', sandbox: app.sandbox, target: app.target } };
-      return { conn, decision: { kind: 'page', page: waitingPage(conn.serverName, 'starting') } };
+      return { conn, decision: await this.holdOrWait(conn, app.sandbox, 'starting') };
     }
-    return { conn, decision: { kind: 'page', page: await this.wake(conn.serverName, app.sandbox) } };
+    const refused = await this.wake(conn.serverName, app.sandbox);
+    return { conn, decision: refused ? { kind: 'page', page: refused } : await this.holdOrWait(conn, app.sandbox, 'waking') };
   }
 
-  /** Wakes an asleep sandbox (within the owner's limit): the waiting page, or why not. */
-  private async wake(host: string, sandbox: string): Promise<Page> {
+  /**
+   * Holds the request while the sandbox wakes or its app starts: the app's answer if it comes
+   * within the hold, else the waiting page (which then notices by itself when the app answers).
+   */
+  private async holdOrWait(conn: AppConnection, sandbox: string, why: 'waking' | 'starting'): Promise<Decision> {
+    const target = await this.opts.holds.hold(conn.label);
+    if (!target) return { kind: 'page', page: waitingPage(conn.serverName, why) };
+    this.opts.wakes.awake(sandbox);
+    return { kind: 'forward', sandbox, target };
+  }
+
+  /** Wakes an asleep sandbox (within the owner's limit): null while the wake is under way, or the page saying why not. */
+  private async wake(host: string, sandbox: string): Promise<Page | null> {
     try {
       await this.opts.wakes.wake(sandbox);
     } catch (err) {
@@ -138,7 +154,7 @@ export class AppHttpProxy {
       this.opts.logger.warn({ err, sandbox }, 'edge: requestWake failed');
       return unavailablePage(host, 'the sandbox could not be woken');
     }
-    return waitingPage(host, 'waking');
+    return null;
   }
 
   /** @internal The activity callback for a sandbox. */
@@ -163,7 +179,7 @@ export class AppHttpProxy {
         return undefined;
       });
       if (app === null) return notFoundPage(host);
-      if (app && app.status !== 'running') return this.wake(host, app.sandbox);
+      if (app && app.status !== 'running') return (await this.wake(host, app.sandbox)) ?? waitingPage(host, 'waking');
     }
     if (err.code === 'ECONNREFUSED') return target.loopbackOnly ? loopbackOnlyPage(host, target.port) : waitingPage(host, 'starting');
     const timedOut = err.code === 'ETIMEDOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT';
@@ -220,7 +236,13 @@ export class AppHttpProxy {
     if (!x.retried && !x.hasBody && RETRYABLE.has(x.req.method ?? '') && STALE_SOCKET.has(err.code ?? '')) {
       return this.forward(x.req, x.res, x.conn, x.sandbox, x.target, true);
     }
-    void this.connectErrorPage(x.conn, x.target, err).then((page) => {
+    void this.connectErrorPage(x.conn, x.target, err).then(async (page) => {
+      // stopped since the last look, or its app not up yet: a request without a body (nothing of
+      // it was sent) is held like any request for a waking sandbox, and sent again once the app answers
+      if (page.headers[WAITING_HEADER] && !x.retried && !x.hasBody && !x.res.destroyed) {
+        const target = await this.opts.holds.hold(x.conn.label);
+        if (target && !x.res.destroyed) return this.forward(x.req, x.res, x.conn, x.sandbox, target, true);
+      }
       if (!x.res.destroyed) sendPage(x.req, x.res, page);
     });
   }

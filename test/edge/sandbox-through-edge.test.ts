@@ -31,7 +31,8 @@ describe('a sandbox through the edge', () => {
   const status = async () => (await t.api('GET', `/api/sandboxes/${name}`, alice.token)).body.status;
 
   before(async () => {
-    t = await startTestService();
+    // the waiting page's path: no hold (test/edge/wake-hold-sandbox.test.ts holds)
+    t = await startTestService({ wakeHoldMs: 0 });
     port = t.config.httpsPort;
     alice = await t.user('alice');
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-edge-e2e-'));

@@ -18,7 +18,8 @@ let cli: EngineCli;
 let dir: string;
 
 before(async () => {
-  t = await startTestService();
+  // the waiting page's path: no hold (test/edge/wake-hold-sandbox.test.ts holds)
+  t = await startTestService({ wakeHoldMs: 0 });
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-edge-stopped-'));
 });
 after(async () => {

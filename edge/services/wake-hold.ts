@@ -1,0 +1,66 @@
+import net from 'node:net';
+import type { AppRoute, EdgeBackend } from '../backend.ts';
+
+/** How often a held request's app is looked at while its sandbox wakes. */
+const LOOK_EVERY_MS = 100;
+/** A connection attempt to the app while it may still be starting. */
+const PROBE_TIMEOUT_MS = 1_000;
+
+/**
+ * Holds app requests while their sandbox wakes: a wake of about a second is answered by the app
+ * itself, and nobody sees the waiting page. All requests for one address share one look-out (a
+ * fresh state every LOOK_EVERY_MS, then a TCP connect to the app), which ends once the app accepts
+ * a connection, the address disappears, or no request waits any more; each request gives up after
+ * `holdMs` of its own and gets the waiting page (spec 7) instead.
+ */
+export class WakeHold {
+  private readonly lookouts = new Map<string, { waiting: number; ready: Promise<AppRoute | null> }>();
+
+  constructor(
+    private readonly backend: Pick<EdgeBackend, 'resolveApp'>,
+    readonly holdMs: number,
+  ) {}
+
+  /** The app's route once it accepts connections, or null after `holdMs` (or when it has none). */
+  async hold(label: string): Promise<AppRoute | null> {
+    if (this.holdMs <= 0) return null;
+    let lookout = this.lookouts.get(label);
+    if (!lookout) {
+      const fresh = { waiting: 0, ready: Promise.resolve<AppRoute | null>(null) };
+      fresh.ready = this.lookOut(label, fresh).finally(() => this.lookouts.delete(label));
+      this.lookouts.set(label, fresh);
+      lookout = fresh;
+    }
+    lookout.waiting++;
+    let timer: NodeJS.Timeout | undefined;
+    const givenUp = new Promise<null>((resolve) => { timer = setTimeout(() => resolve(null), this.holdMs); });
+    try {
+      return await Promise.race([lookout.ready, givenUp]);
+    } finally {
+      clearTimeout(timer);
+      lookout.waiting--;
+    }
+  }
+
+  private async lookOut(label: string, lookout: { waiting: number }): Promise<AppRoute | null> {
+    for (;;) {
+      const app = await this.backend.resolveApp(label, { fresh: true }).catch(() => undefined);
+      if (app === null) return null;
+      const target = app?.status === 'running' ? app.target : undefined;
+      if (target && !target.loopbackOnly && (await accepts(target))) return target;
+      await new Promise((r) => setTimeout(r, LOOK_EVERY_MS));
+      if (lookout.waiting === 0) return null;
+    }
+  }
+}
+
+/** Whether the app accepts a TCP connection now. */
+function accepts(target: AppRoute): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: target.host, port: target.port, timeout: PROBE_TIMEOUT_MS });
+    const done = (ok: boolean) => { socket.destroy(); resolve(ok); };
+    socket.once('connect', () => done(true));
+    socket.once('timeout', () => done(false));
+    socket.once('error', () => done(false));
+  });
+}

@@ -1,18 +1,20 @@
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
+import { EventEmitter, once } from 'node:events';
 import https from 'node:https';
 import net from 'node:net';
 import { test } from 'node:test';
 import tls from 'node:tls';
-import { lookupLoopback, readUntilClose, sleep, startApp, startTestEdge, TestBackend } from './helpers.ts';
+import { within } from '../helpers/within.ts';
+import { lookupLoopback, readUntilClose, startApp, startTestEdge, TestBackend } from './helpers.ts';
 
 test('close() stops listening and drops open streams, passthroughs and half-done handshakes', async () => {
   let appSide = 0;
+  const appEnded = new EventEmitter();
   const app = await startApp((req, res) => {
     appSide++;
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.write('data: open\n\n');
-    req.on('close', () => appSide--);
+    req.on('close', () => { if (--appSide === 0) appEnded.emit('all'); });
   });
   const engine = net.createServer((s) => s.on('data', () => {}));
   await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
@@ -27,24 +29,29 @@ test('close() stops listening and drops open streams, passthroughs and half-done
   const sseClosed = new Promise((r) => res.once('close', r));
   res.on('error', () => {});
 
-  // A ClientHello for the engine route: spliced to the engine stand-in, which never answers it.
+  // A connection that never sends a ClientHello, then a ClientHello for the engine route: spliced
+  // to the engine stand-in, which never answers it. The edge accepts them in that order, so once
+  // the engine has its connection, the idle one is the edge's too.
   let engineConns = 0;
-  engine.on('connection', () => engineConns++);
+  const spliced = within(5000, 'the engine connection to be spliced', (done) => {
+    engine.on('connection', () => { engineConns++; done(undefined); });
+    return () => undefined;
+  });
+  const idle = net.connect(e.port, '127.0.0.1');
   const pass = tls.connect({ host: '127.0.0.1', port: e.port, servername: 'svc-c-engine.localhost', rejectUnauthorized: false });
   pass.on('error', () => {});
   const passClosed = new Promise((r) => pass.once('close', r)); // events.once would reject on the expected error
-  const idle = net.connect(e.port, '127.0.0.1'); // never sends a ClientHello
-  await sleep(200);
+  await spliced;
   assert.equal(engineConns, 1, 'the engine connection is spliced');
 
   const t0 = Date.now();
   await e.close();
   const idleEnd = await readUntilClose(idle, 2000);
-  await Promise.race([sseClosed, sleep(2000).then(() => assert.fail('the SSE stream stayed open'))]);
+  await within(2000, 'the SSE stream to close', (done) => { void sseClosed.then(done); return () => undefined; });
   assert.ok(idleEnd.closed, 'a connection still in its ClientHello is closed');
-  await Promise.race([passClosed, sleep(2000).then(() => assert.fail('the passthrough stayed open'))]);
+  await within(2000, 'the passthrough to close', (done) => { void passClosed.then(done); return () => undefined; });
   assert.ok(Date.now() - t0 < 3000, `close took ${Date.now() - t0} ms`);
-  for (let i = 0; i < 50 && appSide > 0; i++) await sleep(20);
+  if (appSide > 0) await within(1000, 'the app to see its request end', (done) => { appEnded.once('all', () => done(undefined)); return () => undefined; });
   assert.equal(appSide, 0, 'the app saw its request end');
   const refused = await new Promise<string>((r) => net.connect(e.port, '127.0.0.1').on('error', (err: NodeJS.ErrnoException) => r(err.code ?? '')).on('connect', () => r('connected')));
   assert.equal(refused, 'ECONNREFUSED');

@@ -3,6 +3,7 @@ import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import type Docker from 'dockerode';
 import { MAX_LINE, SandboxLogStream, type LogEvent } from '../../logs/log-stream.ts';
+import { within } from '../helpers/within.ts';
 
 /**
  * Issue 14, hole 2: the sandbox's engine and containers choose every byte of the log stream.
@@ -19,19 +20,24 @@ const frame = (kind: 1 | 2, text: string | Buffer, declared?: number) => {
   return Buffer.concat([head, body]);
 };
 
+/**
+ * The engine writes `events` (after the stream has attached), then the container's `log` to its
+ * end, then ends its event stream: the log stream then releases every line it holds and is gone.
+ */
 function engine(log: Buffer[], events: string[] = []): Docker {
+  const eventStream = new PassThrough();
   return {
-    getEvents: async () => {
-      const out = new PassThrough();
-      setTimeout(() => { for (const e of events) out.write(e); }, 20);
-      return out;
-    },
+    getEvents: async () => eventStream,
     listContainers: async () => [{ Id: ID }],
     getContainer: () => ({
       inspect: async () => ({ Id: ID, Name: '/web', Config: { Labels: {}, Tty: false } }),
       logs: async () => {
+        // the events go first, so the log's lines come after the stream has met them
+        for (const e of events) eventStream.write(e);
         const out = new PassThrough();
         for (const f of log) out.write(f);
+        out.end();
+        out.once('end', () => eventStream.end());
         return out;
       },
     }),
@@ -40,11 +46,11 @@ function engine(log: Buffer[], events: string[] = []): Docker {
 
 async function collect(docker: Docker): Promise<LogEvent[]> {
   const logs: LogEvent[] = [];
-  const stream = new SandboxLogStream(docker, { log: (e) => logs.push(e), container: () => undefined, gone: () => undefined }, { holdMs: 0, since: 1n });
-  await stream.start();
-  await new Promise((r) => setTimeout(r, 300));
-  stream.stop();
-  return logs;
+  return within(10_000, 'the log stream to end', (done, fail) => {
+    const stream = new SandboxLogStream(docker, { log: (e) => logs.push(e), container: () => undefined, gone: () => done(logs) }, { holdMs: 0, since: 1n });
+    stream.start().catch(fail);
+    return () => stream.stop();
+  });
 }
 
 describe('log stream against a hostile engine', () => {

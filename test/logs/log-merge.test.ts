@@ -3,6 +3,7 @@ import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import type Docker from 'dockerode';
 import { SandboxLogStream, type LogEvent } from '../../logs/log-stream.ts';
+import { within } from '../helpers/within.ts';
 
 /**
  * The merge and resume logic of SandboxLogStream (pure logic, so a stand-in engine serves one
@@ -25,7 +26,8 @@ const frame = (kind: 1 | 2, text: string) => {
 /** stdout tick 1 (t=0), stderr warn (t=20), then stdout tick 2 (t=10): written after the newer stderr line. */
 const LOG = [frame(1, `${at(0)} tick 1\n`), frame(2, `${at(20)} warn\n`), frame(1, `${at(10)} tick 2\n`), frame(1, `${at(10)} tick 3\n`)];
 
-function engine(events = new PassThrough()): Docker {
+/** `logsRead`: called once the container's log has been read to its end. */
+function engine(events = new PassThrough(), logsRead?: () => void): Docker {
   return {
     getEvents: async () => events,
     listContainers: async () => [{ Id: ID }],
@@ -40,19 +42,26 @@ function engine(events = new PassThrough()): Docker {
           const ns = BigInt(Date.parse(ts.slice(0, 19) + 'Z')) * 1_000_000n + BigInt(ts.slice(20, 29));
           if (ns >= since) out.write(f);
         }
+        out.end();
+        if (logsRead) out.once('end', logsRead);
         return out;
       },
     }),
   } as unknown as Docker;
 }
 
+/**
+ * Every line the stream releases for a replay of LOG: once the log has been read, the engine's
+ * event stream ends, which makes the log stream release what it holds and say it is gone.
+ */
 async function collect(opts: ConstructorParameters<typeof SandboxLogStream>[2]): Promise<LogEvent[]> {
   const logs: LogEvent[] = [];
-  const stream = new SandboxLogStream(engine(), { log: (e) => logs.push(e), container: () => undefined, gone: () => undefined }, { holdMs: 0, ...opts });
-  await stream.start();
-  await new Promise((r) => setTimeout(r, 300));
-  stream.stop();
-  return logs;
+  const events = new PassThrough();
+  return within(10_000, 'the log stream to end', (done, fail) => {
+    const stream = new SandboxLogStream(engine(events, () => events.end()), { log: (e) => logs.push(e), container: () => undefined, gone: () => done(logs) }, { holdMs: 0, ...opts });
+    stream.start().catch(fail);
+    return () => stream.stop();
+  });
 }
 
 describe('log stream merge', () => {
@@ -76,12 +85,14 @@ describe('log stream merge', () => {
   it("skips what the sandbox's engine writes that is not a container event, and goes on", async () => {
     const events = new PassThrough();
     const seen: Array<{ action: string; container: string }> = [];
-    const stream = new SandboxLogStream(engine(events), { log: () => undefined, container: (e) => seen.push(e), gone: () => undefined }, { holdMs: 0 });
-    await stream.start();
-    events.write('not json\n{"id":7,"Action":"die"}\n{"id":"' + ID + '","Action":"die","timeNano":1e300,"Actor":{"Attributes":{"name":{"x":1}}}}\n');
-    events.write(`${'x'.repeat(100_000)}\n{"id":"${ID}","Action":"die","Actor":{"Attributes":{"name":"web"}}}\n`);
-    for (const deadline = Date.now() + 10_000; seen.length < 2 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
-    stream.stop();
+    await within(10_000, 'two container events', (done, fail) => {
+      const stream = new SandboxLogStream(engine(events), { log: () => undefined, container: (e) => { if (seen.push(e) === 2) done(undefined); }, gone: () => undefined }, { holdMs: 0 });
+      stream.start().then(() => {
+        events.write('not json\n{"id":7,"Action":"die"}\n{"id":"' + ID + '","Action":"die","timeNano":1e300,"Actor":{"Attributes":{"name":{"x":1}}}}\n');
+        events.write(`${'x'.repeat(100_000)}\n{"id":"${ID}","Action":"die","Actor":{"Attributes":{"name":"web"}}}\n`);
+      }, fail);
+      return () => stream.stop();
+    });
     assert.deepEqual(seen.map((e) => [e.action, e.container]), [['stop', ID.slice(0, 12)], ['stop', 'web']]);
   });
 });

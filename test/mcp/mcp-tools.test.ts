@@ -83,8 +83,15 @@ describe('MCP tools', () => {
     assert.deepEqual((await call(agent, 'read_sandbox_file', { path: '/srv/site/index.html' })).value, { path: '/srv/site/index.html', text: '<h1>héllo</h1>\n' });
     assert.deepEqual((await call(agent, 'delete_sandbox_file', { path: '/srv/site' })).value, { path: '/srv/site', deleted: true });
     assert.equal((await inSandbox('ls -A /srv')).trim(), '');
-    const volumes = (await call(agent, 'list_sandbox_volumes')).value;
-    assert.ok(Array.isArray(volumes));
+    // a volume of the sandbox's own engine: listed, and its path works with the file tools
+    await inSandbox('docker volume create mcp-data >/dev/null');
+    const volumes = (await call(agent, 'list_sandbox_volumes')).value as Array<{ name: string; path: string; project: string | null; containers: unknown[] }>;
+    const volume = volumes.find((v) => v.name === 'mcp-data');
+    assert.deepEqual(volume, { name: 'mcp-data', path: '/var/lib/docker/volumes/mcp-data/_data', project: null, containers: [] }, JSON.stringify(volumes));
+    assert.deepEqual((await call(agent, 'write_sandbox_file', { path: `${volume!.path}/note.txt`, text: 'kept\n' })).value, { path: `${volume!.path}/note.txt`, size: 5 });
+    const mountpoint = (await inSandbox("docker volume inspect mcp-data --format '{{.Mountpoint}}'")).trim();
+    assert.equal(mountpoint, volume!.path, 'the engine mounts the volume from the listed path');
+    assert.equal(await inSandbox(`cat ${mountpoint}/note.txt`), 'kept\n');
   });
 
   it('gives tool errors with the API\'s codes for bad input', async () => {

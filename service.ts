@@ -10,6 +10,7 @@ import { SignInGuard } from './api/sign-in-guard.ts';
 import { WebSessions } from './accounts/index.ts';
 import { Admission } from './accounts/admission.ts';
 import { quotaDefaults } from './accounts/quotas.ts';
+import { AuditLog } from './accounts/audit.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
 import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
@@ -89,12 +90,15 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   await apps.start();
   const sessions = new IdleSessions(redis, config.redisPrefix);
   const leases = new RedisLeases(redis, `${config.redisPrefix}:lease`);
+  const audit = new AuditLog(store, logger.child({ part: 'audit' }), config.auditRetentionDays);
+  const stopPruningAudit = audit.startRetention();
   const admission = new Admission({
     store, redis, leases, prefix: config.redisPrefix,
     defaults: quotaDefaults(config),
     host: { memoryMb: Math.floor(os.totalmem() / 1024 / 1024), cpus: os.availableParallelism(), overcommitMemory: config.overcommitMemory, overcommitCpus: config.overcommitCpus },
     running: async () => (await runtime.list()).filter((c) => c.running).map((c) => c.name),
     stopsAt: async (sandbox) => (await sessions.get(sandbox))?.expiresAt,
+    onRefusal: (owner, sandbox, err) => void audit.record('quota.refused', undefined, { sandbox, target: owner.name, outcome: 'refused', detail: err.message }),
   });
   const wakeLimits = new WakeLimits(redis, config.redisPrefix, async (ownerId) => {
     const owner = await store.users.get(ownerId);
@@ -117,6 +121,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     managerAccess: (record) => lifecycle.managerAccess(record),
     admission,
     wakeLimits,
+    audit,
     sseHeartbeatMs: config.sseHeartbeatMs,
   });
   await api.ready();
@@ -143,6 +148,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     registry,
     async close() {
       clearInterval(rearm);
+      stopPruningAudit();
       // Each step is bounded: one that hangs (BullMQ's Worker.close() waits forever on a
       // connection that is reconnecting to a Redis that is gone) is logged and left behind.
       const step = (what: string, work: () => Promise<unknown> | unknown) => bounded(what, work, logger);

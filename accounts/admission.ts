@@ -111,7 +111,7 @@ export class Admission {
       });
     } catch (err) {
       const code = (err as { code?: string }).code;
-      if (code === 'SVC_QUOTA_EXCEEDED' || code === 'SVC_QUOTA_RUNNING' || code === 'SVC_HOST_FULL' || code === 'SVC_ACCOUNT_DISABLED') {
+      if (code === 'SVC_QUOTA_EXCEEDED' || code === 'SVC_QUOTA_RUNNING' || code === 'SVC_HOST_FULL') {
         this.deps.onRefusal?.(owner, record.name, err as Error);
       }
       throw err;

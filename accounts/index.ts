@@ -1,10 +1,10 @@
 export { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
 export {
-  createUser, resetPassword, changePassword, verifyUserPassword, requireUserByName, updateUser, validateUserName, publicUser,
+  createUser, resetPassword, changePassword, verifyUserPassword, requireUserByName, updateUser, validateUserName, publicUser, recordSignIn, setDisabled,
   type NewUser,
 } from './users.ts';
 export {
-  TOKEN_PREFIX, authenticate, createToken, listTokens, revokeToken, generateTokenValue, hashToken, looksLikeToken, publicToken, redactTokens, containsToken,
+  TOKEN_PREFIX, DISABLED, authenticate, createToken, listTokens, revokeToken, generateTokenValue, hashToken, looksLikeToken, publicToken, redactTokens, containsToken,
   type Caller, type Principal, type NewToken,
 } from './tokens.ts';
 export {

@@ -4,6 +4,8 @@ import type { Store } from '../store/index.ts';
 import type { TokenRecord, UserRecord } from '../store/records.ts';
 
 export const TOKEN_PREFIX = 'svc_';
+/** What a disabled account's tokens and sessions are told (401). */
+export const DISABLED = 'this account is disabled; ask an administrator to enable it';
 /** `svc_` + 43 base64url characters: 32 random bytes (256 bits). */
 const TOKEN_FORMAT = /^svc_[A-Za-z0-9_-]{43}$/;
 
@@ -138,6 +140,7 @@ export async function authenticate(store: Store, authorizationHeader: string | u
   }
   const user = await store.users.get(token.user_id);
   if (!user) throw new errors.Unauthenticated('unknown or revoked token');
+  if (user.disabled_at) throw new errors.Unauthenticated(DISABLED);
   touch(store, token);
   return token.sandbox !== undefined ? { user, token, sandbox: token.sandbox } : { user, token };
 }

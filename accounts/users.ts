@@ -103,3 +103,17 @@ export async function requireUserByName(store: Store, name: string): Promise<Use
 export function publicUser(user: UserRecord): { id: string; name: string; admin: boolean; created_at: string } {
   return { id: user.id, name: user.name, admin: user.admin, created_at: user.created_at };
 }
+
+/** Notes a successful sign-in (shown to admins as "last sign-in"). */
+export async function recordSignIn(store: Store, userId: string): Promise<void> {
+  await updateUser(store, userId, (u) => ({ ...u, last_sign_in_at: new Date().toISOString() }));
+}
+
+/** Disables or enables an account; disabling twice keeps the first time. Ending sessions and sleeping sandboxes is the caller's part. */
+export async function setDisabled(store: Store, name: string, disabled: boolean): Promise<UserRecord> {
+  const user = await requireUserByName(store, name);
+  return updateUser(store, user.id, (u) => {
+    const { disabled_at: was, ...rest } = u;
+    return disabled ? { ...rest, disabled_at: was ?? new Date().toISOString() } : rest;
+  });
+}

@@ -31,6 +31,9 @@ import { noTokenInUrlPlugin, reqSerializer } from './plugins/no-token-in-url.ts'
 import { uiPlugin } from './plugins/ui.ts';
 import type { Admission } from '../accounts/admission.ts';
 import type { WakeLimits } from '../lifecycle/wake-limits.ts';
+import type { AuditLog } from '../accounts/audit.ts';
+import { auditPlugin } from './plugins/audit.ts';
+import { adminRoutes } from './routes/admin.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -54,6 +57,7 @@ export interface ApiDeps {
   /** Quotas and what each user uses of them (GET /me, the admin routes). */
   admission: Admission;
   wakeLimits: WakeLimits;
+  audit: AuditLog;
   /** The web UI's build (ui/dist when absent). */
   uiDir?: string;
 }
@@ -77,6 +81,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   app.addSchema(ErrorBody);
   await app.register(errorsPlugin);
   await app.register(noTokenInUrlPlugin);
+  await app.register(auditPlugin, { audit: deps.audit });
   await app.register(swaggerPlugin);
   app.get('/ca.pem', {
     config: { public: true },
@@ -95,6 +100,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(authPlugin, { store: deps.store, sessions: deps.sessions, siteOrigin: addresses.site });
       await api.register(sessionRoutes, { store: deps.store, sessions: deps.sessions, guard: deps.signInGuard, siteOrigin: addresses.site });
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
+      await api.register(adminRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, sessions: deps.sessions });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, wakeLimits: deps.wakeLimits });
       await api.register(registryRoutes, { store: deps.store });
       const { files } = deps;

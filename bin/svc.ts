@@ -5,6 +5,8 @@
  *   svc user create NAME [--admin]    prints the new password as the last line of stdout
  *   svc user list [--json]
  *   svc user passwd NAME              prints a new password as the last line of stdout
+ *   svc user disable NAME | svc user enable NAME
+ *   svc audit [--user NAME] [--sandbox S] [--action A] [--since ISO] [--until ISO] [--limit N] [--json]
  *   svc user set NAME [--max-sandboxes N] [--max-running N] [--memory-mb N] [--cpus N] [--wakes-per-hour N] [--admin | --no-admin]
  *   svc token create NAME [--sandbox SANDBOX] [--name LABEL]
  *                                     prints the new svc_… token as the last line of stdout
@@ -17,11 +19,12 @@
  * SVC_DATA_DIR); safe to run while the service runs. A password or token appears on that one
  * stdout line only, never in messages or logs. Exit codes: 0 done, 1 failed, 2 usage error.
  */
+import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../core/config.ts';
 import { openStore, type Store } from '../store/index.ts';
 import type { TokenRecord, UserRecord } from '../store/records.ts';
-import { createToken, createUser, listTokens, requireUserByName, resetPassword, revokeToken, updateUser } from '../accounts/index.ts';
+import { createToken, createUser, listTokens, requireUserByName, resetPassword, revokeToken, setDisabled, updateUser } from '../accounts/index.ts';
 import { serviceCaPem } from '../edge/index.ts';
 import { effectiveQuotas, quotaDefaults, setQuotas, type QuotaName } from '../accounts/quotas.ts';
 import { exportSandbox, managerNotIncluded } from '../export/index.ts';
@@ -35,6 +38,11 @@ const USAGE = `usage:
                     [--admin | --no-admin]
                                       set the user's quotas (N "default": back to the operator's default)
                                       and admin flag; prints the quotas in force
+  svc user disable NAME               refuse the user's tokens and web sessions at once (their sandboxes
+                                      cannot be woken; the admin API also puts running ones to sleep)
+  svc user enable NAME                let a disabled user in again
+  svc audit [--user NAME] [--sandbox SANDBOX] [--action ACTION] [--since ISO] [--until ISO] [--limit N] [--json]
+                                      the audit log, newest first (ACTION: sandbox.create, or a family: sandbox.)
   svc token create NAME [--sandbox SANDBOX] [--name LABEL]
                                       create a personal access token for user NAME; prints it (last line)
                                       --sandbox limits the token to one of the user's sandboxes
@@ -54,7 +62,7 @@ class UsageError extends Error {}
 
 type Options = {
   admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string;
-  'no-admin'?: boolean; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
+  'no-admin'?: boolean; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
 };
 
 /** `svc user set` options and the quota each sets. */
@@ -116,6 +124,10 @@ async function run(argv: string[]): Promise<void> {
         user: { type: 'string' },
         out: { type: 'string' },
         'no-admin': { type: 'boolean' },
+        action: { type: 'string' },
+        since: { type: 'string' },
+        until: { type: 'string' },
+        limit: { type: 'string' },
         'max-sandboxes': { type: 'string' },
         'max-running': { type: 'string' },
         'memory-mb': { type: 'string' },
@@ -134,19 +146,24 @@ async function run(argv: string[]): Promise<void> {
     out(USAGE);
     return;
   }
-  const command = group === 'export' ? 'export' : `${group} ${action ?? ''}`.trim();
-  if (command === 'export' && action !== undefined) rest.unshift(action);
-  const known = ['user create', 'user list', 'user passwd', 'user set', 'token create', 'token list', 'token revoke', 'export'];
+  const single = group === 'export' || group === 'audit';
+  const command = single ? group : `${group} ${action ?? ''}`.trim();
+  if (single && action !== undefined) rest.unshift(action);
+  const known = ['user create', 'user list', 'user passwd', 'user set', 'user disable', 'user enable', 'audit', 'token create', 'token list', 'token revoke', 'export'];
   if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
 
   const config = loadConfig();
   const store = await openStore(config.storeUrl, { table: config.storeTable, secretKeyFile: config.secretKeyFile });
+  // the operator's actions are audit rows like an admin's, with the command line as their source
+  const audit = (action: string, target: string, detail?: string) =>
+    store.audit.append({ action, outcome: 'ok', source: `cli:${os.userInfo().username}`, target, ...(detail ? { detail } : {}) });
   try {
     switch (command) {
       case 'user create': {
         only(options, ['admin'], command);
         const [name] = args(rest, 1, 'NAME', command);
         const { user, password } = await createUser(store, { name: name!, admin: options.admin === true });
+        await audit('admin.user_create', user.name, user.admin ? 'admin' : undefined);
         out(`created user ${user.name}${user.admin ? ' (admin)' : ''}, id ${user.id}; password (shown once):`);
         out(password);
         return;
@@ -155,6 +172,7 @@ async function run(argv: string[]): Promise<void> {
         only(options, [], command);
         const [name] = args(rest, 1, 'NAME', command);
         const { user, password } = await resetPassword(store, name!);
+        await audit('admin.user_password_reset', user.name);
         out(`new password for ${user.name} (shown once):`);
         out(password);
         return;
@@ -169,8 +187,42 @@ async function run(argv: string[]): Promise<void> {
         if (Object.keys(change).length === 0 && admin === undefined) throw new UsageError('"svc user set" needs at least one of --max-sandboxes, --max-running, --memory-mb, --cpus, --wakes-per-hour, --admin, --no-admin');
         let user = await setQuotas(store, name!, change);
         if (admin !== undefined) user = await updateUser(store, user.id, (u) => ({ ...u, admin }));
+        await audit('admin.user_update', user.name, JSON.stringify({ ...(admin !== undefined ? { admin } : {}), quotas: change }));
         const quotas = effectiveQuotas(user, quotaDefaults(config));
         out(`${user.name}${user.admin ? ' (admin)' : ''}: ${Object.entries(quotas).map(([q, v]) => `${q} ${v}${user.quotas?.[q as QuotaName] === undefined ? ' (default)' : ''}`).join(', ')}`);
+        return;
+      }
+      case 'user disable':
+      case 'user enable': {
+        only(options, [], command);
+        const [name] = args(rest, 1, 'NAME', command);
+        const disable = command === 'user disable';
+        const user = await setDisabled(store, name!, disable);
+        await audit(disable ? 'admin.user_disable' : 'admin.user_enable', user.name);
+        out(disable
+          ? `disabled ${user.name}: their tokens and sessions are refused from the next request; their sandboxes cannot be woken (running ones sleep at their idle timeout, or at once through POST /api/admin/users/${user.name}/disable)`
+          : `enabled ${user.name}`);
+        return;
+      }
+      case 'audit': {
+        only(options, ['user', 'sandbox', 'action', 'since', 'until', 'limit', 'json'], command);
+        args(rest, 0, '', command);
+        const time = (v: string | undefined, name: string) => {
+          if (v === undefined) return undefined;
+          if (Number.isNaN(Date.parse(v))) throw new UsageError(`--${name} needs an ISO time (2026-11-26T05:00:00Z), got "${v}"`);
+          return new Date(Date.parse(v)).toISOString();
+        };
+        if (options.limit !== undefined && !/^[0-9]{1,3}$/.test(options.limit)) throw new UsageError(`--limit needs a number from 1 to 500, got "${options.limit}"`);
+        const actor = options.user === undefined ? undefined : await requireUserByName(store, options.user);
+        const page = await store.audit.query(
+          { actorId: actor?.id, sandbox: options.sandbox, action: options.action, since: time(options.since, 'since'), until: time(options.until, 'until') },
+          { limit: options.limit === undefined ? 100 : Number(options.limit) },
+        );
+        if (options.json) { out(JSON.stringify(page.rows)); return; }
+        if (page.rows.length === 0) { note('no audit rows match'); return; }
+        table([['TIME', 'ACTION', 'OUTCOME', 'ACTOR', 'TOKEN', 'SOURCE', 'SANDBOX', 'TARGET'],
+          ...page.rows.map((r) => [r.at, r.action, r.outcome, r.actor_name ?? '-', r.token_id ?? '-', r.source, r.sandbox ?? '-', r.target ?? '-'])]);
+        if (page.next) note('(more rows: narrow with --since/--until or raise --limit)');
         return;
       }
       case 'user list': {
@@ -197,6 +249,7 @@ async function run(argv: string[]): Promise<void> {
           ...(sandbox !== undefined ? { sandbox } : {}),
           ...(options.name !== undefined ? { name: options.name } : {}),
         });
+        await audit('token.create', user.name, `token ${token.id}${sandbox ? ` limited to ${sandbox}` : ''}`);
         out(`created token ${token.id} for ${user.name}${sandbox ? `, limited to sandbox ${sandbox}` : ''}; value (shown once):`);
         out(value);
         return;
@@ -218,6 +271,7 @@ async function run(argv: string[]): Promise<void> {
         only(options, [], command);
         const [id] = args(rest, 1, 'TOKEN_ID', command);
         const token = await revokeToken(store, id!);
+        await audit('token.revoke', token.id);
         out(`revoked token ${token.id} (at ${token.revoked_at})`);
         return;
       }

@@ -49,6 +49,8 @@ export interface Config {
   overcommitCpus: number;
   /** An app request to an asleep sandbox is held this long while it wakes, then answered by the app (else the waiting page). */
   wakeHoldMs: number;
+  /** Audit rows older than this many days are removed (0: kept for ever). */
+  auditRetentionDays: number;
   /** Comment lines on the log stream (GET logs/stream) this often, so proxies keep it open. */
   sseHeartbeatMs: number;
   /** The plain-HTTP API for operators on 127.0.0.1 (`npm start`). */
@@ -155,6 +157,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     overcommitMemory: positive(env, 'SVC_OVERCOMMIT_MEMORY', 1.5),
     overcommitCpus: positive(env, 'SVC_OVERCOMMIT_CPUS', 16),
     wakeHoldMs: int(env, 'SVC_WAKE_HOLD_MS', 5_000),
+    auditRetentionDays: int(env, 'SVC_AUDIT_RETENTION_DAYS', 365),
     sandboxDns: (env.SVC_SANDBOX_DNS ?? hostNameservers()).split(/[\s,]+/).filter(Boolean),
     sseHeartbeatMs: int(env, 'SVC_SSE_HEARTBEAT_MS', 15_000),
     apiPort: int(env, 'SVC_API_PORT', 8080),

@@ -6,10 +6,12 @@ import { tokenStore, type TokenStore } from './tokens.ts';
 import { userStore, type UserStore } from './users.ts';
 import { serviceKeyStore, type ServiceKeyStore } from './service-keys.ts';
 import { storeLock } from './lock.ts';
+import { auditStore, type AuditStore } from './audit.ts';
 
 export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts } from './records.ts';
 export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore };
 export type { ServiceKeyName } from './service-keys.ts';
+export type { AuditStore, AuditRow, AuditFilter, AuditPage } from './audit.ts';
 export type { RegistryStore, RepoRecord, VersionRecord, LayerScanRecord, Finding, ScanState, ScanProgress } from './registry.ts';
 
 export interface Store {
@@ -20,6 +22,8 @@ export interface Store {
   registry: RegistryStore;
   /** The service CA and the registry token key, sealed (issue 19: one of each for every process). */
   serviceKeys: ServiceKeyStore;
+  /** The audit log (issue 24): a table of its own. */
+  audit: AuditStore;
   /**
    * Runs `work` while no other writer, in this process or another on the same database, holds any
    * of `keys`: for a read-modify-write of a record (accounts' user changes).
@@ -50,6 +54,7 @@ export async function openStore(url: string, options: StoreOptions): Promise<Sto
       sandboxes: await sandboxStore(backend, box, locks),
       registry: await registryStore(backend),
       serviceKeys: await serviceKeyStore(backend, box),
+      audit: await auditStore(backend),
       exclusive: (keys, work) => locks.run(keys, work),
       close: () => backend.close(),
     };
@@ -65,5 +70,6 @@ export async function openStore(url: string, options: StoreOptions): Promise<Sto
 export async function destroyStore(store: Store): Promise<void> {
   const backend = backends.get(store);
   if (!backend) throw new Error('not a store opened by openStore');
+  await store.audit.drop();
   await backend.drop();
 }

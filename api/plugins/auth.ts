@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { authenticate, type Caller, type WebSessions } from '../../accounts/index.ts';
+import { authenticate, DISABLED, type Caller, type WebSessions } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
 import type { Store } from '../../store/index.ts';
 import { requestSession, SESSION_COOKIE, readCookie } from '../web-session.ts';
@@ -38,6 +38,7 @@ export const authPlugin = fp(
       const { id, session } = await requestSession(request, opts.sessions, opts.siteOrigin);
       const user = await opts.store.users.get(session.userId);
       if (!user) throw new errors.Unauthenticated('your account no longer exists');
+      if (user.disabled_at) throw new errors.Unauthenticated(DISABLED);
       request.principal = { user, session: id };
     });
   },

@@ -21,6 +21,7 @@ export const exportRoutes: FastifyPluginAsyncTypebox<{ exportDeps: ExportDeps; l
     const { folder, entries } = await exportSandbox(exportDeps, request.principal.user, record, extras);
     const zip = await zipEntries(entries);
     request.log.info({ sandbox: record.name }, 'export folder made (new limited token)');
+    await request.audit('sandbox.export', { sandbox: record.name, detail: 'export folder with a new token limited to the sandbox' });
     return reply
       .header('content-type', 'application/zip')
       .header('content-disposition', `attachment; filename="${folder}.zip"`)

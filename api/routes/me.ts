@@ -59,18 +59,23 @@ export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Life
       body: Type.Object({ name: Type.Optional(Type.String({ maxLength: 100 })), sandbox: Type.Optional(Type.String({ maxLength: 64 })) }, { additionalProperties: false }),
       response: { 201: Type.Object({ token: Type.String(), record: Token }), ...errorResponses(400, 401, 403, 404) },
     },
-  }, async ({ principal, body }, reply) => {
+  }, async (request, reply) => {
+    const { principal, body } = request;
     forbidLimited(principal, 'create access tokens');
     const created = await createToken(store, { userId: principal.user.id, ...body });
+    await request.audit('token.create', { target: created.token.id, ...(created.token.sandbox ? { sandbox: created.token.sandbox } : {}) });
     reply.status(201);
     return { token: created.value, record: publicToken(created.token) };
   });
 
   app.delete('/me/tokens/:id', {
     schema: { tags, summary: 'Revoke an access token', params: IdParams, response: { 200: Token, ...errorResponses(401, 403, 404) } },
-  }, async ({ principal, params }) => {
+  }, async (request) => {
+    const { principal, params } = request;
     forbidLimited(principal, 'revoke access tokens');
-    return publicToken(await revokeToken(store, params.id, { userId: principal.user.id }));
+    const token = await revokeToken(store, params.id, { userId: principal.user.id });
+    await request.audit('token.revoke', { target: token.id });
+    return publicToken(token);
   });
 
   app.get('/me/ssh-keys', {
@@ -83,9 +88,11 @@ export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Life
       body: Type.Object({ key: Type.String({ minLength: 1, maxLength: 16384 }) }, { additionalProperties: false }),
       response: { 201: SshKey, ...errorResponses(400, 401, 403, 409) },
     },
-  }, async ({ principal, body }, reply) => {
+  }, async (request, reply) => {
+    const { principal, body } = request;
     forbidLimited(principal, 'change SSH keys');
     const key = await addSshKey(store, principal.user.id, body.key);
+    await request.audit('ssh_key.add', { target: key.fingerprint });
     await lifecycle.syncSshKeys(principal.user.id);
     reply.status(201);
     return key;
@@ -93,9 +100,11 @@ export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Life
 
   app.delete('/me/ssh-keys/:id', {
     schema: { tags, summary: 'Remove an SSH public key', params: IdParams, response: { 200: SshKey, ...errorResponses(401, 403, 404) } },
-  }, async ({ principal, params }) => {
+  }, async (request) => {
+    const { principal, params } = request;
     forbidLimited(principal, 'change SSH keys');
     const key = await removeSshKey(store, principal.user.id, params.id);
+    await request.audit('ssh_key.remove', { target: key.fingerprint });
     await lifecycle.syncSshKeys(principal.user.id);
     return key;
   });

@@ -32,13 +32,20 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     schema: { tags, summary: 'Create a sandbox', body: CreateSandboxBody, response: { 201: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 409, 422, 502) } },
   }, async (request, reply) => {
     forbidLimited(request.principal, 'create sandboxes');
+    const view = await lifecycle.create(request.principal.user, request.body);
+    const { name: _name, ...settings } = request.body;
+    await request.audit('sandbox.create', { sandbox: view.name, detail: JSON.stringify(settings) });
     reply.status(201);
-    return lifecycle.create(request.principal.user, request.body);
+    return view;
   });
 
   app.get('/sandboxes/:name', {
     schema: { tags, summary: 'The sandbox record', params, response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410) } },
-  }, async (request) => lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use')));
+  }, async (request) => {
+    const view = await lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use'));
+    if (view.extras.manager_password) await request.audit('sandbox.manager_password_read', { sandbox: view.name });
+    return view;
+  });
 
   app.post('/sandboxes/:name/start', {
     schema: {
@@ -61,7 +68,9 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     schema: { tags, params, summary: 'Change idle_timeout and/or deep_sleep_after (owner or admin)', body: PatchSandboxBody, response: { 200: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 404, 409, 410) } },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
-    return lifecycle.updateSettings(record.name, request.body);
+    const view = await lifecycle.updateSettings(record.name, request.body);
+    await request.audit('sandbox.patch', { sandbox: record.name, detail: JSON.stringify(request.body) });
+    return view;
   });
 
   app.delete('/sandboxes/:name', {
@@ -69,6 +78,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'delete');
     const result = await lifecycle.archive(record.name);
+    await request.audit('sandbox.delete', { sandbox: record.name, detail: result.archive });
     return { ...result, archived: true as const };
   });
 
@@ -80,6 +90,8 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
-    return lifecycle.enableEngineAccess(record.name);
+    const view = await lifecycle.enableEngineAccess(record.name);
+    await request.audit('sandbox.enable_engine_access', { sandbox: record.name });
+    return view;
   });
 };

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { changePassword, publicUser, verifyUserPassword, type WebSessions } from '../../accounts/index.ts';
+import { changePassword, DISABLED, publicUser, recordSignIn, verifyUserPassword, type WebSessions } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
 import type { Store } from '../../store/index.ts';
 import { forbidLimited } from '../access.ts';
@@ -33,9 +33,25 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<SessionRoutesOptions> = as
   }, async (request, reply) => {
     refuseCrossSite(request, siteOrigin);
     const { name, password } = request.body;
-    const user = await guard.attempt(name, request.ip, () => verifyUserPassword(store, name, password));
-    if (!user) throw new errors.Unauthenticated('wrong user name or password');
+    let user;
+    try {
+      user = await guard.attempt(name, request.ip, () => verifyUserPassword(store, name, password));
+    } catch (err) {
+      await request.audit('session.sign_in', { outcome: 'refused', target: name, detail: (err as Error).message });
+      throw err;
+    }
+    if (!user) {
+      await request.audit('session.sign_in', { outcome: 'failed', target: name, detail: 'wrong user name or password' });
+      throw new errors.Unauthenticated('wrong user name or password');
+    }
+    if (user.disabled_at) {
+      await request.audit('session.sign_in', { outcome: 'refused', target: name, detail: 'account disabled' });
+      throw new errors.AccountDisabled(user.name);
+    }
     const { id, session } = await sessions.create(user.id);
+    await recordSignIn(store, user.id);
+    request.principal = { user, session: id }; // the actor of this row: who signed in
+    await request.audit('session.sign_in', { target: user.name });
     setSessionCookie(reply, id);
     request.log.info({ user: user.name }, 'signed in');
     return { user: publicUser(user), csrf: session.csrf };
@@ -48,6 +64,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<SessionRoutesOptions> = as
     const { session } = await requestSession(request, sessions, siteOrigin);
     const user = await store.users.get(session.userId);
     if (!user) throw new errors.Unauthenticated('your account no longer exists');
+    if (user.disabled_at) throw new errors.Unauthenticated(DISABLED);
     return { user: publicUser(user), csrf: session.csrf };
   });
 
@@ -71,7 +88,11 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<SessionRoutesOptions> = as
     const { principal, body } = request;
     forbidLimited(principal, 'change the password');
     const user = await guard.attempt(principal.user.name, request.ip, () => changePassword(store, principal.user.id, body.current_password, body.new_password));
-    if (!user) throw new errors.Forbidden('the current password is not right; nothing was changed');
+    if (!user) {
+      await request.audit('account.password_change', { outcome: 'failed', target: principal.user.name });
+      throw new errors.Forbidden('the current password is not right; nothing was changed');
+    }
+    await request.audit('account.password_change', { target: user.name });
     const ended = await sessions.endOthers(user.id, principal.session);
     request.log.info({ user: user.name, ended }, 'password changed');
     return { changed: true as const, other_sessions_ended: ended };

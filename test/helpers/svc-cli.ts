@@ -8,8 +8,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 export interface CliResult { code: number | null; stdout: string; stderr: string }
 
 /** Runs `npx svc …` from the repository root on a test service's store, as its operator would. */
-export function svcCli(config: Pick<Config, 'dataDir' | 'secretKeyFile'>, ...args: string[]): Promise<CliResult> {
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: config.dataDir, SVC_SECRET_KEY_FILE: config.secretKeyFile };
+export function svcCli(config: Pick<Config, 'dataDir' | 'secretKeyFile' | 'storeTable'>, ...args: string[]): Promise<CliResult> {
+  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: config.dataDir, SVC_SECRET_KEY_FILE: config.secretKeyFile, SVC_STORE_TABLE: config.storeTable };
   delete env.SVC_STORE_URL;
   return new Promise((resolve, reject) => {
     const child = spawn('npx', ['svc', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });

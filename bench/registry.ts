@@ -8,12 +8,13 @@
  *     versus nginx as a TLS reverse proxy to the upstream (one worker, bodies streamed both ways:
  *     what the usual C proxy reaches for the same TLS hop on this machine);
  *  2. scan throughput on a real Debian root filesystem layer (the sandbox image's debootstrap
- *     layer, gzip) versus plain `gunzip` of the same blob (target: ≥ 70% of gunzip's speed);
+ *     layer, gzip) versus plain `gunzip` of the same blob (target: ≥ 70% of gunzip's speed; the
+ *     scanner alone, with a text tree against gitleaks too: bench/scanner.ts);
  *  3. time from the end of a 200 MB image push to its finished report (target: < 5 s).
  *
  * Usage: npx tsx bench/registry.ts [--mb 200] [--runs 3] [--transfer-only]
  */
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -30,6 +31,7 @@ import { serviceCaPem } from '../edge/index.ts';
 import { scanLayer } from '../scanner/layer-reader.ts';
 import { startTestService } from '../test/helpers/service.ts';
 import { OciClient, sha256 } from '../test/registry/oci.ts';
+import { debianLayer } from './support/debian-layer.ts';
 import { ensureNginx, startNginxProxy, type NginxProxy } from './support/reference-tools.ts';
 
 const arg = (name: string, fallback: number) => {
@@ -137,23 +139,6 @@ async function nginxInFront(dataDir: string, domain: string, host: string, upstr
   return startNginxProxy(bin, { dir: tmp, serverName: host, certFile, keyFile, upstream: upstreamSocket, location });
 }
 
-/** The sandbox image's debootstrap layer (a real Debian rootfs), gzip-compressed, cached in tmp. */
-function debianLayer(): string {
-  const cached = path.join(os.tmpdir(), 'svc-bench-debian-rootfs.tar.gz');
-  if (fs.existsSync(cached)) return cached;
-  const image = execFileSync('docker', ['images', 'svc-sandbox-base', '--format', '{{.Repository}}:{{.Tag}}']).toString().split('\n')[0]?.trim()
-    || execFileSync('docker', ['images', 'svc-sandbox', '--format', '{{.Repository}}:{{.Tag}}']).toString().split('\n')[0]?.trim();
-  if (!image) throw new Error('no svc-sandbox-base or svc-sandbox image: run "npm run setup" (builds it with debootstrap)');
-  const dir = path.join(tmp, 'save');
-  fs.mkdirSync(dir);
-  execFileSync('sh', ['-c', `docker save "$1" | tar -x -C "$2"`, 'sh', image, dir]);
-  const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'manifest.json'), 'utf8')) as Array<{ Layers: string[] }>;
-  const layer = path.join(dir, manifest[0]!.Layers[0]!);
-  execFileSync('sh', ['-c', `gzip -c "$1" > "$2.part" && mv "$2.part" "$2"`, 'sh', layer, cached]);
-  fs.rmSync(dir, { recursive: true, force: true });
-  return cached;
-}
-
 async function main() {
   console.log(`bench/registry: ${MB} MB blobs, ${RUNS} runs each, medians (${os.cpus().length} cores, load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')})`);
   const t = await startTestService();
@@ -243,7 +228,7 @@ async function main() {
     }
 
     // 2. scan throughput vs gunzip on a real Debian rootfs layer
-    const debian = debianLayer();
+    const debian = debianLayer(tmp);
     const debianBytes = fs.statSync(debian).size;
     const debianDigest = sha256(fs.readFileSync(debian));
     const gunzip: number[] = [];

@@ -65,7 +65,8 @@ const DEFAULT_PASSWORDS = new Set(['password', 'passwd', 'pass', 'pwd', 'secret'
 /** A connection string's password that is a real one: not a default, a placeholder, or the user name again. */
 function realPassword(password: string, user: string): boolean {
   const p = password.toLowerCase();
-  return !DEFAULT_PASSWORDS.has(p) && p !== user.toLowerCase() && !/^[*x.]+$|^\$|^%|^\{|^<|^\[/.test(p);
+  return !DEFAULT_PASSWORDS.has(p) && p !== user.toLowerCase() && !/^[*x.]+$|^\$|^%|^\{|^<|^\[/.test(p)
+    && !/passw(?:or)?d|^(?:some|my|your|the)[a-z]*$/.test(p); // `somepassword`, `authpassword`, `mysecret`: a tutorial's words
 }
 
 const HEX = '[a-f0-9]';

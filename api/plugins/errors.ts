@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { errors, retryAfterOf } from '../../core/errors.ts';
+import { errorResponses } from '../schemas/common.ts';
 
 /** Fastify's own request errors, told as the catalogue's errors (their words say what to do). */
 const FRAMEWORK: Record<string, (request: FastifyRequest, err: FastifyError) => FastifyError> = {
@@ -62,6 +63,10 @@ export const errorsPlugin = fp(
   async (app: FastifyInstance) => {
     app.setErrorHandler((err: FastifyError, request, reply) => sendError(reply, catalogued(err, request)));
     app.setNotFoundHandler((request, reply) => sendError(reply, new errors.NotFound(`no route ${request.method} ${request.url.split('?')[0]}; see /api/swagger`)));
+    // A route that reads a body can also be refused before it runs (SVC_TOO_LARGE, SVC_UNSUPPORTED_MEDIA_TYPE): say so in its OpenAPI answers.
+    app.addHook('onRoute', (route) => {
+      if (route.schema?.body && route.schema.response) route.schema.response = { ...errorResponses(413, 415), ...route.schema.response };
+    });
   },
   { name: 'svc-errors' },
 );

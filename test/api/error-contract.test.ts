@@ -241,6 +241,19 @@ describe('error contract: every code, its status and what triggers it', () => {
     assert.deepEqual(Object.fromEntries([...documented].sort()), Object.fromEntries([...catalogue()].sort()), 'docs/api.md\'s error table and core/errors.ts differ');
   });
 
+  it('declares the refusals before a route runs in the OpenAPI answers of every route that reads a body', async () => {
+    const paths = (await t.api('GET', '/api/swagger/json', undefined)).body.paths as Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>>;
+    let checked = 0;
+    for (const [route, methods] of Object.entries(paths)) {
+      for (const [method, op] of Object.entries(methods)) {
+        if (!op.requestBody || route.endsWith('/files/content')) continue; // uploads take any content type, unbounded
+        for (const status of ['413', '415']) assert.ok(op.responses[status], `${method.toUpperCase()} ${route} declares ${status}`);
+        checked++;
+      }
+    }
+    assert.ok(checked >= 8, `${checked} routes with a body`);
+  });
+
   it('has a real request for every code, or says why not', () => {
     for (const { code } of table) assert.ok((code in triggers) !== (code in notByRequest), `${code}: a trigger, or a reason there is none (not both)`);
     for (const code of Object.keys(triggers)) assert.ok(statusOf.has(code), `${code} is not in docs/api.md`);

@@ -97,11 +97,11 @@ describe('error contract: every code, its status and what triggers it', () => {
       ['a limited token creating a sandbox', () => json('POST', '/api/sandboxes', limited, { name: 'other-one' })],
       ['a cross-site sign-in', () => fetch(`${t.url}/api/session`, { method: 'POST', headers: { 'content-type': 'application/json', origin: 'https://elsewhere.example' }, body: '{"name":"x","password":"y"}' })],
     ],
-    SVC_ACCOUNT_DISABLED: [['a create by a disabled account', async () => {
-      const user = (await t.service.store.users.get(carol.id))!;
+    SVC_ACCOUNT_DISABLED: [['a sign-in with the right password to a disabled account', async () => {
+      const user = (await t.service.store.users.getByName(signer.name))!;
       await t.service.store.users.put({ ...user, disabled_at: new Date().toISOString() });
       try {
-        return await json('POST', '/api/sandboxes', carol.token, { name: `carol-${t.config.redisPrefix}` });
+        return await json('POST', '/api/session', undefined, signer);
       } finally {
         await t.service.store.users.put(user);
       }

@@ -15,6 +15,7 @@ import { volumeRoutes } from './routes/volumes.ts';
 import { logRoutes } from './routes/logs.ts';
 import { mcpRoutes } from './mcp/route.ts';
 import { execRoutes } from './routes/exec.ts';
+import { cliRoutes } from './routes/cli.ts';
 import type { SandboxCommands } from '../exec/index.ts';
 import type { SandboxFiles } from '../files/index.ts';
 import { exportRoutes } from './routes/export.ts';
@@ -93,6 +94,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   });
   const addresses = addressesOf(deps.config);
   await app.register(guideRoutes, { addresses });
+  await app.register(cliRoutes);
   await app.register(uiPlugin, { dir: deps.uiDir });
   const exportDeps = { store: deps.store, config: deps.config, serviceCa: deps.caPem, manager: deps.managerAccess ?? managerNotIncluded };
   await app.register(

@@ -1,0 +1,302 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { StringDecoder } from 'node:string_decoder';
+import tls from 'node:tls';
+import { Api, ApiError, readAll } from './api.ts';
+import { UsageError, type Settings } from './settings.ts';
+
+export interface Command {
+  usage: string;
+  help: string;
+  /** Options it takes (`--name` → has a value). */
+  options?: Record<string, { type: 'string' | 'boolean'; short?: string }>;
+  run(ctx: Context): Promise<number | void>;
+}
+
+export interface Context {
+  api: Api;
+  settings: Settings;
+  args: string[];
+  options: Record<string, string | boolean | undefined>;
+  /** This CLI's own file (ssh's ProxyCommand runs it again). */
+  self: string;
+}
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+const note = (line: string) => process.stderr.write(`svc: ${line}\n`);
+
+function sandboxOf(ctx: Context): string {
+  const name = ctx.settings.sandbox;
+  if (!name) throw new UsageError('no sandbox: set SVC_SANDBOX, or run in an export folder (svc.env)');
+  return name;
+}
+
+/** Runs `work`; a sandbox that is asleep is woken once (as `start` does) and `work` runs again. */
+async function awake<T>(ctx: Context, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.code !== 'SVC_SANDBOX_NOT_RUNNING') throw err;
+    note(`${sandboxOf(ctx)} is asleep; waking it …`);
+    await ctx.api.json(`sandboxes/${sandboxOf(ctx)}/start`, { method: 'POST' });
+    return work();
+  }
+}
+
+function exactArgs(ctx: Context, n: number, what: string): string[] {
+  if (ctx.args.length !== n) throw new UsageError(`expected ${what}`);
+  return ctx.args;
+}
+
+function dockerEnv(ctx: Context): NodeJS.ProcessEnv {
+  const { folder, dockerHost } = ctx.settings;
+  if (!dockerHost || !folder || !fs.existsSync(path.join(folder, 'docker', 'key.pem'))) {
+    throw new UsageError('no engine access here: run in an export folder (SVC_DOCKER_HOST in svc.env, docker/ certificates)');
+  }
+  return { ...process.env, DOCKER_HOST: dockerHost, DOCKER_TLS_VERIFY: '1', DOCKER_CERT_PATH: path.join(folder, 'docker') };
+}
+
+function run(cmd: string, args: string[], env?: NodeJS.ProcessEnv): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: 'inherit', env });
+    child.on('error', (err) => reject(new UsageError(`cannot run ${cmd}: ${(err as Error).message}; is it installed?`)));
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+  });
+}
+
+function engineHost(ctx: Context): { host: string; port: number } {
+  const url = ctx.settings.url;
+  return { host: url.hostname, port: Number(url.port || 443) };
+}
+
+/** Whether an address answers with the app (not the waiting page). */
+async function answers(ctx: Context, address: string): Promise<boolean> {
+  const https = await import('node:https');
+  return new Promise((resolve) => {
+    const req = https.request(address, { method: 'GET', ca: ctx.settings.ca, timeout: 10_000 }, (res) => {
+      res.resume();
+      resolve(res.headers['x-svc-waiting'] === undefined && (res.statusCode ?? 500) < 500);
+    });
+    req.on('error', () => resolve(false));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+export const commands: Record<string, Command> = {
+  status: {
+    usage: 'svc status',
+    help: 'The sandbox: status (running, exited = asleep, deep_sleep), when it sleeps, its app addresses.',
+    async run(ctx) {
+      const s = await ctx.api.json(`sandboxes/${sandboxOf(ctx)}`);
+      out(`${s.name}  ${s.status}${s.stops_at ? `  sleeps at ${s.stops_at}` : ''}${s.deep_sleep_at ? `  deep sleep at ${s.deep_sleep_at}` : ''}`);
+      out(`idle timeout ${s.idle_timeout}, deep sleep after ${s.deep_sleep_after}`);
+      for (const u of s.tunnel_urls ?? []) out(u);
+    },
+  },
+  ls: {
+    usage: 'svc ls',
+    help: 'Your sandboxes (with a token limited to one sandbox, that one).',
+    async run(ctx) {
+      for (const s of await ctx.api.json<Array<{ name: string; status: string; stops_at?: string }>>('sandboxes')) {
+        out(`${s.name.padEnd(32)} ${s.status.padEnd(11)} ${s.stops_at ?? ''}`.trimEnd());
+      }
+    },
+  },
+  create: {
+    usage: 'svc create NAME',
+    help: 'Create a sandbox (needs a full token: a token limited to one sandbox cannot).',
+    async run(ctx) {
+      const [name] = exactArgs(ctx, 1, 'one NAME: svc create NAME');
+      const s = await ctx.api.json('sandboxes', { json: { name } });
+      out(`${s.name}  ${s.status}`);
+    },
+  },
+  start: {
+    usage: 'svc start',
+    help: 'Wake the sandbox; returns once it runs (a second or two, a few more from deep sleep).',
+    async run(ctx) {
+      const s = await ctx.api.json(`sandboxes/${sandboxOf(ctx)}/start`, { method: 'POST' });
+      out(`${s.name}  ${s.status}`);
+    },
+  },
+  'keep-awake': {
+    usage: 'svc keep-awake',
+    help: 'Restart the idle countdown of the running sandbox (never wakes a sleeping one).',
+    async run(ctx) {
+      const s = await ctx.api.json(`sandboxes/${sandboxOf(ctx)}/keep-awake`, { method: 'POST' });
+      out(`${s.name}  ${s.status}${s.stops_at ? `  sleeps at ${s.stops_at}` : ''}`);
+    },
+  },
+  urls: {
+    usage: 'svc urls',
+    help: "The addresses of the sandbox's apps (ports published on all interfaces).",
+    async run(ctx) {
+      for (const u of (await ctx.api.json(`sandboxes/${sandboxOf(ctx)}`)).tunnel_urls ?? []) out(u);
+    },
+  },
+  logs: {
+    usage: 'svc logs [-f] [--tail N]',
+    help: "The apps' log lines (\"container | line\"); -f follows them until the sandbox sleeps.",
+    options: { follow: { type: 'boolean', short: 'f' }, tail: { type: 'string' } },
+    async run(ctx) {
+      const sb = sandboxOf(ctx);
+      const tail = String(ctx.options.tail ?? 100);
+      if (!/^\d{1,4}$/.test(tail)) throw new UsageError('--tail takes a number of lines');
+      const print = (l: { container: string; stream: string; line: string }) => (l.stream === 'stderr' ? process.stderr : process.stdout).write(`${l.container} | ${l.line}\n`);
+      if (!ctx.options.follow) {
+        for (const l of await awake(ctx, () => ctx.api.json(`sandboxes/${sb}/logs?tail=${tail}`))) print(l);
+        return;
+      }
+      const res = await awake(ctx, () => ctx.api.open(`sandboxes/${sb}/logs/stream?tail=${tail}`, { headers: { accept: 'text/event-stream' } }));
+      const decoder = new StringDecoder('utf8');
+      let buffer = '';
+      for await (const chunk of res) {
+        buffer += decoder.write(chunk as Buffer);
+        let end: number;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const event = /^event: (.*)$/m.exec(block)?.[1];
+          const data = /^data: (.*)$/m.exec(block)?.[1];
+          if (!data) continue;
+          if (event === 'log') print(JSON.parse(data));
+          if (event === 'end') { note(JSON.parse(data).message); return; }
+        }
+      }
+    },
+  },
+  exec: {
+    usage: 'svc exec [-i] [--timeout SECONDS] -- CMD [ARG…]',
+    help: "Run a command as root in the sandbox (in /root); its stdout and stderr apart, its exit code passed through. -i sends this CLI's stdin. Wakes an asleep sandbox.",
+    options: { interactive: { type: 'boolean', short: 'i' }, timeout: { type: 'string' } },
+    async run(ctx) {
+      if (!ctx.args.length) throw new UsageError('name a command: svc exec -- CMD [ARG…]');
+      const timeout = ctx.options.timeout === undefined ? undefined : Number(ctx.options.timeout);
+      if (timeout !== undefined && !(Number.isInteger(timeout) && timeout >= 1)) throw new UsageError('--timeout takes whole seconds (1-3600)');
+      const stdin = ctx.options.interactive ? await readAll(process.stdin) : undefined;
+      const res = await ctx.api.open(`sandboxes/${sandboxOf(ctx)}/exec/stream`, { json: { command: ctx.args, stdin, timeout } });
+      const decoder = new StringDecoder('utf8');
+      let buffer = '';
+      let exit = 1;
+      for await (const chunk of res) {
+        buffer += decoder.write(chunk as Buffer);
+        let nl: number;
+        while ((nl = buffer.indexOf('\n')) >= 0) {
+          const line = JSON.parse(buffer.slice(0, nl));
+          buffer = buffer.slice(nl + 1);
+          if (line.stream === 'stdout') { if (!process.stdout.write(line.data)) await new Promise((r) => process.stdout.once('drain', r)); }
+          else if (line.stream === 'stderr') process.stderr.write(line.data);
+          else if (line.error) throw new ApiError(502, line.error.code, line.error.message);
+          else if (typeof line.exit_code === 'number') {
+            exit = line.exit_code;
+            if (line.timed_out) note(`the command timed out and was killed (exit ${exit})`);
+          }
+        }
+      }
+      return exit;
+    },
+  },
+  cp: {
+    usage: 'svc cp SOURCE DEST      (one of them sandbox:/path)',
+    help: 'Copy a file into the sandbox (svc cp ./a.tgz sandbox:/root/a.tgz) or out of it (svc cp sandbox:/root/out.log .); a folder comes out as a .tar.',
+    async run(ctx) {
+      const [from, to] = exactArgs(ctx, 2, 'SOURCE and DEST, one of them sandbox:/path');
+      const remote = (p: string) => (p.startsWith('sandbox:') ? p.slice('sandbox:'.length) : undefined);
+      const sb = sandboxOf(ctx);
+      if (remote(from) !== undefined && remote(to) === undefined) {
+        const res = await awake(ctx, () => ctx.api.open(`sandboxes/${sb}/files/content?path=${encodeURIComponent(remote(from)!)}`));
+        const name = /filename="?([^";]+)"?/.exec(String(res.headers['content-disposition'] ?? ''))?.[1] ?? path.basename(remote(from)!);
+        const target = fs.existsSync(to) && fs.statSync(to).isDirectory() ? path.join(to, path.basename(name)) : to;
+        await pipeline(res, fs.createWriteStream(target));
+        note(`${remote(from)} → ${target}`);
+      } else if (remote(to) !== undefined && remote(from) === undefined) {
+        const size = fs.statSync(from).size;
+        let dest = remote(to)!;
+        if (dest.endsWith('/')) dest += path.basename(from);
+        const done = await awake(ctx, () => ctx.api.json(`sandboxes/${sb}/files/content?path=${encodeURIComponent(dest)}`, { method: 'PUT', body: fs.createReadStream(from), length: size }));
+        note(`${from} → ${done.path} (${done.size} bytes)`);
+      } else {
+        throw new UsageError('one of SOURCE and DEST must be sandbox:/path, the other a local path');
+      }
+    },
+  },
+  'docker-context': {
+    usage: 'svc docker-context',
+    help: 'Create (or update) the docker context svc-<sandbox>, so that `docker --context svc-<sandbox> ps` works from anywhere.',
+    async run(ctx) {
+      const env = dockerEnv(ctx);
+      const name = `svc-${sandboxOf(ctx).replace(/^svc-/, '')}`;
+      const certs = env.DOCKER_CERT_PATH!;
+      const spec = `host=${env.DOCKER_HOST},ca=${path.join(certs, 'ca.pem')},cert=${path.join(certs, 'cert.pem')},key=${path.join(certs, 'key.pem')}`;
+      const plain = { ...process.env };
+      const exists = (await new Promise<number>((r) => spawn('docker', ['context', 'inspect', name], { stdio: 'ignore', env: plain }).on('exit', (c) => r(c ?? 1)).on('error', () => r(1)))) === 0;
+      const code = await run('docker', ['context', exists ? 'update' : 'create', name, '--docker', spec], plain);
+      if (code === 0) out(`docker --context ${name} ps`);
+      return code;
+    },
+  },
+  up: {
+    usage: 'svc up [-p PROJECT] [-- COMPOSE UP ARGS…]',
+    help: 'docker compose up -d --build in the current folder against the sandbox (waking it), then the app addresses once they answer.',
+    options: { project: { type: 'string', short: 'p' } },
+    async run(ctx) {
+      const env = dockerEnv(ctx);
+      const sb = sandboxOf(ctx);
+      const state = await ctx.api.json(`sandboxes/${sb}`);
+      if (state.status !== 'running') {
+        note(`${sb} is ${state.status === 'exited' ? 'asleep' : state.status}; waking it …`);
+        await ctx.api.json(`sandboxes/${sb}/start`, { method: 'POST' });
+      }
+      const project = typeof ctx.options.project === 'string' ? ['-p', ctx.options.project] : [];
+      const code = await run('docker', ['compose', ...project, 'up', '-d', '--build', ...ctx.args], env);
+      if (code !== 0) return code;
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const urls: string[] = (await ctx.api.json(`sandboxes/${sb}`)).tunnel_urls ?? [];
+        const ok = await Promise.all(urls.map((u) => answers(ctx, u)));
+        if (urls.length && ok.every(Boolean)) { for (const u of urls) out(u); return 0; }
+        if (Date.now() > deadline) {
+          urls.forEach((u, i) => out(`${u}${ok[i] ? '' : '   (not answering yet: svc logs)'}`));
+          return urls.length ? 0 : 1;
+        }
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    },
+  },
+  ssh: {
+    usage: 'svc ssh [-- SSH ARGS…]',
+    help: "A shell in the sandbox as root, over the service's TLS port (no ssh config needed; your key must be added in the web UI or POST /api/me/ssh-keys). Wakes an asleep sandbox.",
+    async run(ctx) {
+      const sb = sandboxOf(ctx);
+      const state = await ctx.api.json(`sandboxes/${sb}`);
+      if (state.status !== 'running') {
+        note(`${sb} is asleep; waking it …`);
+        await ctx.api.json(`sandboxes/${sb}/start`, { method: 'POST' });
+      }
+      const { host, port } = engineHost(ctx);
+      const shell = `${sb}-shell-tcp.${host}`;
+      const known = path.join(ctx.settings.folder ?? '.', '.svc_known_hosts');
+      const envFlag = ctx.settings.folder ? ` --env ${JSON.stringify(path.join(ctx.settings.folder, 'svc.env'))}` : '';
+      return run('ssh', [
+        '-o', `ProxyCommand=${JSON.stringify(process.execPath)} ${JSON.stringify(ctx.self)}${envFlag} tls-pipe %h ${port}`,
+        '-o', `UserKnownHostsFile=${known}`, '-o', 'StrictHostKeyChecking=accept-new',
+        ...ctx.args, `root@${shell}`,
+      ]);
+    },
+  },
+  'tls-pipe': {
+    usage: 'svc tls-pipe HOST PORT',
+    help: "ssh's ProxyCommand: stdin and stdout over TLS to HOST (the service CA trusted).",
+    async run(ctx) {
+      const [host, port] = exactArgs(ctx, 2, 'HOST and PORT');
+      const socket = tls.connect({ host, port: Number(port), servername: host, ca: ctx.settings.ca });
+      await new Promise<void>((resolve, reject) => { socket.once('secureConnect', resolve); socket.once('error', reject); });
+      process.stdin.pipe(socket);
+      socket.pipe(process.stdout);
+      await new Promise((r) => socket.once('close', r));
+    },
+  },
+};

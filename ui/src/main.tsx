@@ -8,6 +8,7 @@ import { SandboxPanel } from './pages/sandbox.tsx';
 import { Tokens } from './pages/tokens.tsx';
 import { SshKeys } from './pages/ssh-keys.tsx';
 import { Account } from './pages/account.tsx';
+import { Admin } from './pages/admin.tsx';
 import './style.css';
 
 /** Pages live in the hash (#/sandboxes/svc-x): the service serves one index.html for all of them. */
@@ -44,7 +45,7 @@ function App() {
     setUser(null);
   };
   const [page = 'sandboxes', name] = route;
-  const nav = [['sandboxes', 'Sandboxes'], ['tokens', 'Access tokens'], ['ssh-keys', 'SSH keys'], ['account', 'Account']];
+  const nav = [['sandboxes', 'Sandboxes'], ['tokens', 'Access tokens'], ['ssh-keys', 'SSH keys'], ['account', 'Account'], ...(user.admin ? [['admin', 'Admin']] : [])];
   return (
     <>
       <header class="top">
@@ -61,6 +62,7 @@ function App() {
         {page === 'tokens' && <Tokens />}
         {page === 'ssh-keys' && <SshKeys />}
         {page === 'account' && <Account />}
+        {page === 'admin' && user.admin && <Admin />}
       </main>
     </>
   );

@@ -3,6 +3,15 @@ export type Status = 'running' | 'exited' | 'deep_sleep';
 export interface User { id: string; name: string; admin: boolean; created_at: string }
 
 export interface Quotas { max_sandboxes: number; max_running: number; memory_mb: number; cpus: number; wakes_per_hour: number }
+export interface AdminUser extends User {
+  disabled_at?: string;
+  last_sign_in_at?: string;
+  quotas: Quotas;
+  own_quotas: Array<keyof Quotas>;
+  usage: { sandboxes: number; running: number };
+}
+export interface AdminSandbox { name: string; owner: string; status: Status; created_at: string; memory_mb: number; cpus: number; idle_timeout: string; stops_at: string | null; last_activity_at: string | null }
+export interface AuditRow { id: string; at: string; action: string; outcome: string; source: string; actor_id?: string; actor_name?: string; token_id?: string; sandbox?: string; target?: string; detail?: string }
 export interface Me extends User { quotas: Quotas; usage: { sandboxes: number; running: number; wakes_this_hour: number } }
 
 export interface SandboxSummary {

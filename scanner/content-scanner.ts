@@ -121,7 +121,7 @@ export class ContentScanner {
       const at = from + m.index;
       const line = () => view.lineText(at);
       if (!this.rules.accepts(rule, secret, m, line, this.opts.path)) continue;
-      const fp = fingerprint(secret);
+      const fp = fingerprint(secret, rule.family);
       const seen = this.hits.get(fp);
       if (seen && !(seen.rule === 'generic-secret' && rule.id !== 'generic-secret')) continue;
       this.hits.set(fp, { rule: rule.id, line: view.lineOf(at), fingerprint: fp });

@@ -41,9 +41,23 @@ export interface ContentHit {
   fingerprint: string;
 }
 
-/** A short hash of the secret: the same secret gives the same fingerprint in every layer and image. */
-export function fingerprint(secret: string): string {
-  return createHash('sha256').update(secret, 'latin1').digest('hex').slice(0, 16);
+/**
+ * A short hash of the secret: the same secret gives the same fingerprint in every layer and image.
+ * A key's fingerprint is of its base64 body alone, so one key is one fingerprint whether it sits in
+ * a PEM file, `\n`-escaped in JSON or indented in YAML.
+ */
+export function fingerprint(secret: string, family?: Family): string {
+  const value = family === 'private-key' ? keyBody(secret) : secret;
+  return createHash('sha256').update(value, 'latin1').digest('hex').slice(0, 16);
+}
+
+function keyBody(block: string): string {
+  return block
+    .replace(/\\[rn]/g, '\n')
+    .split(/[\r\n]+/)
+    .map((l) => l.trim())
+    .filter((l) => l && !/^-{4,}|^[A-Za-z-]+: |^PuTTY-User-Key-File|^Private-MAC/.test(l))
+    .join('');
 }
 
 /** Default span: the keyword's line, at most this many bytes either side of the keyword. */
@@ -94,7 +108,7 @@ export class RuleSet {
    * to the rule, and not allowed by the operator's allowlists.
    */
   accepts(rule: CompiledRule, secret: string, match: RegExpExecArray, line: () => string, path: string | undefined): boolean {
-    if (rule.family !== 'private-key' && isPlaceholder(secret, rule.prefix)) return false;
+    if (rule.id !== 'private-key' && rule.id !== 'putty-private-key' && isPlaceholder(secret, rule.prefix)) return false; // a key body's base64 may hold runs (AAAAAA)
     if (rule.entropy && entropy(secret.slice(rule.prefix.length)) < rule.entropy) return false;
     if (rule.check && !rule.check(secret, match)) return false;
     for (const list of [rule.allowlist, this.allowlist]) {

@@ -116,6 +116,9 @@ describe('scan rules', () => {
     assert.ok(!token.includes(hits[0]!.fingerprint));
     const again = scanText(rules, `elsewhere\n\nTOKEN=${token}`);
     assert.equal(again[0]!.fingerprint, hits[0]!.fingerprint, 'the same secret elsewhere has the same fingerprint');
+    const inJson = scanText(rules, JSON.stringify({ type: 'x', private_key: key }));
+    const indented = scanText(rules, `tls:\n  key: |\n${key.trimEnd().split('\n').map((l) => `    ${l}`).join('\n')}\n`);
+    assert.deepEqual([inJson[0]!.fingerprint, indented[0]!.fingerprint], [hits[1]!.fingerprint, hits[1]!.fingerprint], 'one key, one fingerprint: in a PEM file, in JSON, indented in YAML');
   });
 
   it('marks vendored package folders', () => {

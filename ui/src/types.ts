@@ -45,6 +45,6 @@ export interface RegistryReport {
     name: string;
     visibility: 'public' | 'private';
     reason: string;
-    versions: Array<{ digest: string; tags: string[]; pushed_at: string; scan: { state: string; reason?: string }; findings: Array<{ path: string; rule: string }> }>;
+    versions: Array<{ digest: string; tags: string[]; pushed_at: string; scan: { state: string; reason?: string }; findings: Array<{ path: string; rule: string; line?: number; fingerprint?: string; vendored?: boolean }> }>;
   }>;
 }

@@ -130,7 +130,7 @@ function Registry({ path }: { path: string }) {
             {img.versions.map((v) => (
               <li key={v.digest}>
                 <code>{v.tags.join(', ') || v.digest.slice(0, 19)}</code> scan: {v.scan.state}{v.scan.reason ? ` (${v.scan.reason})` : ''}
-                {v.findings.length > 0 && <ul>{v.findings.map((f) => <li key={f.path + f.rule}><code>{f.path}</code>: {f.rule}</li>)}</ul>}
+                {v.findings.length > 0 && <ul>{v.findings.map((f) => <li key={`${f.path}:${f.rule}:${f.fingerprint ?? ''}`}><code>{f.path}{f.line ? `:${f.line}` : ''}</code>: {f.rule}{f.vendored ? ' (in a package folder)' : ''}</li>)}</ul>}
               </li>
             ))}
           </ul>

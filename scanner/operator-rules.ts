@@ -144,12 +144,19 @@ const POSIX: Record<string, string> = {
  */
 export function goRegex(source: string, what: string, fail: (msg: string) => never): RegExp {
   let flags = '';
+  let fold = false;
   let s = source;
   for (let m = /^\(\?([imsU]+)\)/.exec(s); m; m = /^\(\?([imsU]+)\)/.exec(s)) {
     if (m[1]!.includes('U')) fail(`${what}: the (?U) flag (ungreedy) has no JavaScript equivalent; write lazy quantifiers (*?, +?) instead`);
-    for (const f of m[1]!) if (!flags.includes(f)) flags += f;
+    for (const f of m[1]!) {
+      // Case-insensitivity is spelled out ([aA]) rather than the `i` flag: V8's linear engine
+      // does not take `i`, and a backtracking `(?i)` regex could hang a worker.
+      if (f === 'i') fold = true;
+      else if (!flags.includes(f)) flags += f;
+    }
     s = s.slice(m[0].length);
   }
+  if (fold) s = `(?i)${s}`;
   s = s.replace(/\(\?P</g, '(?<').replace(/\\z/g, '$').replace(/\\A/g, '^');
   s = s.replace(/\[:(\^?)([a-z]+):\]/g, (_whole, neg: string, name: string) => {
     const cls = POSIX[name];
@@ -165,6 +172,30 @@ export function goRegex(source: string, what: string, fail: (msg: string) => nev
   }
 }
 
+/** The other case of a class body's letters and letter ranges (`a-fx` → `A-FX`); escapes are left out. */
+function otherCase(body: string): string {
+  let out = '';
+  const swap = (c: string) => (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase());
+  for (let i = 0; i < body.length; i++) {
+    if (body[i] === '\\') {
+      i += (ESCAPE.exec(body.slice(i))?.[0].length ?? 1) - 1;
+      continue;
+    }
+    const c = body[i]!;
+    if (body[i + 1] === '-' && i + 2 < body.length) {
+      const d = body[i + 2]!;
+      if (/[a-zA-Z]/.test(c) && /[a-zA-Z]/.test(d) && (c <= 'Z') === (d <= 'Z')) out += `${swap(c)}-${swap(d)}`;
+      i += 2;
+      continue;
+    }
+    if (/[a-zA-Z]/.test(c)) out += swap(c);
+  }
+  return out;
+}
+
+/** One escape sequence, whole: `\x41`, `\u{1F600}`, `\p{L}`, `\k<name>`, `\cA`, `\d`. */
+const ESCAPE = /^\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|u\{[0-9A-Fa-f]+\}|[pPk][{<][^}>]*[}>]|c[A-Za-z]|[\s\S])/;
+
 /** `(?i:abc)` → `(?:[aA][bB][cC])`, and `x(?i)abc` → `x[aA][bB][cC]` (to the end of the enclosing group). */
 function caseFoldScoped(s: string, what: string, fail: (msg: string) => never): string {
   const other = /\(\?([a-zA-Z]+)[:)]/.exec(s);
@@ -177,8 +208,9 @@ function caseFoldScoped(s: string, what: string, fail: (msg: string) => never): 
     const c = s[i]!;
     const folding = foldEnds.length > 0;
     if (c === '\\') {
-      out += c + (s[i + 1] ?? '');
-      i++;
+      const e = ESCAPE.exec(s.slice(i))?.[0] ?? c;
+      out += e;
+      i += e.length - 1;
       continue;
     }
     if (c === '[') {
@@ -188,8 +220,7 @@ function caseFoldScoped(s: string, what: string, fail: (msg: string) => never): 
       if (s[j] === ']') j++;
       while (j < s.length && s[j] !== ']') j += s[j] === '\\' ? 2 : 1;
       const body = s.slice(i + 1, j);
-      const swapped = body.replace(/\\.|[a-zA-Z]/g, (x) => (x.length === 2 ? '' : x === x.toLowerCase() ? x.toUpperCase() : x.toLowerCase()));
-      out += folding ? `[${body}${swapped.replace(/^\^/, '')}]` : `[${body}]`;
+      out += folding ? `[${body}${otherCase(body.replace(/^\^/, ''))}]` : `[${body}]`;
       i = j;
       continue;
     }

@@ -45,7 +45,7 @@ function prefixed(id: string, family: Family, prefixes: string[], body: string, 
 function named(id: string, family: Family, keywords: string[], name: string, value: string, opts: Partial<ContentRule> = {}): ContentRule {
   return {
     id, family, keywords,
-    regex: new RegExp(`(?<name>(?:${name})[A-Za-z0-9_.-]{0,30})["']?[ \\t]*(?::=|=>|=|:|,|[ \\t])[ \\t]*["'\`]?(?<secret>${value})(?![A-Za-z0-9_+/=-])`, 'i'),
+    regex: new RegExp(`(?<name>(?:${name})[A-Za-z0-9_.-]{0,30})["']?[ \\t]{0,16}(?::=|=>|=|:|,|[ \\t])[ \\t]{0,16}["'\`]?(?<secret>${value})(?![A-Za-z0-9_+/=-])`, 'i'),
     entropy: 3,
     check: (_secret, m) => !DESCRIPTIVE_NAME.test(m.groups!.name!),
     ...opts,

@@ -67,7 +67,7 @@ export const LINE_REACH = 1024;
 const GENERIC_RULE: ContentRule = {
   id: 'generic-secret', family: 'generic', keywords: GENERIC_KEYWORDS, scope: 'settings',
   // A secret-like key name, an assignment, a value of 10–150 characters, maybe quoted.
-  regex: /(?:^|[^A-Za-z0-9_.-])(?<name>[A-Za-z0-9_.-]{0,50}?(?:secret|passw(?:or)?d|pwd|token|credentials?|creds|auth|key)[A-Za-z0-9_.-]{0,20})[ \t]*["']?[ \t]*(?::=|=|:)[ \t]*(["'`]?)(?<secret>[^\s"'`;,]{10,150})\2(?=[\s"'`;,]|\\[nrt]|$)/im,
+  regex: /(?:^|[^A-Za-z0-9_.-])(?<name>[A-Za-z0-9_.-]{0,50}?(?:secret|passw(?:or)?d|pwd|token|credentials?|creds|auth|key)[A-Za-z0-9_.-]{0,20})[ \t]{0,16}["']?[ \t]{0,16}(?::=|=|:)[ \t]{0,16}(["'`]?)(?<secret>[^\s"'`;,]{10,150})\2(?=[\s"'`;,]|\\[nrt]|$)/im,
   check: (secret, m) => isGenericSecret(m.groups!.name!, secret),
 };
 

@@ -35,7 +35,7 @@ path = '''(?i)\\.acmevault$'''
 
 [[rules]]
 id = "hostile"
-regex = '''(a+)+b'''
+regex = '''(?i)(a+)+b'''
 
 [allowlist]
 description = "shared test tokens"

@@ -27,6 +27,9 @@ import { Peers } from './lifecycle/peers.ts';
 import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
 import { startRegistry, type Registry } from './registry/index.ts';
+import { ServiceMetrics, type SandboxCounts } from './ops/metrics.ts';
+import { readiness, serviceChecks } from './ops/health.ts';
+import { countingStoreErrors } from './ops/store-errors.ts';
 import { loadRulesFile } from './scanner/operator-rules.ts';
 import { installEgressRules, openPort } from './lifecycle/runtime/egress-firewall.ts';
 import { engineClient } from './lifecycle/runtime/engine-client.ts';
@@ -39,6 +42,8 @@ export interface Service {
   edge: Edge;
   docker: Docker;
   registry: Registry;
+  /** Absent with SVC_METRICS=off. */
+  metrics?: ServiceMetrics;
   close(): Promise<void>;
 }
 
@@ -54,11 +59,14 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   // whatever mode an operator pre-created it with.
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   fs.chmodSync(config.dataDir, 0o700);
-  const store = await openStore(config.storeUrl, { table: config.storeTable, secretKeyFile: config.secretKeyFile });
+  const metrics = config.metrics ? new ServiceMetrics() : undefined;
+  const opened = await openStore(config.storeUrl, { table: config.storeTable, secretKeyFile: config.secretKeyFile });
+  const store = metrics ? countingStoreErrors(opened, () => metrics.storeError()) : opened;
   const sealed = await store.sandboxes.sealPlainRecords();
   if (sealed > 0) logger.info({ sealed }, 'store: sealed the engine keys of records written before sealing');
   const redis: Redis = createRedis(config.redisUrl);
   const workerRedis: Redis = createRedis(config.redisUrl);
+  for (const connection of [redis, workerRedis]) connection.on('error', () => metrics?.redisError());
   // before anything is served: a process in a shape that cannot work with the others refuses to start
   const peers = new Peers(redis, config.redisPrefix, config);
   try {
@@ -103,8 +111,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const wakeLimits = new WakeLimits(redis, config.redisPrefix, async (ownerId) => {
     const owner = await store.users.get(ownerId);
     return owner ? admission.quotasOf(owner).wakes_per_hour : config.wakesPerHour;
-  });
-  const lifecycle = new Lifecycle({ config, store, runtime, sessions, leases, queue, apps, logger, admission });
+  }, metrics);
+  const lifecycle = new Lifecycle({ config, store, runtime, sessions, leases, queue, apps, logger, admission, metrics });
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   const stopWatchingStarts = runtime.watchStarts();
   await queue.startReconciling();
@@ -112,6 +120,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const rearm = rearmReconciling(queue, lifecycle, logger);
   const sandboxExec = new SandboxExec(docker);
   const files = new SandboxFiles(sandboxExec, lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
+  const registry: Registry = await startRegistry({ config, store, logger, scanRules, metrics });
+  metrics?.observe({
+    sandboxes: () => sandboxCounts(store, runtime),
+    scanQueue: () => registry.queue.queue.getJobCounts('waiting', 'active', 'delayed', 'failed'),
+  });
   const api = await buildApi({
     config, store, lifecycle, files, logger,
     commands: new SandboxCommands(sandboxExec, lifecycle),
@@ -123,9 +136,12 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     wakeLimits,
     audit,
     sseHeartbeatMs: config.sseHeartbeatMs,
+    ops: {
+      readiness: () => readiness(serviceChecks({ redis, store, sandboxEngine: docker, registryUpstream: registry.upstream })),
+      metrics,
+    },
   });
   await api.ready();
-  const registry: Registry = await startRegistry({ config, store, logger, scanRules });
   // sandboxes reach the service's public port (registry pushes from inside), and nothing else of the host
   const closePort = config.sandboxRuntime === 'userns' ? await openPort(config.httpsPort) : async () => undefined;
   const edge = await startEdge({
@@ -136,6 +152,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     logger,
     caKeys: store.serviceKeys,
     timeouts: { heldRequestMs: config.wakeHoldMs },
+    metrics,
   });
 
   return {
@@ -146,6 +163,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     edge,
     docker,
     registry,
+    metrics,
     async close() {
       clearInterval(rearm);
       stopPruningAudit();
@@ -212,6 +230,18 @@ async function mainEngineMove(config: Config, sandboxEngine: Docker, logger: Log
   const root = /\/(\d+)\.\d+$/.exec((await sandboxEngine.info()).DockerRootDir ?? '');
   if (!root) throw new Error('the sandbox engine does not say which uid its root maps to (DockerRootDir without <uid>.<gid>)');
   return { from: main, rootId: Number(root[1]), stateDir: path.join(config.dataDir, 'moved') };
+}
+
+/** Sandboxes by status for the metrics: the store's records against the engine's containers. */
+async function sandboxCounts(store: Store, runtime: DockerRuntime): Promise<SandboxCounts> {
+  const [records, containers] = await Promise.all([store.sandboxes.listAll(), runtime.list()]);
+  const running = new Map(containers.map((c) => [c.name, c.running]));
+  const counts: SandboxCounts = { running: 0, asleep: 0, deep_sleep: 0, archived: 0 };
+  for (const r of records) {
+    const state = running.get(r.name);
+    counts[r.archived_at ? 'archived' : state === undefined ? 'deep_sleep' : state ? 'running' : 'asleep'] += 1;
+  }
+  return counts;
 }
 
 /** How often each process checks that the reconcile schedule is still in Redis. */

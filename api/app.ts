@@ -35,6 +35,10 @@ import type { WakeLimits } from '../lifecycle/wake-limits.ts';
 import type { AuditLog } from '../accounts/audit.ts';
 import { auditPlugin } from './plugins/audit.ts';
 import { adminRoutes } from './routes/admin.ts';
+import { metricsPlugin } from './plugins/metrics.ts';
+import { opsRoutes } from './routes/ops.ts';
+import type { Readiness } from '../ops/health.ts';
+import type { ServiceMetrics } from '../ops/metrics.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -61,6 +65,8 @@ export interface ApiDeps {
   audit: AuditLog;
   /** The web UI's build (ui/dist when absent). */
   uiDir?: string;
+  /** /readyz's checks, and the metrics behind /metrics (absent with metrics off). */
+  ops: { readiness: () => Promise<Readiness>; metrics?: ServiceMetrics };
 }
 
 /**
@@ -81,6 +87,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
 
   app.addSchema(ErrorBody);
   await app.register(errorsPlugin);
+  if (deps.ops.metrics) await app.register(metricsPlugin, { metrics: deps.ops.metrics });
   await app.register(noTokenInUrlPlugin);
   await app.register(auditPlugin, { audit: deps.audit });
   await app.register(swaggerPlugin);
@@ -92,6 +99,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     if (!pem) throw new errors.NotFound('this service uses an operator-supplied certificate; no service CA');
     return reply.type('application/x-pem-file').send(pem);
   });
+  await app.register(opsRoutes, { store: deps.store, ...deps.ops });
   const addresses = addressesOf(deps.config);
   await app.register(guideRoutes, { addresses });
   await app.register(cliRoutes);

@@ -61,6 +61,8 @@ export interface Config {
   scanRulesFile: string | undefined;
   /** Scans run at once in this process (0: no scan workers here). */
   scanConcurrency: number;
+  /** Prometheus metrics (GET /metrics); `SVC_METRICS=off` turns them off. */
+  metrics: boolean;
 }
 
 const MB = 1024 * 1024;
@@ -98,6 +100,14 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
   return n;
+}
+
+function onOff(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'on') return true;
+  if (raw === 'off') return false;
+  throw new Error(`${name} must be on or off, got "${raw}"`);
 }
 
 /**
@@ -164,5 +174,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     registryUpstream: env.SVC_REGISTRY_UPSTREAM || undefined,
     scanRulesFile: env.SVC_SCAN_RULES ? path.resolve(env.SVC_SCAN_RULES) : undefined,
     scanConcurrency: int(env, 'SVC_SCAN_CONCURRENCY', 2),
+    metrics: onOff(env, 'SVC_METRICS', true),
   };
 }

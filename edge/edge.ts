@@ -20,6 +20,7 @@ import { terminateTls } from './services/tls-terminate.ts';
 import { TlsProof } from './services/tls-proof.ts';
 import { WakeGate } from './services/wake-gate.ts';
 import { WakeHold } from './services/wake-hold.ts';
+import type { ServiceMetrics } from '../ops/metrics.ts';
 
 export type { HttpHandler } from './services/http-server.ts';
 
@@ -95,6 +96,7 @@ export interface StartEdgeOptions {
   limits?: Partial<EdgeLimits>;
   /** Where the service CA is kept (the store's sealed keys); without it, in `<dataDir>/ca/`. */
   caKeys?: SealedKeys;
+  metrics?: ServiceMetrics;
 }
 
 export interface Edge {
@@ -163,7 +165,11 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     connectTimeoutMs: t.upstreamConnectMs,
     tunnelIdleMs: t.tunnelIdleMs,
     logger: log,
+    metrics: opts.metrics,
   });
+  opts.metrics?.edgeHttpServer('api', apiServer);
+  opts.metrics?.edgeHttpServer('registry', registryServer);
+  opts.metrics?.edgeHttpServer('app-http', apps.server);
 
   const reset = (socket: net.Socket) => {
     if (!socket.destroyed) socket.resetAndDestroy();
@@ -235,6 +241,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   const dispatch = async (socket: net.Socket, hello: PeekedHello): Promise<void> => {
     const route = routeFor(hello.serverName, domain);
     const serverName = hello.serverName;
+    opts.metrics?.edgeConnection(route.kind, socket);
     switch (route.kind) {
       case 'api':
         return handHttp(socket, serverName, apiServer);

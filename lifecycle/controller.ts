@@ -20,6 +20,7 @@ import type { AppEntry } from './apps/app-labels.ts';
 import { installManager, MANAGER_PORT, mintManagerKey, TOOL_MANAGER, waitForTool } from './manager-tool.ts';
 import { generatePassword } from '../accounts/passwords.ts';
 import type { Admission } from '../accounts/admission.ts';
+import type { ServiceMetrics, WakeKind } from '../ops/metrics.ts';
 import { deepSleepAt, engineHost, fullView, summarise, type SandboxSummary, type SandboxView } from './view.ts';
 
 export const DEFAULT_IDLE_TIMEOUT = '30m';
@@ -57,6 +58,7 @@ export interface LifecycleDeps {
   logger: Logger;
   /** Quotas and the host guard: checked before a record or container is made. */
   admission: Admission;
+  metrics?: ServiceMetrics;
 }
 
 /**
@@ -112,7 +114,7 @@ export class Lifecycle {
     this.log.info({ sandbox: name, owner: owner.name }, 'creating sandbox');
     try {
       await this.exclusive(name, async () => {
-        const state = await this.bringUp(record);
+        const state = await this.bringUp(record, true);
         if (record.manager_password) await this.installManager(record, state);
       });
     } catch (err) {
@@ -230,10 +232,12 @@ export class Lifecycle {
     });
   }
 
-  private async bringUp(record: SandboxRecord): Promise<RuntimeState> {
+  /** `creating`: the first start of a new sandbox, which is not a wake. */
+  private async bringUp(record: SandboxRecord, creating = false): Promise<RuntimeState> {
     const { runtime } = this.deps;
     const began = Date.now();
     let state = await runtime.inspect(record.name);
+    const from: WakeKind | null = state.status === 'running' ? null : state.status === 'deep_sleep' ? 'deep_sleep' : 'asleep';
     if (state.status === 'deep_sleep') {
       await runtime.create({ name: record.name, env: await this.containerEnv(record), limits: limitsOf(record) });
     }
@@ -256,6 +260,7 @@ export class Lifecycle {
     await this.openSession(record);
     await this.pushSshKeys(record);
     this.log.info({ sandbox: record.name, ms: Date.now() - began }, 'sandbox running');
+    if (from && !creating) this.deps.metrics?.wakeDone(from, Date.now() - began);
     return state;
   }
 
@@ -352,6 +357,7 @@ export class Lifecycle {
     this.log.info({ sandbox: name, reason }, 'sandbox going to sleep');
     this.deps.apps.unwatch(name);
     await this.deps.runtime.stop(name);
+    this.deps.metrics?.slept('sleep');
     await this.deps.sessions.close(name);
     this.renewals.delete(name);
     await this.scheduleDeepSleep(record, await this.deps.runtime.inspect(name));
@@ -395,6 +401,7 @@ export class Lifecycle {
       }
       this.log.info({ sandbox: name }, 'sandbox going into deep sleep');
       await this.deps.runtime.takeDown(name);
+      this.deps.metrics?.slept('deep_sleep');
     });
   }
 

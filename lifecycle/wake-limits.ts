@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { errors } from '../core/errors.ts';
+import type { ServiceMetrics } from '../ops/metrics.ts';
 
 const HOUR_MS = 3_600_000;
 
@@ -9,7 +10,7 @@ const HOUR_MS = 3_600_000;
  * Redis so every process of the service shares the count. Explicit starts through the API are not limited.
  */
 export class WakeLimits {
-  constructor(private readonly redis: Redis, private readonly prefix: string, private readonly perHour: (ownerId: string) => Promise<number>) {}
+  constructor(private readonly redis: Redis, private readonly prefix: string, private readonly perHour: (ownerId: string) => Promise<number>, private readonly metrics?: ServiceMetrics) {}
 
   private key(ownerId: string, hour: number): string {
     return `${this.prefix}:wakes:${ownerId}:${hour}`;
@@ -21,6 +22,7 @@ export class WakeLimits {
     const [[, count]] = (await this.redis.multi().incr(key).pexpire(key, HOUR_MS).exec()) as [[unknown, number]];
     const limit = await this.perHour(ownerId);
     if (count > limit) {
+      this.metrics?.wakeLimitHit();
       throw new errors.TooManyWakes(((hour + 1) * HOUR_MS - Date.now()) / 1000, limit);
     }
   }

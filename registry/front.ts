@@ -12,6 +12,7 @@ import { RegistryAuth, SERVICE_NAME, TOKEN_TTL_SECONDS } from './auth.ts';
 import type { Catalog } from './catalog.ts';
 import { DIGEST, ManifestRejected, MAX_MANIFEST_BYTES, NAME, parseManifest, TAG } from './manifests.ts';
 import type { Upstream } from './upstream.ts';
+import type { ServiceMetrics } from '../ops/metrics.ts';
 
 export interface RegistryFrontOptions {
   store: Store;
@@ -20,6 +21,7 @@ export interface RegistryFrontOptions {
   catalog: Catalog;
   queue: ScanQueue;
   logger: Logger;
+  metrics?: ServiceMetrics;
 }
 
 /** A registry API path, split: `/v2/<repo>/<what>/<ref>`. */
@@ -156,7 +158,10 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
 
       if (reading) {
         const blob = route.kind === 'blob' ? route.digest : undefined;
-        if (await mayPull(principal, repo, blob)) return; // → proxied
+        if (await mayPull(principal, repo, blob)) {
+          if (route.kind === 'manifest' && method === 'GET') opts.metrics?.registryPull();
+          return; // → proxied
+        }
         if (!principal) return challenge(request, reply, `authentication required: ${repo} is private or does not exist`, scope);
         return oci(reply, 404, 'NAME_UNKNOWN', `repository ${repo} not found`);
       }
@@ -235,6 +240,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
       return relay(reply, res, text);
     }
     await catalog.commitPush(repo, manifest.digest, tag, queue);
+    opts.metrics?.registryPush();
     return relay(reply, res, text);
   }
 

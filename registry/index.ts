@@ -13,6 +13,7 @@ import { RegistryAuth } from './auth.ts';
 import { Catalog } from './catalog.ts';
 import { buildRegistryFront } from './front.ts';
 import { externalUpstream, spawnUpstream, type Upstream } from './upstream.ts';
+import type { ServiceMetrics } from '../ops/metrics.ts';
 
 export { buildRegistryFront, parseV2Path } from './front.ts';
 export { Catalog, decide } from './catalog.ts';
@@ -35,16 +36,16 @@ export interface Registry {
  * The registry part of the service: the upstream (spawned or configured), the front, the scan
  * queue and this process's scan workers.
  */
-export async function startRegistry(opts: { config: Config; store: Store; logger: Logger; scanRules?: RuleSet }): Promise<Registry> {
-  const { config, store, logger, scanRules: rules } = opts;
+export async function startRegistry(opts: { config: Config; store: Store; logger: Logger; scanRules?: RuleSet; metrics?: ServiceMetrics }): Promise<Registry> {
+  const { config, store, logger, scanRules: rules, metrics } = opts;
   const upstream = config.registryUpstream ? await externalUpstream(config.registryUpstream, logger) : await spawnUpstream(config.dataDir, logger);
   const redis = createRedis(config.redisUrl);
   const workerRedis = config.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;
   const queue = new ScanQueue(redis, config.redisPrefix);
   const catalog = new Catalog(store, logger.child({ part: 'registry' }), new RedisLeases(redis, `${config.redisPrefix}:repo-lease`));
   const scanner = new ImageScanner({ store, catalog, upstream, logger, ...(rules ? { rules } : {}) });
-  const worker = workerRedis ? startScanWorkers(scanner, workerRedis, config.redisPrefix, logger, config.scanConcurrency) : null;
-  const front = await buildRegistryFront({ store, upstream, auth: await RegistryAuth.open(store, config.dataDir), catalog, queue, logger });
+  const worker = workerRedis ? startScanWorkers(scanner, workerRedis, config.redisPrefix, logger, config.scanConcurrency, metrics) : null;
+  const front = await buildRegistryFront({ store, upstream, auth: await RegistryAuth.open(store, config.dataDir), catalog, queue, logger, metrics });
   await front.ready();
   return {
     front, upstream, catalog, queue, scanner, worker,

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../core/logger.ts';
 import { SCAN_QUEUE, type ScanJob } from '../queue/scan-queue.ts';
 import type { ImageScanner } from './image-scanner.ts';
+import type { ServiceMetrics } from '../ops/metrics.ts';
 
 /**
  * Scan workers: BullMQ consumers of the scan queue. Scale with `concurrency` here, and with more
@@ -10,11 +11,13 @@ import type { ImageScanner } from './image-scanner.ts';
  * A job that fails for good (the upstream stayed away through every retry) leaves its version
  * unscannable, so the image stays private, never public by accident.
  */
-export function startScanWorkers(scanner: ImageScanner, connection: Redis, prefix: string, logger: Logger, concurrency = 2): Worker<ScanJob> {
+export function startScanWorkers(scanner: ImageScanner, connection: Redis, prefix: string, logger: Logger, concurrency = 2, metrics?: ServiceMetrics): Worker<ScanJob> {
   const worker = new Worker<ScanJob>(
     SCAN_QUEUE,
     async (job) => {
-      await scanner.scanVersion(job.data.repo, job.data.digest, job.data.pushed_at);
+      const began = Date.now();
+      const version = await scanner.scanVersion(job.data.repo, job.data.digest, job.data.pushed_at);
+      if (version) metrics?.scanDone(Date.now() - began, version.state, version.findings.map((f) => f.rule));
     },
     { connection, prefix, concurrency, lockDuration: 60_000 },
   );

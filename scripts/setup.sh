@@ -24,9 +24,10 @@ done
 export DEBIAN_FRONTEND=noninteractive DOCKER_BUILDKIT=0
 APT_PACKAGES=(docker.io containerd runc iptables redis-server redis-tools postgresql postgresql-client
     debootstrap busybox-static docker-registry openssl ca-certificates util-linux procps iproute2
-    openssh-client curl zstd python3 make g++ chromium unzip gitleaks) # zstd: scanner reads zstd layers; python3, make, g++ build native
+    openssh-client curl zstd python3 make g++ chromium unzip gitleaks prometheus) # zstd: scanner reads zstd layers; python3, make, g++ build native
     # node modules (sqlite3); chromium drives the web UI tests (playwright-core, no browser download); unzip reads export folders;
-    # gitleaks: the reference the secret-scan tests and bench measure the scanner against (not used by the service)
+    # gitleaks: the reference the secret-scan tests and bench measure the scanner against (not used by the service);
+    # prometheus gives promtool, which checks the /metrics scrape (its server is not started at install)
 DOCKERD_LOG=/var/log/svc-dockerd.log
 
 T_START=${EPOCHREALTIME/,/.}

@@ -16,6 +16,7 @@ import {
   WAITING_HEADER,
   type Page,
 } from '../pages/pages.ts';
+import type { ServiceMetrics } from '../../ops/metrics.ts';
 import { sendPage, writeRawPage } from '../pages/respond.ts';
 import type { ActivityMeter } from './activity.ts';
 import { hostWithoutPort, requestHeadersForApp, responseHeadersObject, type ForwardedFor } from './headers.ts';
@@ -46,6 +47,7 @@ export interface AppProxyOptions {
   /** Websockets without a byte for this long are closed. */
   tunnelIdleMs: number;
   logger: Logger;
+  metrics?: ServiceMetrics;
 }
 
 /** Methods Node sends with chunked framing by default; a body-less one gets `content-length: 0` instead. */
@@ -191,7 +193,7 @@ export class AppHttpProxy {
       const d = await this.decide(req);
       if (!d) return void res.destroy();
       const { conn, decision } = d;
-      if (decision.kind === 'page') return sendPage(req, res, decision.page);
+      if (decision.kind === 'page') return this.page(req, res, decision.page);
       if (res.destroyed) return; // the client left while we looked the route up
       this.forward(req, res, conn, decision.sandbox, decision.target, false);
     } catch (err) {
@@ -199,6 +201,11 @@ export class AppHttpProxy {
       if (!res.headersSent) sendPage(req, res, unavailablePage(req.headers.host ?? '', 'internal error'));
       else res.destroy();
     }
+  }
+
+  private page(req: http.IncomingMessage, res: http.ServerResponse, page: Page): void {
+    if (page.headers[WAITING_HEADER]) this.opts.metrics?.waitingPage();
+    sendPage(req, res, page);
   }
 
   private forward(
@@ -243,7 +250,7 @@ export class AppHttpProxy {
         const target = await this.opts.holds.hold(x.conn.label);
         if (target && !x.res.destroyed) return this.forward(x.req, x.res, x.conn, x.sandbox, target, true);
       }
-      if (!x.res.destroyed) sendPage(x.req, x.res, page);
+      if (!x.res.destroyed) this.page(x.req, x.res, page);
     });
   }
 

@@ -1,0 +1,191 @@
+import type http from 'node:http';
+import type net from 'node:net';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * Every metric of the service, defined here once (docs/operations.md lists them). service.ts makes
+ * one ServiceMetrics and hands it to the parts; each part's instrumentation point is one call.
+ *
+ * Labels are bounded by construction: route kinds, wake kinds and statuses are closed sets of the
+ * code; API routes are Fastify's route patterns (never the path a client sent); rule families are
+ * the scanner's rule catalogue cut to its first word. No sandbox, user or repository name is ever a
+ * label: those grow with the users, and per-sandbox figures are the API's business.
+ */
+
+/** Route kinds of the edge (edge/router/host-router.ts); anything else is counted as `unknown`. */
+const EDGE_ROUTES = ['api', 'registry', 'app-http', 'app-tcp', 'engine', 'shell', 'unknown'] as const;
+export type EdgeRouteKind = (typeof EDGE_ROUTES)[number];
+/** How a wake began: from asleep (container stopped) or from deep sleep (container removed). */
+export type WakeKind = 'asleep' | 'deep_sleep';
+export type SleepKind = 'sleep' | 'deep_sleep';
+export type SandboxCounts = Record<'running' | 'asleep' | 'deep_sleep' | 'archived', number>;
+
+const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+export interface MetricsSources {
+  /** Sandboxes by status, read at each scrape (store records against the engine's containers). */
+  sandboxes?: () => Promise<SandboxCounts>;
+  /** Scan jobs by state, read at each scrape (BullMQ's counts). */
+  scanQueue?: () => Promise<Record<string, number>>;
+}
+
+export class ServiceMetrics {
+  readonly registry = new Registry();
+  private sources: MetricsSources = {};
+  private readonly wakes: Counter<'kind'>;
+  private readonly wakeSeconds: Histogram<'kind'>;
+  private readonly sleeps: Counter<'kind'>;
+  private readonly wakeLimits: Counter;
+  private readonly edgeConnections: Counter<'route'>;
+  private readonly edgeOpen: Gauge<'route'>;
+  private readonly edgeBytes: Counter<'route' | 'direction'>;
+  private readonly edgeRequests: Counter<'route'>;
+  private readonly waitingPages: Counter;
+  private readonly scans: Counter<'result'>;
+  private readonly scanSeconds: Histogram;
+  private readonly findings: Counter<'family'>;
+  private readonly pushes: Counter;
+  private readonly pulls: Counter;
+  private readonly apiRequests: Counter<'method' | 'route' | 'status'>;
+  private readonly apiSeconds: Histogram<'route'>;
+  private readonly storeErrors: Counter;
+  private readonly redisErrors: Counter;
+
+  constructor() {
+    const registers = [this.registry];
+    const sources = () => this.sources;
+    collectDefaultMetrics({ register: this.registry });
+    // prom-client's nodejs_active_{handles,requests,resources}_total are gauges, which promtool (and
+    // the naming rules) refuse: a _total suffix means a counter. Each is the sum of its per-type
+    // gauge without the suffix, which stays, so nothing is lost.
+    for (const metric of this.registry.getMetricsAsArray()) {
+      if (metric.name.endsWith('_total') && !(metric instanceof Counter)) this.registry.removeSingleMetric(metric.name);
+    }
+    new Gauge({
+      name: 'svc_sandboxes', help: 'Sandboxes by status (archived: deleted, name kept)', labelNames: ['status'], registers,
+      async collect() {
+        const read = sources().sandboxes;
+        if (read) for (const [status, n] of Object.entries(await read())) this.set({ status }, n);
+      },
+    });
+    this.wakes = new Counter({ name: 'svc_wakes_total', help: 'Sandboxes woken, by the state they woke from', labelNames: ['kind'], registers });
+    this.wakeSeconds = new Histogram({
+      name: 'svc_wake_duration_seconds', help: 'Time from a wake request to a sandbox whose engine answers', labelNames: ['kind'], registers,
+      buckets: [0.5, 1, 2, 3, 5, 8, 13, 20, 30, 45, 60, 90],
+    });
+    this.sleeps = new Counter({ name: 'svc_sleeps_total', help: 'Sandboxes put to sleep (sleep) or taken down (deep_sleep)', labelNames: ['kind'], registers });
+    this.wakeLimits = new Counter({ name: 'svc_wake_limits_hit_total', help: "Wakes by app traffic refused by the owner's hourly wake limit", registers });
+    this.edgeConnections = new Counter({ name: 'svc_edge_connections_total', help: 'Connections the public port dispatched, by route kind', labelNames: ['route'], registers });
+    this.edgeOpen = new Gauge({ name: 'svc_edge_open_connections', help: 'Connections open on the public port, by route kind', labelNames: ['route'], registers });
+    this.edgeBytes = new Counter({
+      name: 'svc_edge_bytes_total', help: 'Bytes on the public port by route kind and direction (in: from clients), counted when a connection closes',
+      labelNames: ['route', 'direction'], registers,
+    });
+    this.edgeRequests = new Counter({ name: 'svc_edge_http_requests_total', help: 'HTTP requests through the public port, by route kind', labelNames: ['route'], registers });
+    this.waitingPages = new Counter({ name: 'svc_edge_waiting_pages_total', help: 'Waiting pages served for apps whose sandbox is waking or starting', registers });
+    this.scans = new Counter({ name: 'svc_scans_total', help: 'Image scans finished, by result', labelNames: ['result'], registers });
+    this.scanSeconds = new Histogram({
+      name: 'svc_scan_duration_seconds', help: 'Duration of one image scan job', registers,
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    });
+    this.findings = new Counter({ name: 'svc_scan_findings_total', help: 'Scan findings by rule family (the rule name up to its first dash)', labelNames: ['family'], registers });
+    new Gauge({
+      name: 'svc_scan_queue_jobs', help: 'Scan jobs in the queue by state', labelNames: ['state'], registers,
+      async collect() {
+        const read = sources().scanQueue;
+        if (read) for (const [state, n] of Object.entries(await read())) this.set({ state }, n);
+      },
+    });
+    this.pushes = new Counter({ name: 'svc_registry_pushes_total', help: 'Image manifests pushed (accepted by the upstream)', registers });
+    this.pulls = new Counter({ name: 'svc_registry_pulls_total', help: 'Image manifests pulled (GET of a manifest the caller may read)', registers });
+    this.apiRequests = new Counter({
+      name: 'svc_api_requests_total', help: 'API requests by method, route pattern and status (both ports)', labelNames: ['method', 'route', 'status'], registers,
+    });
+    this.apiSeconds = new Histogram({
+      name: 'svc_api_request_duration_seconds', help: 'API response time by route pattern', labelNames: ['route'], registers,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    });
+    this.storeErrors = new Counter({ name: 'svc_store_errors_total', help: 'Store operations that failed (database unreachable, query errors)', registers });
+    this.redisErrors = new Counter({ name: 'svc_redis_errors_total', help: 'Errors reported by Redis connections (lost, refused, command errors)', registers });
+    for (const route of EDGE_ROUTES) {
+      this.edgeConnections.inc({ route }, 0);
+      this.edgeOpen.set({ route }, 0);
+    }
+    for (const kind of ['asleep', 'deep_sleep'] as const) this.wakes.inc({ kind }, 0);
+    for (const kind of ['sleep', 'deep_sleep'] as const) this.sleeps.inc({ kind }, 0);
+  }
+
+  /** Where the gauges read at scrape time come from, once those parts exist. */
+  observe(sources: MetricsSources): void {
+    this.sources = sources;
+  }
+
+  /** The scrape: Prometheus text format. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  wakeDone(kind: WakeKind, ms: number): void {
+    this.wakes.inc({ kind });
+    this.wakeSeconds.observe({ kind }, ms / 1000);
+  }
+
+  slept(kind: SleepKind): void {
+    this.sleeps.inc({ kind });
+  }
+
+  wakeLimitHit(): void {
+    this.wakeLimits.inc();
+  }
+
+  /** A connection the edge dispatched: counted, held open until it closes, its bytes added then. */
+  edgeConnection(kind: string, socket: net.Socket): void {
+    const route = (EDGE_ROUTES as readonly string[]).includes(kind) ? kind : 'unknown';
+    this.edgeConnections.inc({ route });
+    this.edgeOpen.inc({ route });
+    socket.once('close', () => {
+      this.edgeOpen.dec({ route });
+      this.edgeBytes.inc({ route, direction: 'in' }, socket.bytesRead);
+      this.edgeBytes.inc({ route, direction: 'out' }, socket.bytesWritten);
+    });
+  }
+
+  /** Counts the HTTP requests one of the edge's own servers gets. */
+  edgeHttpServer(route: EdgeRouteKind, server: http.Server): void {
+    server.on('request', () => this.edgeRequests.inc({ route }));
+  }
+
+  waitingPage(): void {
+    this.waitingPages.inc();
+  }
+
+  /** A scan job ended: its result (clean, flagged, unscannable, failed) and findings. */
+  scanDone(ms: number, result: string, rules: readonly string[]): void {
+    this.scans.inc({ result });
+    this.scanSeconds.observe(ms / 1000);
+    for (const rule of rules) this.findings.inc({ family: rule.split('-')[0] || 'other' });
+  }
+
+  registryPush(): void {
+    this.pushes.inc();
+  }
+
+  registryPull(): void {
+    this.pulls.inc();
+  }
+
+  /** `route`: the route pattern (`/api/sandboxes/:name`), or undefined when no route matched. */
+  apiRequest(method: string, route: string | undefined, status: number, ms: number): void {
+    const pattern = route ?? '(unmatched)';
+    this.apiRequests.inc({ method: HTTP_METHODS.has(method) ? method : 'other', route: pattern, status: String(status) });
+    this.apiSeconds.observe({ route: pattern }, ms / 1000);
+  }
+
+  storeError(): void {
+    this.storeErrors.inc();
+  }
+
+  redisError(): void {
+    this.redisErrors.inc();
+  }
+}

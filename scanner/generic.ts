@@ -14,7 +14,7 @@ export function entropy(value: string): number {
 }
 
 /** Entropy floor of a generic secret, gitleaks' value: `PORT=8080` or `changeme` style values stay below. */
-export const GENERIC_ENTROPY_FLOOR = 3.5;
+const GENERIC_ENTROPY_FLOOR = 3.5;
 
 /** Key names that hold public or descriptive values: a GPG fingerprint, a key's file, a token's lifetime. */
 const PUBLIC_KEY_NAMES = /gpg|pgp|fingerprint|public|pub_?key|keyring|(?:[_.-]|^)(?:file|path|dir|url|uri|host|port|user|username|name|type|size|len|length|id|ttl|timeout|expiry|expires|header|method|mode|version|format|alg|algorithm|hash|sha\d*|md5|checksum)$/i;

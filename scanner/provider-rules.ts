@@ -73,7 +73,7 @@ const HEX = '[a-f0-9]';
 const UUID = '[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}';
 
 /** A JWT's first two parts decode to JSON objects, the header naming its algorithm. */
-export function plausibleJwt(token: string): boolean {
+function plausibleJwt(token: string): boolean {
   const [header, payload] = token.split('.');
   try {
     const h = JSON.parse(Buffer.from(header!, 'base64url').toString('utf8'));

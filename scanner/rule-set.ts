@@ -85,7 +85,6 @@ export class RuleSet {
   readonly settings: { automaton: KeywordAutomaton; rules: CompiledRule[][] };
   /** Rules without keywords (operator rules only): run over all of a file's text. */
   readonly unkeyed: CompiledRule[];
-  readonly families: Map<string, Family>;
   readonly version: string;
 
   constructor(rules: ContentRule[], extra: { rules?: CompiledRule[]; pathRules?: PathOnlyRule[]; allowlist?: Allowlist; source?: string } = {}) {
@@ -95,7 +94,6 @@ export class RuleSet {
     this.general = index(this.rules.filter((r) => r.scope !== 'settings'));
     this.settings = index(this.rules);
     this.unkeyed = this.rules.filter((r) => r.keywords.length === 0);
-    this.families = new Map(this.rules.map((r) => [r.id, r.family]));
     this.version = createHash('sha256')
       .update(JSON.stringify(this.rules.map((r) => [r.id, r.keywords, r.regex.source, r.regex.flags, r.entropy, r.path?.source])))
       .update(extra.source ?? '')

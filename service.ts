@@ -30,6 +30,7 @@ import { startRegistry, type Registry } from './registry/index.ts';
 import { ServiceMetrics, type SandboxCounts } from './ops/metrics.ts';
 import { readiness, serviceChecks } from './ops/health.ts';
 import { countingStoreErrors } from './ops/store-errors.ts';
+import { startScanning, type Scanning } from './scanner/index.ts';
 import { loadRulesFile } from './scanner/operator-rules.ts';
 import { installEgressRules, openPort } from './lifecycle/runtime/egress-firewall.ts';
 import { engineClient } from './lifecycle/runtime/engine-client.ts';
@@ -44,6 +45,7 @@ export interface Service {
   registry: Registry;
   /** Absent with SVC_METRICS=off. */
   metrics?: ServiceMetrics;
+  scanning: Scanning;
   close(): Promise<void>;
 }
 
@@ -120,7 +122,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const rearm = rearmReconciling(queue, lifecycle, logger);
   const sandboxExec = new SandboxExec(docker);
   const files = new SandboxFiles(sandboxExec, lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
-  const registry: Registry = await startRegistry({ config, store, logger, scanRules, metrics });
+  const registry: Registry = await startRegistry({ config, store, logger, metrics });
+  const scanning = startScanning({ config, store, versions: registry.catalog, blobs: registry.upstream, logger, metrics, ...(scanRules ? { rules: scanRules } : {}) });
   metrics?.observe({
     sandboxes: () => sandboxCounts(store, runtime),
     scanQueue: () => registry.queue.queue.getJobCounts('waiting', 'active', 'delayed', 'failed'),
@@ -164,6 +167,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     docker,
     registry,
     metrics,
+    scanning,
     async close() {
       clearInterval(rearm);
       stopPruningAudit();
@@ -177,6 +181,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       // The worker before the parts its jobs use: a reconcile pass or wake in flight finishes against them.
       await step('lifecycle worker', () => worker.close());
       await step('files', () => files.close());
+      // The scan workers before the registry: a scan in flight finishes against its upstream.
+      await step('scan workers', () => scanning.close());
       await step('registry', () => registry.close());
       await step('apps', () => apps.close());
       await step('lifecycle queue', () => queue.close());

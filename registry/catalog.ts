@@ -1,9 +1,8 @@
 import { KeyedLock, type CrossProcessLock } from '../core/keyed-lock.ts';
 import type { Logger } from '../core/logger.ts';
-import type { ScanQueue } from '../queue/scan-queue.ts';
 import type { RepoRecord, Store, VersionRecord } from '../store/index.ts';
 import { splitRepo } from '../store/registry.ts';
-import type { ParsedManifest } from './manifests.ts';
+import type { ParsedManifest } from '../oci/manifests.ts';
 
 /**
  * What the service knows about pushed images, and the visibility rule (issue 4, spec 4.4 item 3):
@@ -53,8 +52,8 @@ export class Catalog {
     });
   }
 
-  /** The upstream accepted the manifest: a tag now names only this version; the scan is queued. */
-  async commitPush(repo: string, digest: string, tag: string | undefined, queue: ScanQueue): Promise<void> {
+  /** The upstream accepted the manifest: a tag now names only this version. */
+  async commitPush(repo: string, digest: string, tag: string | undefined): Promise<void> {
     await this.withRepo(repo, async () => {
       if (tag) {
         for (const v of await this.store.registry.listVersions(repo)) {
@@ -62,8 +61,6 @@ export class Catalog {
         }
       }
     });
-    await queue.enqueue({ repo, digest, pushed_at: Date.now() });
-    this.logger.info({ repo, digest, tag }, 'registry: manifest pushed, scan queued');
   }
 
   /** The upstream refused the manifest: put back what was there before. */

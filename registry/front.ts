@@ -10,7 +10,7 @@ import type { Store } from '../store/index.ts';
 import { splitRepo } from '../store/registry.ts';
 import { RegistryAuth, SERVICE_NAME, TOKEN_TTL_SECONDS } from './auth.ts';
 import type { Catalog } from './catalog.ts';
-import { DIGEST, ManifestRejected, MAX_MANIFEST_BYTES, NAME, parseManifest, TAG } from './manifests.ts';
+import { DIGEST, ManifestRejected, MAX_MANIFEST_BYTES, NAME, parseManifest, TAG } from '../oci/manifests.ts';
 import type { Upstream } from './upstream.ts';
 import type { ServiceMetrics } from '../ops/metrics.ts';
 
@@ -239,8 +239,10 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
       log.info({ repo, reference, status: res.status }, 'registry: upstream refused the manifest');
       return relay(reply, res, text);
     }
-    await catalog.commitPush(repo, manifest.digest, tag, queue);
+    await catalog.commitPush(repo, manifest.digest, tag);
+    await queue.enqueue({ repo, digest: manifest.digest, pushed_at: Date.now() });
     opts.metrics?.registryPush();
+    log.info({ repo, digest: manifest.digest, tag }, 'registry: manifest pushed, scan queued');
     return relay(reply, res, text);
   }
 

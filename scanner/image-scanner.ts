@@ -1,9 +1,7 @@
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { Logger } from '../core/logger.ts';
-import type { Catalog } from '../registry/catalog.ts';
-import type { Upstream } from '../registry/upstream.ts';
-import { CONFIG_TYPES, digestOf, IMAGE_MANIFEST_TYPES, LAYER_TYPES, ManifestRejected, MANIFEST_TYPES, parseManifest, platformOf, type Descriptor, type ParsedManifest } from '../registry/manifests.ts';
+import { CONFIG_TYPES, digestOf, IMAGE_MANIFEST_TYPES, LAYER_TYPES, ManifestRejected, MANIFEST_TYPES, parseManifest, platformOf, type Descriptor, type ParsedManifest } from '../oci/manifests.ts';
 import type { Finding, LayerScanRecord, Store, VersionRecord } from '../store/index.ts';
 import { scanText } from './content-scanner.ts';
 import { scanLayer, type LayerLimits } from './layer-reader.ts';
@@ -22,11 +20,28 @@ interface ImageResult {
   bytes: number;
 }
 
+/**
+ * Where a scan records its state and results. The registry's catalogue is one: it stores the
+ * version and re-decides the repository's visibility, under its lock.
+ */
+export interface VersionSink {
+  /** Changes a stored version; undefined when it was deleted meanwhile. */
+  updateVersion(repo: string, digest: string, change: (v: VersionRecord) => VersionRecord): Promise<VersionRecord | undefined>;
+}
+
+/**
+ * Where manifests and blobs are read: a distribution API (`/v2/<repo>/manifests/…`, `/blobs/…`).
+ * The registry's upstream is one; the scanner reads it directly, never through the front.
+ */
+export interface BlobSource {
+  fetch(path: string, init: { headers: Record<string, string>; signal: AbortSignal }): Promise<Response>;
+}
+
 export interface ImageScannerOptions {
-  store: Store;
-  catalog: Catalog;
-  /** The upstream registry: blobs are read from it, never through the front. */
-  upstream: Pick<Upstream, 'fetch'>;
+  /** Layer results by digest, kept across scans. */
+  store: Pick<Store, 'registry'>;
+  versions: VersionSink;
+  blobs: BlobSource;
   logger: Logger;
   limits?: Partial<LayerLimits>;
   /** The rules (default: the built-in ones; with an operator's file, operator-rules.ts). */
@@ -51,9 +66,9 @@ export class ImageScanner {
   }
 
   async scanVersion(repo: string, digest: string, pushedAt?: number): Promise<VersionRecord | undefined> {
-    const { catalog } = this.opts;
+    const { versions } = this.opts;
     const started = Date.now();
-    const version = await catalog.updateVersion(repo, digest, (v) => ({ ...v, state: 'scanning', scan_started_at: new Date().toISOString(), findings: [], reason: undefined }));
+    const version = await versions.updateVersion(repo, digest, (v) => ({ ...v, state: 'scanning', scan_started_at: new Date().toISOString(), findings: [], reason: undefined }));
     if (!version) return undefined; // deleted before its scan
     this.log.info({ repo, digest, kind: version.kind }, 'scan started');
     let result: ImageResult;
@@ -68,7 +83,7 @@ export class ImageScanner {
       if (!(err instanceof Unscannable)) throw err;
       result = { state: 'unscannable', findings: [], reason: err.message, bytes: 0 };
     }
-    const done = await catalog.updateVersion(repo, digest, (v) => ({
+    const done = await versions.updateVersion(repo, digest, (v) => ({
       ...v,
       state: result.state,
       findings: result.findings,
@@ -84,7 +99,7 @@ export class ImageScanner {
 
   /** Marks a version unscannable after its job failed for good (upstream gone, say). */
   async giveUp(repo: string, digest: string, message: string): Promise<void> {
-    await this.opts.catalog.updateVersion(repo, digest, (v) => ({ ...v, state: 'unscannable', reason: `scan failed: ${message}`, scanned_at: new Date().toISOString() }));
+    await this.opts.versions.updateVersion(repo, digest, (v) => ({ ...v, state: 'unscannable', reason: `scan failed: ${message}`, scanned_at: new Date().toISOString() }));
   }
 
   private async manifest(repo: string, digest: string): Promise<ParsedManifest & { digest: string }> {
@@ -116,7 +131,7 @@ export class ImageScanner {
         continue;
       }
       if (platform) {
-        await this.opts.catalog.updateVersion(repo, child.digest, (v) => ({ ...v, platform }));
+        await this.opts.versions.updateVersion(repo, child.digest, (v) => ({ ...v, platform }));
       }
       let r: ImageResult;
       try {
@@ -254,11 +269,11 @@ export class ImageScanner {
   }
 
   private async progress(repo: string, digest: string, progress: VersionRecord['progress']): Promise<void> {
-    await this.opts.catalog.updateVersion(repo, digest, (v) => ({ ...v, progress }));
+    await this.opts.versions.updateVersion(repo, digest, (v) => ({ ...v, progress }));
   }
 
   private async fetch(repo: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
-    const res = await this.opts.upstream.fetch(`/v2/${repo}/${path}`, { headers, signal: AbortSignal.timeout(600_000) });
+    const res = await this.opts.blobs.fetch(`/v2/${repo}/${path}`, { headers, signal: AbortSignal.timeout(600_000) });
     if (res.status !== 200 && res.status !== 404) {
       await res.body?.cancel();
       throw new Error(`registry upstream answered ${res.status} for ${repo}/${path}`);

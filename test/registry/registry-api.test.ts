@@ -187,17 +187,17 @@ describe('registry front and scans (OCI API through the edge)', () => {
   it('a scan that cannot run (no zstd here) fails for a retry and decides nothing about the layer', async () => {
     const layer = zstd(await makeTar([{ path: 'z/file.txt', content: `zstd layer ${t.config.redisPrefix}` }]));
     const repo = `${sbA}/nozstd`;
-    const worker = t.service.registry.worker!;
+    const worker = t.service.scanning.worker!;
     await worker.pause(); // this test drives the scanner itself, as the worker's job would
     const path = process.env.PATH;
     try {
       const r = await asAlice.pushImage(repo, 'v1', [{ blob: layer, mediaType: LAYER_ZSTD }]);
       assert.equal(r.status, 201, r.body);
       process.env.PATH = '/nonexistent';
-      await assert.rejects(t.service.registry.scanner.scanVersion(repo, r.digest), /cannot run zstd/, 'the job fails, so BullMQ retries it');
+      await assert.rejects(t.service.scanning.scanner.scanVersion(repo, r.digest), /cannot run zstd/, 'the job fails, so BullMQ retries it');
       assert.equal(await t.service.store.registry.getLayer(sha256(layer)), undefined, 'nothing kept about the layer');
       process.env.PATH = path;
-      const retried = await t.service.registry.scanner.scanVersion(repo, r.digest);
+      const retried = await t.service.scanning.scanner.scanVersion(repo, r.digest);
       assert.equal(retried!.state, 'clean', JSON.stringify(retried));
     } finally {
       process.env.PATH = path;

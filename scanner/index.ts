@@ -1,0 +1,38 @@
+import type { Worker } from 'bullmq';
+import type { Config } from '../core/config.ts';
+import type { Logger } from '../core/logger.ts';
+import type { ServiceMetrics } from '../ops/metrics.ts';
+import { createRedis } from '../queue/connection.ts';
+import type { ScanJob } from '../queue/scan-queue.ts';
+import type { Store } from '../store/index.ts';
+import { ImageScanner, type BlobSource, type VersionSink } from './image-scanner.ts';
+import type { RuleSet } from './rule-set.ts';
+import { startScanWorkers } from './worker.ts';
+
+export { ImageScanner, type BlobSource, type VersionSink } from './image-scanner.ts';
+
+export interface Scanning {
+  scanner: ImageScanner;
+  /** This process's scan workers; null with `SVC_SCAN_CONCURRENCY=0` (other processes scan). */
+  worker: Worker<ScanJob> | null;
+  close(): Promise<void>;
+}
+
+/**
+ * The scanner part of the service: an image scanner that reads from `blobs` and records into
+ * `versions`, and this process's workers on the scan queue the registry front fills.
+ */
+export function startScanning(opts: { config: Config; store: Store; versions: VersionSink; blobs: BlobSource; logger: Logger; rules?: RuleSet; metrics?: ServiceMetrics }): Scanning {
+  const { config, store, versions, blobs, logger, rules, metrics } = opts;
+  const scanner = new ImageScanner({ store, versions, blobs, logger, ...(rules ? { rules } : {}) });
+  const redis = config.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;
+  const worker = redis ? startScanWorkers(scanner, redis, config.redisPrefix, logger, config.scanConcurrency, metrics) : null;
+  return {
+    scanner,
+    worker,
+    async close() {
+      await worker?.close();
+      redis?.disconnect();
+    },
+  };
+}

@@ -16,6 +16,7 @@ import { logRoutes } from './routes/logs.ts';
 import { mcpRoutes } from './mcp/route.ts';
 import { execRoutes } from './routes/exec.ts';
 import { cliRoutes } from './routes/cli.ts';
+import { terminalRoutes } from './routes/terminal.ts';
 import type { SandboxCommands } from '../exec/index.ts';
 import type { SandboxFiles } from '../files/index.ts';
 import { exportRoutes } from './routes/export.ts';
@@ -119,6 +120,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(logRoutes, { store: deps.store, lifecycle: deps.lifecycle, heartbeatMs: deps.sseHeartbeatMs });
       await api.register(exportRoutes, { exportDeps, lifecycle: deps.lifecycle });
       await api.register(execRoutes, { store: deps.store, commands: deps.commands });
+      await api.register(terminalRoutes, { store: deps.store, commands: deps.commands, siteOrigin: addresses.site });
       await api.register(mcpRoutes, { store: deps.store, lifecycle: deps.lifecycle, files, commands: deps.commands });
     },
     { prefix: '/api' },

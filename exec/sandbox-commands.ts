@@ -114,6 +114,16 @@ export class SandboxCommands {
     return { stdout: proc.stdout, stderr, done };
   }
 
+  /**
+   * A login shell on a terminal as root (the web UI's terminal), bash where the sandbox has it.
+   * The sandbox is woken first; what the user types counts as activity (`typed`).
+   */
+  async terminal(sandbox: string, size: { cols: number; rows: number }) {
+    await this.wakeIfAsleep(sandbox);
+    const term = await this.exec.startTerminal(sandbox, ['sh', '-c', 'command -v bash >/dev/null && exec bash -l || exec sh -l'], size);
+    return { ...term, typed: () => this.lifecycle.recordActivity(sandbox) };
+  }
+
   private async wakeIfAsleep(sandbox: string): Promise<boolean> {
     if ((await this.lifecycle.status(sandbox)).status === 'running') return false;
     await this.lifecycle.start(sandbox);

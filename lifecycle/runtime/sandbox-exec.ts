@@ -63,6 +63,21 @@ export class SandboxExec {
   }
 
   /**
+   * An interactive command on a terminal (the web UI's): one raw stream both ways (a TTY has no
+   * frames), `resize` for the terminal's size. Ending the stream hangs the terminal up.
+   */
+  async startTerminal(sandbox: string, cmd: string[], size: { cols: number; rows: number }): Promise<{ stream: Duplex; resize(size: { cols: number; rows: number }): Promise<void> }> {
+    const exec = await this.docker.getContainer(resourceNames(sandbox).container).exec({
+      Cmd: cmd, AttachStdin: true, AttachStdout: true, AttachStderr: true, Tty: true, User: '0:0', WorkingDir: '/root',
+      Env: ['TERM=xterm-256color'],
+    });
+    const stream = (await exec.start({ hijack: true, stdin: true, Tty: true })) as unknown as Duplex;
+    const resize = async ({ cols, rows }: { cols: number; rows: number }) => { await exec.resize({ w: cols, h: rows }); };
+    await resize(size).catch(() => undefined); // the first resize may come before the engine has started it
+    return { stream, resize };
+  }
+
+  /**
    * A tar stream of `path` from the engine's archive API (what `docker cp` reads): the engine
    * resolves the path inside the container, never on the host. Callers check the path first.
    */

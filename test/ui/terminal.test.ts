@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import WebSocket from 'ws';
+import { createToken, createUser } from '../../accounts/index.ts';
+import { launchChromium } from '../helpers/browser.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+
+/** The sandbox panel's terminal in Chromium, through the edge, signed in with the session cookie. */
+describe('terminal in the sandbox panel', () => {
+  let t: TestService;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let site: string;
+  let name: string;
+  let cookie: string;
+
+  const screen = () => page.locator('.xterm-rows').innerText();
+
+  before(async () => {
+    t = await startTestService();
+    site = `https://localhost:${t.config.httpsPort}`;
+    const { user, password } = await createUser(t.service.store, { name: `term-${t.config.redisPrefix}` });
+    const { value: token } = await createToken(t.service.store, { userId: user.id });
+    const res = await t.api('POST', '/api/sandboxes', token, { name: `term-${t.config.redisPrefix}`, idle_timeout: '1h' });
+    assert.equal(res.status, 201, answerOf(res));
+    name = res.body.name;
+    const signIn = await fetch(`${t.url}/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: user.name, password }) });
+    cookie = /^__Host-svc_session=([^;]+)/.exec(signIn.headers.get('set-cookie') ?? '')?.[1] ?? '';
+    assert.ok(cookie, `sign-in failed: ${signIn.status}`);
+    browser = await launchChromium('localhost');
+    context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });
+    await context.addCookies([{ name: '__Host-svc_session', value: cookie, url: site, secure: true, httpOnly: true, sameSite: 'Strict' }]);
+    page = await context.newPage();
+  });
+  after(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  it('runs a command typed into it and shows its output; follows the terminal size', async () => {
+    await page.goto(`${site}/#/sandboxes/${name}`);
+    await page.locator('.terminal-screen[data-state="open"]').waitFor({ timeout: 30_000 });
+    await page.locator('.xterm').click();
+    await eventually(async () => /[#$] *$/m.test(await screen()), 'the prompt', 20_000, 100);
+    await page.keyboard.type('echo "hi-$((6*7))"; stty size\n');
+    const first = await eventually(async () => /hi-42\n(\d+) (\d+)/.exec(await screen()), 'the echo and the size', 20_000, 100);
+    await page.setViewportSize({ width: 700, height: 900 });
+    await page.keyboard.type('clear; stty size\n');
+    const second = await eventually(async () => { const m = /^(\d+) (\d+)$/m.exec(await screen()); return m && Number(m[2]) < Number(first[2]) ? m : null; }, 'a narrower terminal', 20_000, 100);
+    assert.equal(second[1], first[1], 'same number of rows');
+  });
+
+  it('refuses a websocket from another origin, and one without a session', async () => {
+    const url = `wss://localhost:${t.config.httpsPort}/api/sandboxes/${name}/terminal`;
+    const refused = (headers: Record<string, string>) => new Promise<number>((resolve, reject) => {
+      const ws = new WebSocket(url, { headers, rejectUnauthorized: false });
+      ws.on('unexpected-response', (_req, res) => { resolve(res.statusCode ?? 0); ws.terminate(); });
+      ws.on('open', () => { ws.close(); reject(new Error('the websocket was accepted')); });
+      ws.on('error', () => undefined);
+    });
+    assert.equal(await refused({ cookie: `__Host-svc_session=${cookie}`, origin: 'https://evil.example' }), 403);
+    assert.equal(await refused({ origin: site }), 401);
+  });
+});

@@ -36,6 +36,8 @@ export class ContentScanner {
   private readonly readUntil = new Map<CompiledRule, number>();
   private readonly hits = new Map<string, ContentHit>();
   private unkeyedFrom = 0;
+  /** Per keyword, where its last reported occurrence ended. */
+  private readonly lastEnd: number[] = [];
 
   constructor(private readonly rules: RuleSet, private readonly opts: { path?: string; settings?: boolean } = {}) {
     this.index = opts.settings ? rules.settings : rules.general;
@@ -55,7 +57,13 @@ export class ContentScanner {
     const base = this.carryStart;
     const chunkAt = this.carry.length; // chunk[0] in text
     const keywords: Array<[number, number]> = [];
-    const { state, lines } = this.index.automaton.run(chunk, 0, this.state, (k, end) => keywords.push([k, base + chunkAt + end]));
+    const { state, lines } = this.index.automaton.run(chunk, 0, this.state, (k, end) => {
+      // A run such as `AAAA…` repeats a keyword at every byte: one occurrence per keyword length is enough.
+      const at = base + chunkAt + end;
+      if (at - this.index.automaton.keywords[k]!.length < (this.lastEnd[k] ?? -1)) return;
+      this.lastEnd[k] = at;
+      keywords.push([k, at]);
+    });
     this.state = state;
     const view = new TextView(text, base, chunkAt, this.lines);
 

@@ -11,4 +11,5 @@ export {
   SSH_KEY_TYPES, addSshKey, listSshKeys, removeSshKey, parseSshPublicKey, sshFingerprint, authorizedKeys,
   type ParsedSshKey, type SshKeyType,
 } from './ssh-keys.ts';
+export { authorizeSandbox, forbidLimited, type SandboxAction } from './access.ts';
 export { WebSessions, csrfMatches, SESSION_TTL_MS, type WebSession } from './web-sessions.ts';

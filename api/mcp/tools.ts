@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { Caller } from '../../accounts/index.ts';
+import { authorizeSandbox, type Caller } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
 import { MAX_TIMEOUT_S, OUTPUT_LIMIT, type SandboxCommands } from '../../exec/index.ts';
 import { listVolumes, type SandboxFiles } from '../../files/index.ts';
@@ -10,7 +10,6 @@ import { runningEngine } from '../../files/volumes.ts';
 import { MAX_RECENT_LINES, recentLogs } from '../../logs/index.ts';
 import type { Lifecycle, SandboxView } from '../../lifecycle/index.ts';
 import type { Store } from '../../store/index.ts';
-import { authorizeSandbox } from '../access.ts';
 
 export interface McpDeps {
   store: Store;

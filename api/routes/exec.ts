@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { StringDecoder } from 'node:string_decoder';
 import { MAX_TIMEOUT_S, OUTPUT_LIMIT, DEFAULT_TIMEOUT_S, type SandboxCommands } from '../../exec/index.ts';
 import type { Store } from '../../store/index.ts';
-import { authorizeSandbox } from '../access.ts';
+import { authorizeSandbox } from '../../accounts/index.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 
 export interface ExecRoutesOptions {

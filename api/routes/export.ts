@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { exportSandbox, zipEntries, type ExportDeps } from '../../export/index.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
-import { authorizeSandbox } from '../access.ts';
+import { authorizeSandbox } from '../../accounts/index.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 
 /** Spec 1.7: the export folder `svc-<sandbox>/` as a zip, for the owner (a limited token may export its own sandbox). */

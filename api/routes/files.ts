@@ -5,7 +5,7 @@ import { Type } from '@sinclair/typebox';
 import contentDisposition from 'content-disposition';
 import type { SandboxFiles } from '../../files/index.ts';
 import type { Store } from '../../store/index.ts';
-import { authorizeSandbox } from '../access.ts';
+import { authorizeSandbox } from '../../accounts/index.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 
 export interface FileRoutesOptions {

@@ -5,7 +5,7 @@ import { runningEngine } from '../../files/volumes.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
 import { MAX_RECENT_LINES, parseEventId, parseTime, recentLogs, SandboxLogStream, type Cursor, type LogStreamHandlers } from '../../logs/index.ts';
 import type { Store } from '../../store/index.ts';
-import { authorizeSandbox } from '../access.ts';
+import { authorizeSandbox } from '../../accounts/index.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 
 export const DEFAULT_HEARTBEAT_MS = 15_000;

@@ -1,12 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { addSshKey, createToken, listSshKeys, listTokens, publicToken, publicUser, removeSshKey, revokeToken } from '../../accounts/index.ts';
+import { addSshKey, createToken, forbidLimited, listSshKeys, listTokens, publicToken, publicUser, removeSshKey, revokeToken } from '../../accounts/index.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
 import type { Admission } from '../../accounts/admission.ts';
 import type { WakeLimits } from '../../lifecycle/wake-limits.ts';
 import { Quotas, QuotaUsage } from '../schemas/quotas.ts';
 import type { Store } from '../../store/index.ts';
-import { forbidLimited } from '../access.ts';
 import { errorResponses } from '../schemas/common.ts';
 
 const Token = Type.Object({

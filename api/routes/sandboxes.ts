@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Lifecycle } from '../../lifecycle/index.ts';
 import type { Store } from '../../store/index.ts';
-import { authorizeSandbox, forbidLimited } from '../access.ts';
+import { authorizeSandbox, forbidLimited } from '../../accounts/index.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 import { ArchiveResult, CreateSandboxBody, PatchSandboxBody, Sandbox, SandboxSummary } from '../schemas/sandbox.ts';
 

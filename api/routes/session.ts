@@ -1,9 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { changePassword, DISABLED, publicUser, recordSignIn, verifyUserPassword, type WebSessions } from '../../accounts/index.ts';
+import { changePassword, DISABLED, forbidLimited, publicUser, recordSignIn, verifyUserPassword, type WebSessions } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
 import type { Store } from '../../store/index.ts';
-import { forbidLimited } from '../access.ts';
 import type { SignInGuard } from '../sign-in-guard.ts';
 import { errorResponses } from '../schemas/common.ts';
 import { clearSessionCookie, refuseCrossSite, requestSession, setSessionCookie } from '../web-session.ts';

@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { errors } from '../../core/errors.ts';
 import type { SandboxCommands } from '../../exec/index.ts';
 import type { Store } from '../../store/index.ts';
-import { authorizeSandbox } from '../access.ts';
+import { authorizeSandbox } from '../../accounts/index.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 
 export interface TerminalRoutesOptions {

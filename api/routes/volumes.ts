@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { listVolumes } from '../../files/index.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
 import type { Store } from '../../store/index.ts';
-import { authorizeSandbox } from '../access.ts';
+import { authorizeSandbox } from '../../accounts/index.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 
 const Volume = Type.Object(

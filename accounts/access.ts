@@ -1,5 +1,5 @@
 import { errors } from '../core/errors.ts';
-import type { Caller } from '../accounts/index.ts';
+import type { Caller } from './tokens.ts';
 import type { SandboxRecord } from '../store/records.ts';
 import type { Store } from '../store/index.ts';
 

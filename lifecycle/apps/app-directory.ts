@@ -16,6 +16,11 @@ const RESUBSCRIBE_MS = 1_000;
  * while a subscriber reconnects is lost), so this bounds how long a missed change stays unseen.
  */
 export const RELOAD_EVERY_MS = 10_000;
+/**
+ * A field of the table's hash that no label can be: written once with the table, so a hash without
+ * it is a table Redis lost (flushed, or restarted without persistence), not a table of no apps.
+ */
+const TABLE_MARK = '#table';
 
 /** What one process tells the others on `<prefix>:apps:events`. */
 interface AppEvent {
@@ -107,6 +112,12 @@ export class AppDirectory {
       do {
         this.reloadAgain = false;
         const raws = await this.redis.hgetall(this.key);
+        if (raws[TABLE_MARK] === undefined) {
+          await this.restore(raws);
+          this.reloadAgain = true;
+          continue;
+        }
+        delete raws[TABLE_MARK];
         const table = new Map<string, AppEntry>();
         for (const [label, raw] of Object.entries(raws)) {
           const entry = JSON.parse(raw) as AppEntry;
@@ -120,6 +131,19 @@ export class AppDirectory {
       } while (this.reloadAgain && !this.closed);
     })().finally(() => { this.reloading = undefined; });
     return this.reloading;
+  }
+
+  /**
+   * Redis lost the table: what this process knows goes back (each process adds what it knows; an
+   * address written since, by a watcher's refresh, is newer and stays), so apps keep answering
+   * until the reconcile pass has every watcher refresh its sandbox.
+   */
+  private async restore(raws: Record<string, string>): Promise<void> {
+    if (this.raws.size > 0) this.log.warn({ addresses: this.raws.size }, 'the app table was gone from Redis (Redis restarted?): putting back what this process knows');
+    const tx = this.redis.multi();
+    for (const [label, raw] of this.raws) if (raws[label] === undefined) tx.hsetnx(this.key, label, raw);
+    tx.hset(this.key, TABLE_MARK, '1');
+    await tx.exec();
   }
 
   /** Whether `label` belongs to `sandbox`: no existing name is a more specific builder of it. */
@@ -285,7 +309,7 @@ export class AppDirectory {
   /** Puts the sandbox's addresses in Redis (the labels it lost there go too) and tells every process. */
   private async replace(sandbox: string, entries: AppEntry[]): Promise<void> {
     const fresh = new Map(entries.map((e) => [e.label, e]));
-    const held = Object.entries(await this.redis.hgetall(this.key)).filter(([, raw]) => (JSON.parse(raw) as AppEntry).sandbox === sandbox);
+    const held = Object.entries(await this.redis.hgetall(this.key)).filter(([label, raw]) => label !== TABLE_MARK && (JSON.parse(raw) as AppEntry).sandbox === sandbox);
     const gone = held.map(([label]) => label).filter((label) => !fresh.has(label));
     const tx = this.redis.multi();
     if (gone.length) tx.hdel(this.key, ...gone);

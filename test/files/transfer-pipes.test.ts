@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { TransferPipes } from '../../files/transfer-pipes.ts';
+import { TRANSFER_MOUNT } from '../../lifecycle/runtime/host-config.ts';
 
 /**
  * Issue 14, hole 2: the sandbox's root can remount its transfer folder and put a folder where a
@@ -25,7 +26,7 @@ describe('transfer pipes', () => {
 
   it('closes without rejecting when the sandbox replaced its pipe by a folder', async () => {
     const pipe = await pipes.create('svc-x', 'upload');
-    const shared = path.join(root, 'svc-x', path.basename(pipe.path));
+    const shared = path.join(root, 'svc-x', path.relative(TRANSFER_MOUNT, pipe.path));
     assert.ok(fs.statSync(shared).isFIFO());
     fs.rmSync(shared);
     fs.mkdirSync(shared);
@@ -36,7 +37,7 @@ describe('transfer pipes', () => {
 
   it('removes its pipe on close', async () => {
     const pipe = await pipes.create('svc-x', 'download');
-    const shared = path.join(root, 'svc-x', path.basename(pipe.path));
+    const shared = path.join(root, 'svc-x', path.relative(TRANSFER_MOUNT, pipe.path));
     await pipe.close();
     assert.equal(fs.existsSync(shared), false);
   });

@@ -11,6 +11,8 @@ import { WebSessions } from './accounts/index.ts';
 import { Admission } from './accounts/admission.ts';
 import { quotaDefaults } from './accounts/quotas.ts';
 import { AuditLog } from './accounts/audit.ts';
+import { OidcSignIn } from './accounts/oidc.ts';
+import { addressesOf } from './core/addresses.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
 import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
@@ -138,6 +140,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     admission,
     wakeLimits,
     audit,
+    oidc: config.oidc && new OidcSignIn(config.oidc, `${addressesOf(config).site}/api/auth/oidc/callback`, store, redis, config.redisPrefix),
+    passwordSignIn: config.passwordSignIn,
     sseHeartbeatMs: config.sseHeartbeatMs,
     ops: {
       readiness: () => readiness(serviceChecks({ redis, store, sandboxEngine: docker, registryUpstream: registry.upstream })),

@@ -40,6 +40,8 @@ import { metricsPlugin } from './plugins/metrics.ts';
 import { opsRoutes } from './routes/ops.ts';
 import type { Readiness } from '../ops/health.ts';
 import type { ServiceMetrics } from '../ops/metrics.ts';
+import { oidcRoutes } from './routes/oidc.ts';
+import type { OidcSignIn } from '../accounts/oidc.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -64,6 +66,9 @@ export interface ApiDeps {
   admission: Admission;
   wakeLimits: WakeLimits;
   audit: AuditLog;
+  /** Single sign-on, when SVC_OIDC_ISSUER is set; `passwordSignIn` false turns the password form off. */
+  oidc?: OidcSignIn;
+  passwordSignIn?: boolean;
   /** The web UI's build (ui/dist when absent). */
   uiDir?: string;
   /** /readyz's checks, and the metrics behind /metrics (absent with metrics off). */
@@ -109,7 +114,8 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   await app.register(
     async (api) => {
       await api.register(authPlugin, { store: deps.store, sessions: deps.sessions, siteOrigin: addresses.site });
-      await api.register(sessionRoutes, { store: deps.store, sessions: deps.sessions, guard: deps.signInGuard, siteOrigin: addresses.site });
+      await api.register(sessionRoutes, { store: deps.store, sessions: deps.sessions, guard: deps.signInGuard, siteOrigin: addresses.site, passwordSignIn: deps.passwordSignIn ?? true });
+      await api.register(oidcRoutes, { store: deps.store, sessions: deps.sessions, oidc: deps.oidc, passwordSignIn: deps.passwordSignIn ?? true });
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(adminRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, sessions: deps.sessions });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, wakeLimits: deps.wakeLimits });

@@ -51,6 +51,10 @@ export interface Config {
   wakeHoldMs: number;
   /** Audit rows older than this many days are removed (0: kept for ever). */
   auditRetentionDays: number;
+  /** OpenID Connect sign-in (SVC_OIDC_ISSUER set), docs/governance.md. */
+  oidc: OidcConfig | undefined;
+  /** SVC_PASSWORD_SIGN_IN=off: the web UI signs in only through the identity provider. */
+  passwordSignIn: boolean;
   /** Comment lines on the log stream (GET logs/stream) this often, so proxies keep it open. */
   sseHeartbeatMs: number;
   /** The plain-HTTP API for operators on 127.0.0.1 (`npm start`). */
@@ -66,6 +70,47 @@ export interface Config {
 }
 
 const MB = 1024 * 1024;
+
+export interface OidcConfig {
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  /** The button says "Sign in with <name>". */
+  name: string;
+  scopes: string;
+  /** Email domains that may sign in (empty: any). */
+  allowedDomains: string[];
+  /** Groups (in `groupsClaim`) that may sign in (empty: any). */
+  allowedGroups: string[];
+  groupsClaim: string;
+  /** A first sign-in creates the user. */
+  createUsers: boolean;
+  /** `claim=value` or `claim`: who is an admin, set at every sign-in; empty: the flag is left to admins. */
+  adminClaim: string | undefined;
+}
+
+function list(raw: string | undefined): string[] {
+  return (raw ?? '').split(/[\s,]+/).map((v) => v.trim().toLowerCase()).filter(Boolean);
+}
+
+function oidcConfig(env: NodeJS.ProcessEnv): OidcConfig | undefined {
+  const issuer = env.SVC_OIDC_ISSUER;
+  if (!issuer) return undefined;
+  if (!/^https?:\/\/\S+$/.test(issuer)) throw new Error(`SVC_OIDC_ISSUER must be the issuer's URL (https://…), got "${issuer}"`);
+  if (!env.SVC_OIDC_CLIENT_ID || !env.SVC_OIDC_CLIENT_SECRET) throw new Error('SVC_OIDC_ISSUER needs SVC_OIDC_CLIENT_ID and SVC_OIDC_CLIENT_SECRET');
+  return {
+    issuer,
+    clientId: env.SVC_OIDC_CLIENT_ID,
+    clientSecret: env.SVC_OIDC_CLIENT_SECRET,
+    name: env.SVC_OIDC_NAME || 'single sign-on',
+    scopes: env.SVC_OIDC_SCOPES || 'openid email profile',
+    allowedDomains: list(env.SVC_OIDC_ALLOWED_DOMAINS),
+    allowedGroups: (env.SVC_OIDC_ALLOWED_GROUPS ?? '').split(',').map((g) => g.trim()).filter(Boolean),
+    groupsClaim: env.SVC_OIDC_GROUPS_CLAIM || 'groups',
+    createUsers: onOff(env, 'SVC_OIDC_CREATE_USERS', true),
+    adminClaim: env.SVC_OIDC_ADMIN_CLAIM || undefined,
+  };
+}
 
 /**
  * How sandbox containers are isolated from the host:
@@ -168,6 +213,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     overcommitCpus: positive(env, 'SVC_OVERCOMMIT_CPUS', 16),
     wakeHoldMs: int(env, 'SVC_WAKE_HOLD_MS', 5_000),
     auditRetentionDays: int(env, 'SVC_AUDIT_RETENTION_DAYS', 365),
+    oidc: oidcConfig(env),
+    passwordSignIn: onOff(env, 'SVC_PASSWORD_SIGN_IN', true),
     sandboxDns: (env.SVC_SANDBOX_DNS ?? hostNameservers()).split(/[\s,]+/).filter(Boolean),
     sseHeartbeatMs: int(env, 'SVC_SSE_HEARTBEAT_MS', 15_000),
     apiPort: int(env, 'SVC_API_PORT', 8080),

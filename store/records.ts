@@ -13,6 +13,9 @@ export interface UserRecord {
   /** Set while the account is disabled: its tokens and sessions are refused, its sandboxes asleep. */
   disabled_at?: string;
   last_sign_in_at?: string;
+  /** `<issuer>#<sub>` of a user who signs in through OpenID Connect. */
+  oidc_subject?: string;
+  email?: string;
 }
 
 /** Per-user limits (issue 24). Memory and CPUs are per sandbox. */

@@ -12,13 +12,15 @@ export interface SessionRoutesOptions {
   sessions: WebSessions;
   guard: SignInGuard;
   siteOrigin: string;
+  /** SVC_PASSWORD_SIGN_IN: off leaves single sign-on as the only way into the web UI. */
+  passwordSignIn: boolean;
 }
 
 const User = Type.Object({ id: Type.String(), name: Type.String(), admin: Type.Boolean(), created_at: Type.String() });
 const SessionAnswer = Type.Object({ user: User, csrf: Type.String({ description: 'Send back in X-CSRF-Token on every change made with the session cookie.' }) });
 
 /** Web UI sign-in (spec 5.7): a session cookie for the user's password; sign-out; password change. */
-export const sessionRoutes: FastifyPluginAsyncTypebox<SessionRoutesOptions> = async (app, { store, sessions, guard, siteOrigin }) => {
+export const sessionRoutes: FastifyPluginAsyncTypebox<SessionRoutesOptions> = async (app, { store, sessions, guard, siteOrigin, passwordSignIn }) => {
   const tags = ['web session'];
 
   app.post('/session', {
@@ -31,6 +33,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<SessionRoutesOptions> = as
     },
   }, async (request, reply) => {
     refuseCrossSite(request, siteOrigin);
+    if (!passwordSignIn) throw new errors.Forbidden('password sign-in is turned off here: use the single sign-on button of the web UI');
     const { name, password } = request.body;
     let user;
     try {

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { ErrorNote, useAction } from '../components.tsx';
 import type { User } from '../types.ts';
@@ -7,6 +7,13 @@ export function SignIn({ notice, onSignedIn }: { notice: string; onSignedIn: (us
   const [name, setName] = useState('');
   const [password, setPassword] = useState('');
   const [busy, error, run] = useAction();
+  const [methods, setMethods] = useState<{ password: boolean; oidc: { name: string; start: string } | null }>({ password: true, oidc: null });
+  // a refused single sign-on comes back as ?sso_error=… (the callback is a redirect, not an API answer)
+  const [ssoError] = useState(() => new URLSearchParams(location.search).get('sso_error'));
+  useEffect(() => {
+    api<typeof methods>('GET', '/auth/methods').then(setMethods, () => undefined);
+    if (ssoError) history.replaceState(null, '', `/${location.hash}`);
+  }, []);
   const submit = (e: Event) => {
     e.preventDefault();
     void run(async () => {
@@ -19,6 +26,11 @@ export function SignIn({ notice, onSignedIn }: { notice: string; onSignedIn: (us
     <main class="page narrow">
       <h1>Sign in</h1>
       {notice && <p class="notice" role="status">{notice}</p>}
+      {ssoError && <p class="error" role="alert">{ssoError}</p>}
+      {methods.oidc && (
+        <p class="card"><a class="button primary" href={methods.oidc.start}>Sign in with {methods.oidc.name}</a></p>
+      )}
+      {methods.password && (
       <form class="stack card" onSubmit={submit}>
         <label for="name">User name</label>
         <input id="name" name="username" autocomplete="username" value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} required autofocus />
@@ -28,6 +40,7 @@ export function SignIn({ notice, onSignedIn }: { notice: string; onSignedIn: (us
         <ErrorNote error={error} />
         <small>No account yet? An operator makes one with <code>npx svc user create NAME</code>.</small>
       </form>
+      )}
     </main>
   );
 }

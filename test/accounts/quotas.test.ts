@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -9,6 +13,10 @@ import { sandboxDocker } from '../helpers/sandbox-engine.ts';
 import { svcCli } from '../helpers/svc-cli.ts';
 
 const docker = sandboxDocker();
+const run = promisify(execFile);
+const USER_CLI = path.resolve('cli/svc.ts');
+/** tsx's loader by its path: the CLI runs in a folder of its own, where `--import tsx` would not resolve. */
+const TSX = import.meta.resolve('tsx');
 const MB = 1024 * 1024;
 
 /** The containers a test service has on the sandbox engine, by sandbox name. */
@@ -121,6 +129,19 @@ describe('quotas per user', () => {
     assert.equal(third.body.error.code, 'SVC_QUOTA_EXCEEDED');
     assert.match(third.body.error.message, /quota max_sandboxes \(2 sandboxes\) reached: you have 2/);
     assert.deepEqual((await me()).usage, { sandboxes: 2, running: 1, wakes_this_hour: 0 });
+
+    // the user's CLI (issue 22) through the edge, as a user runs it in a folder with svc.env
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-quota-cli-'));
+    try {
+      fs.writeFileSync(path.join(folder, 'svc.env'), `SVC_URL=https://localhost:${t.config.httpsPort}/api\nSVC_TOKEN=${alice.token}\n`, { mode: 0o600 });
+      fs.writeFileSync(path.join(folder, 'service-ca.pem'), await (await fetch(`${t.url}/ca.pem`)).text());
+      const refused = await run(process.execPath, ['--import', TSX, USER_CLI, 'create', `c-${t.config.redisPrefix}`], { cwd: folder }).then(() => null, (err) => err as { code: number; stderr: string });
+      assert.ok(refused, 'the CLI create is refused');
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /^svc: quota max_sandboxes \(2 sandboxes\) reached: you have 2; .* \(SVC_QUOTA_EXCEEDED\)\n$/);
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
 
     const bobs = await create(bob, 'bob1');
     assert.equal(bobs.status, 201, answerOf(bobs));

@@ -14,10 +14,14 @@
  *   svc token revoke TOKEN_ID
  *   svc export SANDBOX --user NAME [--out DIR]
  *                                     writes the export folder svc-<sandbox>/ (spec 1.7) into DIR (.)
+ *   svc doctor                        checks this host and the configuration (docs/operations.md)
+ *   svc backup FILE [--with-secret-key] | svc restore FILE
+ *                                     one backup file of the store; restored into an empty store
  *
  * Uses the store of the service's configuration (SVC_STORE_URL, else the SQLite file in
  * SVC_DATA_DIR); safe to run while the service runs. A password or token appears on that one
- * stdout line only, never in messages or logs. Exit codes: 0 done, 1 failed, 2 usage error.
+ * stdout line only, never in messages or logs. Exit codes: 0 done, 1 failed (svc doctor: something
+ * needed is missing), 2 usage error.
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
@@ -29,6 +33,9 @@ import { serviceCaPem } from '../edge/index.ts';
 import { effectiveQuotas, quotaDefaults, setQuotas, type QuotaName } from '../accounts/quotas.ts';
 import { exportSandbox, managerNotIncluded } from '../export/index.ts';
 import { writeFolder } from '../export/write-folder.ts';
+import { doctorChecks, runDoctor } from '../ops/doctor.ts';
+import { restoreBackup, writeBackup } from '../ops/backup.ts';
+import { redactUrl } from '../store/kv.ts';
 
 const USAGE = `usage:
   svc user create NAME [--admin]      create a user; prints the new password (last line)
@@ -51,6 +58,13 @@ const USAGE = `usage:
   svc export SANDBOX --user NAME [--out DIR]
                                       write the export folder svc-<sandbox>/ of NAME's sandbox into DIR (.):
                                       svc.env with a new token limited to the sandbox, docker/ certificates, README
+  svc doctor                          check this host and the configuration, one line each with what to fix;
+                                      exit code 0 only when everything needed is there
+  svc backup FILE [--with-secret-key] write one backup file (0600) of the store while the service runs: records with
+                                      their secrets still sealed, the CA, the registry token key, the audit log, the
+                                      list of archives; the secret key file only with --with-secret-key
+  svc restore FILE                    restore a backup into an empty store (SVC_STORE_URL, SVC_STORE_TABLE); says what
+                                      else to copy (secret key, archives, registry blobs)
 
 environment: SVC_STORE_URL (postgres://… or sqlite:///…), else SVC_DATA_DIR (./data)/svc.sqlite;
              SVC_DOMAIN and SVC_HTTPS_PORT for the addresses in an export folder`;
@@ -62,7 +76,7 @@ class UsageError extends Error {}
 
 type Options = {
   admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string;
-  'no-admin'?: boolean; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
+  'no-admin'?: boolean; 'with-secret-key'?: boolean; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
 };
 
 /** `svc user set` options and the quota each sets. */
@@ -124,6 +138,7 @@ async function run(argv: string[]): Promise<void> {
         user: { type: 'string' },
         out: { type: 'string' },
         'no-admin': { type: 'boolean' },
+        'with-secret-key': { type: 'boolean' },
         action: { type: 'string' },
         since: { type: 'string' },
         until: { type: 'string' },
@@ -146,13 +161,38 @@ async function run(argv: string[]): Promise<void> {
     out(USAGE);
     return;
   }
-  const single = group === 'export' || group === 'audit';
+  const single = ['export', 'audit', 'doctor', 'backup', 'restore'].includes(group);
   const command = single ? group : `${group} ${action ?? ''}`.trim();
   if (single && action !== undefined) rest.unshift(action);
-  const known = ['user create', 'user list', 'user passwd', 'user set', 'user disable', 'user enable', 'audit', 'token create', 'token list', 'token revoke', 'export'];
+  const known = ['user create', 'user list', 'user passwd', 'user set', 'user disable', 'user enable', 'audit', 'token create', 'token list', 'token revoke', 'export', 'doctor', 'backup', 'restore'];
   if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
 
   const config = loadConfig();
+  if (command === 'doctor') {
+    only(options, [], command);
+    args(rest, 0, '', command);
+    if (!(await runDoctor(doctorChecks(config), out))) {
+      note('svc doctor: something needed is missing (FAIL lines above)');
+      process.exitCode = 1;
+    }
+    return;
+  }
+  if (command === 'backup') {
+    only(options, ['with-secret-key'], command);
+    const [file] = args(rest, 1, 'FILE', command);
+    const done = await writeBackup(config, file!, { withSecretKey: options['with-secret-key'] === true });
+    out(`wrote ${file}: ${done.records} records, ${done.audit} audit rows, ${done.archives} archives listed; ` +
+      (done.withSecretKey ? 'WITH the secret key: keep the file as safe as the key itself' : `without the secret key: keep ${config.secretKeyFile} apart, a restore needs it`));
+    return;
+  }
+  if (command === 'restore') {
+    only(options, [], command);
+    const [file] = args(rest, 1, 'FILE', command);
+    const done = await restoreBackup(config, file!);
+    out(`restored ${done.records} records (${done.users} users, ${done.sandboxes} sandboxes) and ${done.audit} audit rows into ${redactUrl(config.storeUrl)}`);
+    for (const line of done.missing) note(`missing: ${line}`);
+    return;
+  }
   const store = await openStore(config.storeUrl, { table: config.storeTable, secretKeyFile: config.secretKeyFile });
   // the operator's actions are audit rows like an admin's, with the command line as their source
   const audit = (action: string, target: string, detail?: string) =>

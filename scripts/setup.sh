@@ -4,7 +4,7 @@
 # the sandbox image (svc-sandbox:latest) and the fixture images.
 #
 #   bash scripts/setup.sh           checks everything, installs and builds what is missing, then runs a
-#                                   container to prove the engine works
+#                                   container to prove the engine works and runs `svc doctor` (ops/doctor.ts)
 #   bash scripts/setup.sh --ensure  the same without that last proof (run by `npm test` / `npm start`)
 #
 # Idempotent: on a machine already set up either mode only checks (about half a second). Works without a
@@ -286,6 +286,13 @@ done
 if [ "$MODE" = full ]; then
     step "docker engine" "running a container" docker run --rm --network none svc-fixture-busybox true \
         || fail "the Docker engine cannot run containers, see $DOCKERD_LOG"
+fi
+
+# --- doctor --------------------------------------------------------------------------------------------
+# What the service itself needs of this host and its configuration (ops/doctor.ts), one line per check.
+if [ "$MODE" = full ]; then
+    (cd "$ROOT" && node_modules/.bin/tsx bin/svc.ts doctor 2>&1) | sed 's/^/[setup] doctor: /' \
+        || fail "svc doctor: something the service needs is missing (FAIL lines above)"
 fi
 
 say "done ($MODE) in $(since "$T_START")"

@@ -129,3 +129,22 @@ test('a backup restores into PostgreSQL with the key file already in place, and 
     await destroyStore(await openStore(POSTGRES_URL, { table, secretKeyFile: t.config.secretKeyFile }));
   }
 });
+
+test("a restore with another service's key removes what it wrote and says so", async () => {
+  const file = path.join(dir, 'other-key.svcbackup');
+  assert.equal((await svc(['backup', file], envOf(t.config))).code, 0);
+  const otherKey = path.join(dir, 'other-etc', 'secret.key');
+  fs.mkdirSync(path.dirname(otherKey), { recursive: true });
+  fs.writeFileSync(otherKey, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  const target = { dataDir: path.join(dir, 'other'), storeUrl: `sqlite://${path.join(dir, 'other', 'svc.sqlite')}`, storeTable: 'svc_store', secretKeyFile: otherKey };
+  const wrong = await svc(['restore', file], envOf(target));
+  assert.equal(wrong.code, 1);
+  assert.match(wrong.stderr, /does not open the backup's sealed secrets.*it is not the key of the service that made the backup.*nothing was restored/);
+  const store = await openStore(target.storeUrl, { table: 'svc_store', secretKeyFile: otherKey });
+  try {
+    assert.deepEqual(await store.users.list(), []);
+    assert.deepEqual(await store.sandboxes.listAll(), []);
+  } finally {
+    await store.close();
+  }
+});

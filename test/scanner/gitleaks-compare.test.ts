@@ -96,6 +96,7 @@ describe('secret scan against gitleaks', () => {
     const fpTheirs = [...fpRows.values()].reduce((a, r) => a + r.theirs, 0);
     console.log(`false alarms: svc scanner ${fpOurs}/${fps.length}, gitleaks ${fpTheirs}/${fps.length}`);
     console.log(`missed by the svc scanner: ${cases.filter((c) => !ours.has(c.file)).map((c) => `${c.kind} in ${c.type}`).join('; ') || 'none'}`);
+    console.log(`found by gitleaks and missed by the svc scanner: ${cases.filter((c) => !ours.has(c.file) && theirs.has(c.file)).map((c) => `${c.kind} in ${c.type}`).join('; ') || 'none'}`);
     console.log(`flagged look-alikes: ${fps.filter((p) => ours.has(p.file)).map((p) => p.file).join(', ') || 'none'}`);
 
     for (const [type, r] of byType) assert.ok(r.ours >= r.theirs, `${type}: svc scanner found ${r.ours}/${r.total}, gitleaks ${r.theirs}/${r.total}`);

@@ -64,23 +64,24 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   fs.chmodSync(config.dataDir, 0o700);
   const metrics = config.metrics ? new ServiceMetrics() : undefined;
-  const opened = await openStore(config.storeUrl, { table: config.storeTable, secretKeyFile: config.secretKeyFile });
-  const store = metrics ? countingStoreErrors(opened, () => metrics.storeError()) : opened;
-  const sealed = await store.sandboxes.sealPlainRecords();
-  if (sealed > 0) logger.info({ sealed }, 'store: sealed the engine keys of records written before sealing');
   const redis: Redis = createRedis(config.redisUrl);
   const workerRedis: Redis = createRedis(config.redisUrl);
   for (const connection of [redis, workerRedis]) connection.on('error', () => metrics?.redisError());
-  // before anything is served: a process in a shape that cannot work with the others refuses to start
+  // before the store is opened: a process in a shape that cannot work with the others refuses to start
   const peers = new Peers(redis, config.redisPrefix, config);
+  let store: Store;
   try {
     await peers.join();
+    const opened = await openStore(config.storeUrl, { table: config.storeTable, secretKeyFile: config.secretKeyFile });
+    store = metrics ? countingStoreErrors(opened, () => metrics.storeError()) : opened;
   } catch (err) {
+    void peers.leave().catch(() => undefined); // its heartbeat stops at once; the entry goes if Redis answers
     redis.disconnect();
     workerRedis.disconnect();
-    await store.close();
     throw err;
   }
+  const sealed = await store.sandboxes.sealPlainRecords();
+  if (sealed > 0) logger.info({ sealed }, 'store: sealed the engine keys of records written before sealing');
   const queue = new LifecycleQueue(redis, config.redisPrefix);
   const transferRoot = path.join(config.dataDir, 'transfer');
   const runtime = new DockerRuntime(docker, {

@@ -255,7 +255,7 @@ export class Lifecycle {
     if (record.certs) {
       const engine = innerEngine(record.name, state.address, record.certs);
       await waitForInnerEngine(engine, ENGINE_READY_TIMEOUT_MS);
-      this.deps.apps.watch(record.name, engine);
+      await this.deps.apps.watch(record.name, engine);
     }
     await this.openSession(record);
     await this.pushSshKeys(record);
@@ -449,8 +449,11 @@ export class Lifecycle {
       await this.onIdleCheck(name, session.timerAt);
     }
     if (running && record.certs && !this.deps.apps.isWatching(name)) {
-      const { address } = await this.deps.runtime.inspect(name);
-      if (address) this.deps.apps.watch(name, innerEngine(name, address, record.certs));
+      // under the sandbox's lease: a sleep under way finishes first, and one that follows finds the watcher
+      await this.exclusive(name, async () => {
+        const { status, address } = await this.deps.runtime.inspect(name);
+        if (status === 'running' && address && !this.deps.apps.isWatching(name)) await this.deps.apps.watch(name, innerEngine(name, address, record.certs!));
+      });
     } else if (!running) {
       this.deps.apps.unwatch(name);
       if (session) await this.deps.sessions.close(name);

@@ -183,9 +183,10 @@ export class AppDirectory {
 
   /**
    * Follows a running sandbox's engine: refreshes its apps now and on every container event, if
-   * no other process follows it already (its lease).
+   * no other process follows it already (its lease). Resolves once the lease is decided, so a
+   * caller holding the sandbox's transition lease knows a sleep after it will find the watcher.
    */
-  watch(sandbox: string, engine: Docker): void {
+  async watch(sandbox: string, engine: Docker): Promise<void> {
     this.stopFollowing(sandbox);
     if (this.closed) return;
     let stopped = false;
@@ -230,7 +231,7 @@ export class AppDirectory {
       this.log.warn({ sandbox }, 'lost the lease on following this sandbox\'s engine; the next reconcile pass gives it to one process');
       if (this.watchers.get(sandbox) === watcher) this.stopFollowing(sandbox);
     };
-    this.leases.tryTake(sandbox, lost).then(
+    await this.leases.tryTake(sandbox, lost).then(
       (taken) => {
         lease = taken;
         if (stopped) return void taken?.release();

@@ -75,6 +75,8 @@ export interface ServiceEnv {
   httpsPort: number;
   apiPort: number;
   secretKeyFile: string;
+  /** More environment (the shared store and registry of several processes). */
+  extraEnv?: Record<string, string>;
 }
 
 /**
@@ -117,6 +119,7 @@ export class ServiceProcess {
         SVC_HTTP_PORT: '0',
         SVC_API_PORT: String(this.env.apiPort),
         SVC_SECRET_KEY_FILE: this.env.secretKeyFile,
+        ...this.env.extraEnv,
       },
     });
     this.proc = proc;

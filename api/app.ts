@@ -17,6 +17,7 @@ import { mcpRoutes } from './mcp/route.ts';
 import { execRoutes } from './routes/exec.ts';
 import { cliRoutes } from './routes/cli.ts';
 import { terminalRoutes } from './routes/terminal.ts';
+import { containerRoutes } from './routes/containers.ts';
 import type { SandboxCommands } from '../exec/index.ts';
 import type { SandboxFiles } from '../files/index.ts';
 import { exportRoutes } from './routes/export.ts';
@@ -126,6 +127,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(logRoutes, { store: deps.store, lifecycle: deps.lifecycle, heartbeatMs: deps.sseHeartbeatMs });
       await api.register(exportRoutes, { exportDeps, lifecycle: deps.lifecycle });
       await api.register(execRoutes, { store: deps.store, commands: deps.commands });
+      await api.register(containerRoutes, { store: deps.store, lifecycle: deps.lifecycle });
       await api.register(terminalRoutes, { store: deps.store, commands: deps.commands, siteOrigin: addresses.site });
       await api.register(mcpRoutes, { store: deps.store, lifecycle: deps.lifecycle, files, commands: deps.commands });
     },

@@ -3,11 +3,13 @@ import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { createToken, createUser } from '../../accounts/index.ts';
+import path from 'node:path';
 import { launchChromium } from '../helpers/browser.ts';
+import { EngineCli } from '../helpers/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 
-/** The sandbox panel's terminal in Chromium, through the edge, signed in with the session cookie. */
-describe('terminal in the sandbox panel', () => {
+/** The sandbox panel's terminal and containers in Chromium, through the edge, signed in with the session cookie. */
+describe('terminal and containers in the sandbox panel', () => {
   let t: TestService;
   let browser: Browser;
   let context: BrowserContext;
@@ -15,6 +17,7 @@ describe('terminal in the sandbox panel', () => {
   let site: string;
   let name: string;
   let cookie: string;
+  let token: string;
 
   const screen = () => page.locator('.xterm-rows').innerText();
 
@@ -22,7 +25,7 @@ describe('terminal in the sandbox panel', () => {
     t = await startTestService();
     site = `https://localhost:${t.config.httpsPort}`;
     const { user, password } = await createUser(t.service.store, { name: `term-${t.config.redisPrefix}` });
-    const { value: token } = await createToken(t.service.store, { userId: user.id });
+    token = (await createToken(t.service.store, { userId: user.id })).value;
     const res = await t.api('POST', '/api/sandboxes', token, { name: `term-${t.config.redisPrefix}`, idle_timeout: '1h' });
     assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
@@ -62,5 +65,32 @@ describe('terminal in the sandbox panel', () => {
     });
     assert.equal(await refused({ cookie: `__Host-svc_session=${cookie}`, origin: 'https://evil.example' }), 403);
     assert.equal(await refused({ origin: site }), 401);
+  });
+
+  it('lists the containers as docker ps inside does; restart from the panel restarts that one', async () => {
+    const view = (await t.api('GET', `/api/sandboxes/${name}`, token)).body;
+    const cli = new EngineCli(view.engine_access.host, (await t.service.lifecycle.status(name)).address!, 2376, view);
+    try {
+      await cli.docker(['build', '-q', '-t', 'busybox-app', path.resolve('fixtures/busybox')]);
+      await cli.docker(['run', '-d', '--name', 'demo-web-1', '--label', 'com.docker.compose.project=demo', '-p', '8080:8080', 'busybox-app', 'sh', '-c', 'exec httpd -f -p 8080']);
+      await cli.docker(['create', '--name', 'idle', 'busybox-app', 'true']);
+      const inside = async (format: string) => (await t.api('POST', `/api/sandboxes/${name}/exec`, token, { command: `docker ps -a --format '${format}'` })).body.stdout as string;
+      const started = async () => (await cli.docker(['inspect', '-f', '{{.State.StartedAt}}', 'demo-web-1'])).stdout.trim();
+      await page.goto(`${site}/#/sandboxes/${name}`);
+      const table = page.locator('table.containers');
+      await table.locator('tr[data-container="idle"]').waitFor({ timeout: 20_000 });
+      const shown = (await table.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => `${tr.getAttribute('data-container')} ${tr.querySelector('.state')!.textContent}`))).sort();
+      assert.deepEqual(shown, (await inside('{{.Names}} {{.State}}')).trim().split('\n').sort());
+      assert.match(await table.locator('tr[data-container="demo-web-1"]').innerText(), /demo\s+demo-web-1\s+busybox-app\s+running\s+8080→8080\/tcp/);
+      const before = await started();
+      await page.getByRole('button', { name: 'Restart demo-web-1' }).click();
+      await eventually(async () => (await started()) !== before, 'a new start of demo-web-1', 30_000, 250);
+      await page.getByRole('button', { name: 'Stop demo-web-1' }).click();
+      await eventually(async () => (await inside('{{.Names}} {{.State}}')).includes('demo-web-1 exited'), 'demo-web-1 stopped', 30_000, 250);
+      await page.getByRole('button', { name: 'Start demo-web-1' }).click();
+      await eventually(async () => (await inside('{{.Names}} {{.State}}')).includes('demo-web-1 running'), 'demo-web-1 running again', 30_000, 250);
+    } finally {
+      cli.dispose();
+    }
   });
 });

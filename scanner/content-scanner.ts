@@ -38,6 +38,8 @@ export class ContentScanner {
   private unkeyedFrom = 0;
   /** Per keyword, where its last reported occurrence ended. */
   private readonly lastEnd: number[] = [];
+  /** Per keyword, how far every rule it triggers has read. */
+  private readonly covered: number[] = [];
 
   constructor(private readonly rules: RuleSet, private readonly opts: { path?: string; settings?: boolean } = {}) {
     this.index = opts.settings ? rules.settings : rules.general;
@@ -56,24 +58,28 @@ export class ContentScanner {
     const text = this.carry.length ? Buffer.concat([this.carry, chunk]) : chunk;
     const base = this.carryStart;
     const chunkAt = this.carry.length; // chunk[0] in text
-    const keywords: Array<[number, number]> = [];
-    const { state, lines } = this.index.automaton.run(chunk, 0, this.state, (k, end) => {
-      // A run such as `AAAA…` repeats a keyword at every byte: one occurrence per keyword length is enough.
-      const at = base + chunkAt + end;
-      if (at - this.index.automaton.keywords[k]!.length < (this.lastEnd[k] ?? -1)) return;
-      this.lastEnd[k] = at;
-      keywords.push([k, at]);
-    });
-    this.state = state;
     const view = new TextView(text, base, chunkAt, this.lines);
-
     const pending = this.pending;
     this.pending = [];
     for (const p of pending) this.evaluate(p, view, final);
-    for (const [k, end] of keywords) {
-      const start = end - this.index.automaton.keywords[k]!.length;
-      for (const rule of this.index.rules[k]!) this.evaluate({ rule, start, end }, view, final);
-    }
+    const { keywords } = this.index.automaton;
+    const { state, lines } = this.index.automaton.run(chunk, 0, this.state, (k, end) => {
+      const at = base + chunkAt + end;
+      // Every rule of this keyword already read past here (a flood of `eyJ` costs one window per 10 KiB).
+      if (at <= (this.covered[k] ?? -1)) return;
+      const start = at - keywords[k]!.length;
+      // A run such as `AAAA…` repeats a keyword at every byte: one occurrence per keyword length is enough.
+      if (start < (this.lastEnd[k] ?? -1)) return;
+      this.lastEnd[k] = at;
+      let covered = Infinity;
+      for (const rule of this.index.rules[k]!) {
+        this.evaluate({ rule, start, end: at }, view, final);
+        if (this.applies(rule)) covered = Math.min(covered, this.readUntil.get(rule) ?? -1);
+      }
+      this.covered[k] = covered;
+    });
+    this.state = state;
+
     if (this.rules.unkeyed.length) this.scanUnkeyed(view, final);
 
     this.lines += lines;
@@ -88,9 +94,7 @@ export class ContentScanner {
 
   private evaluate(p: Pending, view: TextView, final: boolean): void {
     const { rule } = p;
-    if (this.hits.size >= MAX_HITS_PER_FILE) return;
-    if (rule.scope === 'settings' && !this.opts.settings) return;
-    if (rule.path && (this.opts.path === undefined || !rule.path.test(this.opts.path))) return;
+    if (this.hits.size >= MAX_HITS_PER_FILE || !this.applies(rule)) return;
     const done = this.readUntil.get(rule) ?? -1;
     if (p.end <= done) return; // an earlier window of this rule covered this keyword
     const available = view.base + view.text.length;
@@ -113,6 +117,12 @@ export class ContentScanner {
     }
     this.readUntil.set(rule, to);
     this.match(rule, view, from, to);
+  }
+
+  /** Whether a rule reads this file at all (settings-only rules, operator rules with a path). */
+  private applies(rule: CompiledRule): boolean {
+    if (rule.scope === 'settings' && !this.opts.settings) return false;
+    return !rule.path || (this.opts.path !== undefined && rule.path.test(this.opts.path));
   }
 
   /** Runs a rule's regex over text[from..to) (absolute offsets) and keeps what it accepts. */
@@ -148,11 +158,7 @@ export class ContentScanner {
         if (available - from < 64 * 1024) return; // wait for the line to end (a long line is read in pieces)
       } else to = view.base + lastFeed + 1;
     }
-    for (const rule of this.rules.unkeyed) {
-      if (rule.scope === 'settings' && !this.opts.settings) continue;
-      if (rule.path && (this.opts.path === undefined || !rule.path.test(this.opts.path))) continue;
-      this.match(rule, view, from, to);
-    }
+    for (const rule of this.rules.unkeyed) if (this.applies(rule)) this.match(rule, view, from, to);
     this.unkeyedFrom = to;
   }
 }

@@ -43,9 +43,17 @@ export class KeyedLock {
   }
 }
 
-/** Joins concurrent callers onto one in-flight promise per key (a hundred wakes, one start). */
+/**
+ * Joins concurrent callers onto one in-flight promise per key (a hundred wakes, one start; one
+ * read of a layer two scans share; one certificate issue for concurrent handshakes).
+ */
 export class SingleFlight<T> {
   private readonly inflight = new Map<string, Promise<T>>();
+
+  /** The work in flight for `key`, for a caller that decides whether to start any. */
+  running(key: string): Promise<T> | undefined {
+    return this.inflight.get(key);
+  }
 
   do(key: string, work: () => Promise<T>): Promise<T> {
     const existing = this.inflight.get(key);

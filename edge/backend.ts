@@ -6,8 +6,9 @@
  * flow), so implementations should answer from memory and do slow work in the background.
  */
 
-/** Spec 2.1 status values: `exited` is asleep, `deep_sleep` has no containers at all. */
-export type SandboxStatus = 'running' | 'exited' | 'deep_sleep';
+import type { SandboxStatus } from '../core/sandbox-status.ts';
+
+export type { SandboxStatus };
 
 export interface AppRoute {
   /** Sandbox the app belongs to, e.g. `svc-foo`. */

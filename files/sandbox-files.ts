@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import { errors } from '../core/errors.ts';
+import { statusInWords, type SandboxStatus } from '../core/sandbox-status.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
 import type { RuntimeState } from '../lifecycle/runtime/docker-runtime.ts';
 import type { SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
@@ -305,9 +306,8 @@ function parentOf(p: SandboxPath): string {
   return [p.root, ...p.parts.slice(0, -1)].join('/');
 }
 
-export function notRunning(sandbox: string, status: string): Error {
-  const state = status === 'exited' ? 'asleep' : status === 'deep_sleep' ? 'in deep sleep' : status;
-  return new errors.SandboxNotRunning(sandbox, state, sandbox);
+export function notRunning(sandbox: string, status: SandboxStatus): Error {
+  return new errors.SandboxNotRunning(sandbox, statusInWords(status), sandbox);
 }
 
 /**

@@ -1,9 +1,9 @@
-import type { IncomingMessage } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import httpProxy from '@fastify/http-proxy';
 import { authorizeSandbox, type Principal } from '../accounts/index.ts';
 import type { Logger } from '../core/logger.ts';
+import { readBounded } from '../core/read-bounded.ts';
 import type { ScanQueue } from '../queue/scan-queue.ts';
 import type { Store } from '../store/index.ts';
 import { splitRepo } from '../store/registry.ts';
@@ -201,12 +201,10 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
       reply.header('connection', 'close');
       return oci(reply, 413, 'SIZE_INVALID', `manifest is larger than ${MAX_MANIFEST_BYTES} bytes`);
     }
-    let body: Buffer;
-    try {
-      body = await readLimited(request.body as IncomingMessage, MAX_MANIFEST_BYTES);
-    } catch (err) {
-      return oci(reply, 413, 'SIZE_INVALID', (err as Error).message);
-    }
+    // Past the limit, bytes are read and dropped up to 16× it (a client still sending gets its
+    // 413, not a reset); then the connection goes.
+    const body = await readBounded(request.body as AsyncIterable<Uint8Array> | undefined, MAX_MANIFEST_BYTES, MAX_MANIFEST_BYTES * 16);
+    if (!body) return oci(reply, 413, 'SIZE_INVALID', `manifest is larger than ${MAX_MANIFEST_BYTES} bytes`);
     let manifest;
     try {
       manifest = parseManifest(body, request.headers['content-type'], reference);
@@ -279,23 +277,5 @@ function relay(reply: FastifyReply, res: Response, text: string) {
     if (value !== null) reply.header(name, value);
   }
   return reply.send(text);
-}
-
-async function readLimited(stream: IncomingMessage | undefined, limit: number): Promise<Buffer> {
-  if (!stream || typeof (stream as AsyncIterable<Buffer>)[Symbol.asyncIterator] !== 'function') return Buffer.alloc(0);
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of stream as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    // Past the limit, bytes are read and dropped (a client that is still sending gets its 413,
-    // not a reset), up to 16× the limit; then the connection goes.
-    if (total > limit * 16) {
-      stream.destroy();
-      break;
-    }
-    if (total <= limit) chunks.push(chunk);
-  }
-  if (total > limit) throw new Error(`manifest is larger than ${limit} bytes`);
-  return Buffer.concat(chunks);
 }
 

@@ -1,6 +1,8 @@
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { SingleFlight } from '../core/keyed-lock.ts';
 import type { Logger } from '../core/logger.ts';
+import { readBounded } from '../core/read-bounded.ts';
 import { CONFIG_TYPES, digestOf, IMAGE_MANIFEST_TYPES, LAYER_TYPES, ManifestRejected, MANIFEST_TYPES, parseManifest, platformOf, type Descriptor, type ParsedManifest } from '../oci/manifests.ts';
 import type { Finding, LayerScanRecord, Store, VersionRecord } from '../store/index.ts';
 import { scanText } from './content-scanner.ts';
@@ -56,7 +58,7 @@ export interface ImageScannerOptions {
  * so the job is retried.
  */
 export class ImageScanner {
-  private readonly inflight = new Map<string, Promise<LayerScanRecord>>();
+  private readonly layerReads = new SingleFlight<LayerScanRecord>();
   private readonly log: Logger;
   readonly rules: RuleSet;
 
@@ -230,12 +232,7 @@ export class ImageScanner {
       this.log.debug({ layer: desc.digest, state: cached.state }, 'layer scan reused');
       return cached;
     }
-    let pending = this.inflight.get(desc.digest);
-    if (!pending) {
-      pending = this.readLayer(repo, desc).finally(() => this.inflight.delete(desc.digest));
-      this.inflight.set(desc.digest, pending);
-    }
-    return pending;
+    return this.layerReads.do(desc.digest, () => this.readLayer(repo, desc));
   }
 
   private async readLayer(repo: string, desc: Descriptor): Promise<LayerScanRecord> {
@@ -283,16 +280,7 @@ export class ImageScanner {
 }
 
 async function readAll(res: Response, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let total = 0;
-  if (!res.body) return Buffer.alloc(0);
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    total += chunk.length;
-    if (total > limit) {
-      await res.body.cancel().catch(() => undefined);
-      throw new Unscannable(`document is larger than ${limit} bytes`);
-    }
-    chunks.push(Buffer.from(chunk));
-  }
-  return Buffer.concat(chunks);
+  const bytes = await readBounded(res.body as AsyncIterable<Uint8Array> | null, limit);
+  if (!bytes) throw new Unscannable(`document is larger than ${limit} bytes`);
+  return bytes;
 }

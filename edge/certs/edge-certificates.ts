@@ -3,6 +3,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import type { Config } from '../../core/config.ts';
 import type { Logger } from '../../core/logger.ts';
+import { SingleFlight } from '../../core/keyed-lock.ts';
 import { caDir, issueServerCert, loadOrCreateServiceCa, sameKey, writeFileAtomic, type SealedKeys, type ServiceCa } from './service-ca.ts';
 import { DAY_MS, generateKeys, x509 } from '../../core/x509.ts';
 
@@ -149,7 +150,7 @@ async function caCertificates(dataDir: string, domain: string, logger?: Logger, 
   // of contexts (Map keeps insertion order), and in-flight issues shared by concurrent handshakes.
   const keys = await generateKeys();
   const cache = new Map<string, { ctx: tls.SecureContext; issuedAt: number }>();
-  const pending = new Map<string, Promise<tls.SecureContext>>();
+  const issuing = new SingleFlight<tls.SecureContext>();
   let windowStart = 0;
   let issuedInWindow = 0;
   const suffix = `.${domain}`;
@@ -164,7 +165,7 @@ async function caCertificates(dataDir: string, domain: string, logger?: Logger, 
       cache.set(servername, hit); // most recently used goes last
       return hit.ctx;
     }
-    const inflight = pending.get(servername);
+    const inflight = issuing.running(servername);
     if (inflight) return inflight;
     const now = Date.now();
     if (now - windowStart >= 1000) {
@@ -172,7 +173,7 @@ async function caCertificates(dataDir: string, domain: string, logger?: Logger, 
       issuedInWindow = 0;
     }
     if (++issuedInWindow > PER_NAME_RATE) return leaf.ctx;
-    const p = issueServerCert(ca, [servername], { keys, days: PER_NAME_DAYS })
+    return issuing.do(servername, () => issueServerCert(ca, [servername], { keys, days: PER_NAME_DAYS })
       .then((c) => {
         const ctx = secureContext(c.certPem + ca.certPem, c.keyPem);
         cache.set(servername, { ctx, issuedAt: Date.now() });
@@ -182,10 +183,7 @@ async function caCertificates(dataDir: string, domain: string, logger?: Logger, 
       .catch((err) => {
         logger?.warn({ err, servername }, 'edge: could not issue a certificate; serving the domain certificate');
         return leaf.ctx;
-      })
-      .finally(() => pending.delete(servername));
-    pending.set(servername, p);
-    return p;
+      }));
   };
 
   return { mode: 'per-name', caPem: ca.certPem, contextFor, close: () => clearInterval(timer) };

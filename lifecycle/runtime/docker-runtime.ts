@@ -14,7 +14,7 @@ import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
 import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
 import { SandboxExec } from './sandbox-exec.ts';
 
-export type SandboxStatus = 'running' | 'exited' | 'deep_sleep';
+import type { SandboxStatus } from '../../core/sandbox-status.ts';
 
 /** What the host engine says about one sandbox right now: the truth, never the record's wish. */
 export interface RuntimeState {

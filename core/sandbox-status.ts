@@ -1,0 +1,7 @@
+/** Spec 2.1 status values: `exited` is asleep, `deep_sleep` has no containers at all. */
+export type SandboxStatus = 'running' | 'exited' | 'deep_sleep';
+
+/** A status as a message says it: "<sandbox> is asleep", "… is in deep sleep". */
+export function statusInWords(status: SandboxStatus): string {
+  return status === 'exited' ? 'asleep' : status === 'deep_sleep' ? 'in deep sleep' : status;
+}

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { PassThrough, type Readable, type Writable } from 'node:stream';
+import { PassThrough, Readable, type Writable } from 'node:stream';
+import tar from 'tar-stream';
 import { errors } from '../core/errors.ts';
 import { statusInWords, type SandboxStatus } from '../core/sandbox-status.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
@@ -347,64 +348,32 @@ function exactly(pipe: TransferPipe, size: number, sent: Promise<unknown>): Read
 }
 
 /**
- * The content of the single regular file in an archive-API tar, as a plain Node stream: a small
- * state machine over the tar's 512-byte headers (PAX and GNU long-name records are skipped), the
- * content passed on as slices of the engine's chunks. Anything else there (a link that replaced
- * the file meanwhile, another size) is refused.
+ * The content of the single regular file in an archive-API tar, as a plain Node stream (tar-stream
+ * reads the headers, PAX and GNU long names included). Anything else there (a link that replaced
+ * the file meanwhile, another size) is refused. The rest of the archive is not read: once the
+ * file's bytes are out, or its reader has gone, the engine's stream is closed.
  */
-function fileFromTar(tar: Readable, size: number, path: string): Promise<Readable> {
+function fileFromTar(archive: Readable, size: number, path: string): Promise<Readable> {
   return new Promise((resolve, reject) => {
-    const out = new PassThrough({ highWaterMark: 256 * 1024 });
-    let header = Buffer.alloc(0);
-    let skip = 0;
-    let remaining = -1; // bytes of content still to pass on; -1 while reading headers
-    let started = false;
-    const fail = (err: Error) => {
-      tar.destroy();
-      if (started) out.destroy(err);
-      else reject(err);
+    const extract = tar.extract();
+    const stop = () => {
+      archive.destroy();
+      extract.destroy();
     };
-    const onData = (chunk: Buffer) => {
-      let at = 0;
-      while (at < chunk.length) {
-        if (remaining > 0) {
-          const take = Math.min(remaining, chunk.length - at);
-          remaining -= take;
-          const ok = out.write(chunk.subarray(at, at + take));
-          at += take;
-          if (remaining === 0) { tar.off('data', onData); tar.destroy(); out.end(); return; }
-          if (!ok) { tar.pause(); out.once('drain', () => tar.resume()); }
-          continue;
-        }
-        if (skip > 0) {
-          const take = Math.min(skip, chunk.length - at);
-          skip -= take;
-          at += take;
-          continue;
-        }
-        const take = Math.min(512 - header.length, chunk.length - at);
-        header = Buffer.concat([header, chunk.subarray(at, at + take)]);
-        at += take;
-        if (header.length < 512) continue;
-        const type = String.fromCharCode(header[156]!);
-        const entrySize = parseInt(header.toString('ascii', 124, 136).replace(/\0.*$/, '').trim() || '0', 8);
-        header = Buffer.alloc(0);
-        if (type === 'x' || type === 'g' || type === 'L' || type === 'K') {
-          skip = Math.ceil(entrySize / 512) * 512;
-          continue;
-        }
-        if ((type !== '0' && type !== '\0') || entrySize !== size) {
-          return fail(new errors.FileOperationFailed(`${path} changed while it was being read; try again`));
-        }
-        started = true;
-        resolve(out);
-        if (size === 0) { tar.off('data', onData); tar.destroy(); out.end(); return; }
-        remaining = size;
+    let found = false;
+    extract.once('entry', (header, entry) => {
+      if (header.type !== 'file' || header.size !== size) {
+        stop();
+        return reject(new errors.FileOperationFailed(`${path} changed while it was being read; try again`));
       }
-    };
-    tar.on('data', onData);
-    tar.on('error', (err: Error) => fail(err));
-    tar.on('end', () => { if (!started) reject(new errors.FileNotFound(path)); else if (remaining > 0) out.destroy(new Error('the archive ended early')); });
-    out.on('close', () => { if (!out.writableFinished) tar.destroy(); });
+      found = true;
+      const out = Readable.from(entry, { objectMode: false, highWaterMark: 256 * 1024 });
+      out.once('close', stop);
+      resolve(out);
+    });
+    extract.on('finish', () => { if (!found) reject(new errors.FileNotFound(path)); });
+    extract.on('error', (err: Error) => { if (!found) reject(err); });
+    archive.on('error', (err: Error) => extract.destroy(err));
+    archive.pipe(extract as unknown as NodeJS.WritableStream);
   });
 }

@@ -45,6 +45,13 @@ ${C} ${H} -H 'content-type: application/json' -d '{"command": "df -h /; docker p
 # → {"exit_code":0,"stdout":"…","stderr":"","truncated":false,"timed_out":false,…}
 \`\`\`
 
+Or the service's CLI (one file, Node 18+, nothing to install; it reads svc.env here and never prints the token):
+\`node svc.mjs exec -- CMD…\` (exit code passed through), \`cp\`, \`logs\`, \`up\`, \`ssh\`, \`docker-context\`; \`node svc.mjs --help\`.
+
+\`\`\`sh
+curl -sf $CA -o svc.mjs ${a.site}/cli/svc.mjs && node svc.mjs exec -- sh -c 'uname -a; docker ps'
+\`\`\`
+
 A sleeping sandbox's engine answers with a connection reset or EOF (\`error during connect\`, \`EOF\`):
 that is expected; an engine connection never wakes it. Start it first.
 

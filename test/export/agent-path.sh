@@ -48,6 +48,10 @@ out=$(api -H 'content-type: application/json' -d '{"command": "echo from-exec; e
 has '"exit_code":4' <<< "$out" || die "exec did not pass the exit code through"
 has 'from-exec' <<< "$out" || die "exec did not return stdout"
 say "exec ran a command in one call"
+curl -sf $CA -o "$EXPORT/svc.mjs" "${SVC_URL%/api}/cli/svc.mjs" || die "the CLI is not at ${SVC_URL%/api}/cli/svc.mjs"
+rc=0; node "$EXPORT/svc.mjs" exec -- sh -c 'exit 3' || rc=$?
+[ "$rc" = 3 ] || die "the CLI's exec did not pass exit code 3 through (got $rc)"
+say "the CLI ran a command, exit code passed through"
 
 # 3. Deploy with docker compose
 docker compose version | has ' v\?2\.' || die "docker compose v2 is needed"

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
+import { errors } from '../../core/errors.ts';
 
 /** Where `npm run setup` builds the web UI (vite, ui/). */
 export const UI_DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../ui/dist');
@@ -70,7 +71,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { dir?: string }): Pr
 
   app.get('/assets/:file', { schema: { ...page, params: Type.Object({ file: Type.String({ maxLength: 200 }) }) } }, async (request, reply) => {
     const a = build?.assets.get((request.params as { file: string }).file);
-    if (!a) return reply.status(404).send({ error: { code: 'SVC_NOT_FOUND', message: 'no such file of the web UI; reload the page' } });
+    if (!a) throw new errors.NotFound('no such file of the web UI; reload the page');
     return send(request, reply, a, 'public, max-age=31536000, immutable');
   });
 }

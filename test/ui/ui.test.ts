@@ -127,6 +127,9 @@ describe('web UI in Chromium', () => {
       assert.equal(res.headers.get('content-encoding'), 'br');
     }
     assert.equal((await fetch(`${t.url}/`, { headers: { 'if-none-match': index.headers.get('etag')! } })).status, 304);
+    const gone = await fetch(`${t.url}/assets/index-gone.js`);
+    assert.equal(gone.status, 404);
+    assert.deepEqual(await gone.json(), { error: { code: 'SVC_NOT_FOUND', message: 'no such file of the web UI; reload the page' } });
   });
 
   uiTest('signs in with the keyboard, and a wrong password says so', async () => {

@@ -22,10 +22,10 @@ describe('admin view in Chromium', () => {
   let sandbox: string;
 
   /** Chromium aborts a navigation with ERR_NETWORK_CHANGED when an engine makes a network: tried again. */
-  const goto = async (page: Page, url: string) => {
+  const goto = async (page: Page, url: string | null) => {
     for (let attempt = 1; ; attempt++) {
       try {
-        await page.goto(url);
+        await (url === null ? page.reload() : page.goto(url));
         return;
       } catch (err) {
         if (attempt === 3 || !String(err).includes('ERR_NETWORK_CHANGED')) throw err;
@@ -138,12 +138,27 @@ describe('admin view in Chromium', () => {
     assert.deepEqual([me.body.quotas.max_running, me.body.quotas.memory_mb], [3, 2048]);
   });
 
+  uiTest('a user over a quota is told which quota and its number when creating a sandbox', async () => {
+    const form = admin.page.getByRole('form', { name: `Quotas of ${alice.name}` });
+    if (!(await form.isVisible())) await row(`tr[data-user="${alice.name}"]`).getByRole('button', { name: 'Quotas' }).click();
+    await form.getByLabel('Sandboxes').fill('1');
+    await form.getByRole('button', { name: 'Save quotas' }).click();
+    await eventually(async () => (await row(`tr[data-user="${alice.name}"] td`).nth(2).textContent()) === '1 / 1', 'the new quota in the table', 10_000);
+    await goto(alice.page, `${site}/#/sandboxes`);
+    await alice.page.getByRole('button', { name: 'New sandbox' }).click();
+    await alice.page.getByLabel('Name').fill(`over-${t.config.redisPrefix}`);
+    await alice.page.getByRole('button', { name: 'Create' }).click();
+    await alice.page.getByRole('alert').filter({ hasText: 'quota max_sandboxes (1 sandboxes) reached: you have 1' }).waitFor();
+    assert.equal(await t.service.store.sandboxes.get(`svc-over-${t.config.redisPrefix}`), undefined, 'nothing made');
+  });
+
   uiTest('disabling a user ends their session and puts their sandbox to sleep; enabling lets their token in again', async () => {
     await row(`tr[data-user="${alice.name}"]`).getByRole('button', { name: 'Disable' }).click();
     await eventually(async () => (await row(`tr[data-user="${alice.name}"] td`).nth(1).textContent()) === 'disabled', 'the disabled state', 30_000);
     assert.equal((await t.service.lifecycle.status(sandbox)).status, 'exited', 'her sandbox sleeps');
     assert.equal((await t.api('GET', '/api/me', alice.token)).status, 401);
-    await goto(alice.page, `${site}/#/sandboxes`);
+    await goto(alice.page, `${site}/#/account`);
+    await goto(alice.page, null); // reloaded
     await alice.page.getByLabel('User name').waitFor(); // the sign-in page: her session is gone
 
     await row(`tr[data-user="${alice.name}"]`).getByRole('button', { name: 'Enable' }).click();

@@ -1,6 +1,8 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { builtInRuleList } from '../scanner/rule-set.ts';
+import { PATH_RULES } from '../scanner/rules.ts';
 
 /**
  * Every metric of the service, defined here once (docs/operations.md lists them). service.ts makes
@@ -8,7 +10,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
  *
  * Labels are bounded by construction: route kinds, wake kinds and statuses are closed sets of the
  * code; API routes are Fastify's route patterns (never the path a client sent); rule families are
- * the scanner's rule catalogue cut to its first word. No sandbox, user or repository name is ever a
+ * the scanner catalogue's own (cloud, payment, private-key, …). No sandbox, user or repository name is ever a
  * label: those grow with the users, and per-sandbox figures are the API's business.
  */
 
@@ -21,6 +23,13 @@ export type SleepKind = 'sleep' | 'deep_sleep';
 export type SandboxCounts = Record<'running' | 'asleep' | 'deep_sleep' | 'archived', number>;
 
 const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+const FAMILIES = new Map<string, string>([...PATH_RULES.map((r) => [r.rule, 'file'] as const), ...builtInRuleList().map((r) => [r.id, r.family] as const)]);
+
+/** A finding's rule family: the scanner catalogue's, `file` for file-name rules, `other` for an operator's rules. */
+export function ruleFamily(rule: string): string {
+  return FAMILIES.get(rule) ?? 'other';
+}
 
 export interface MetricsSources {
   /** Sandboxes by status, read at each scrape (store records against the engine's containers). */
@@ -88,7 +97,7 @@ export class ServiceMetrics {
       name: 'svc_scan_duration_seconds', help: 'Duration of one image scan job', registers,
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
     });
-    this.findings = new Counter({ name: 'svc_scan_findings_total', help: 'Scan findings by rule family (the rule name up to its first dash)', labelNames: ['family'], registers });
+    this.findings = new Counter({ name: 'svc_scan_findings_total', help: 'Scan findings by rule family (the scanner catalogue\'s; file: file-name rules; other: operator rules)', labelNames: ['family'], registers });
     new Gauge({
       name: 'svc_scan_queue_jobs', help: 'Scan jobs in the queue by state', labelNames: ['state'], registers,
       async collect() {
@@ -163,7 +172,7 @@ export class ServiceMetrics {
   scanDone(ms: number, result: string, rules: readonly string[]): void {
     this.scans.inc({ result });
     this.scanSeconds.observe(ms / 1000);
-    for (const rule of rules) this.findings.inc({ family: rule.split('-')[0] || 'other' });
+    for (const rule of rules) this.findings.inc({ family: ruleFamily(rule) });
   }
 
   registryPush(): void {

@@ -8,6 +8,7 @@ import { WAITING_HEADER, serviceCaPem } from '../../edge/index.ts';
 import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
 import { gzip, LAYER_GZIP, makeTar, OciClient } from '../registry/oci.ts';
+import { ruleFamily } from '../../ops/metrics.ts';
 
 const run = promisify(execFile);
 
@@ -127,7 +128,7 @@ test('a scrape after waking, sleeping, scanning and serving passes promtool, and
   assert.equal(delta(`svc_scans_total{result="${version.scan.state}"}`), 1);
   assert.equal(delta('svc_scan_duration_seconds_count'), 1);
   const families = new Map<string, number>();
-  for (const f of version.findings as Array<{ rule: string }>) families.set(f.rule.split('-')[0]!, (families.get(f.rule.split('-')[0]!) ?? 0) + 1);
+  for (const f of version.findings as Array<{ rule: string }>) families.set(ruleFamily(f.rule), (families.get(ruleFamily(f.rule)) ?? 0) + 1);
   assert.ok(families.size > 0, 'the env file was found');
   for (const [family, n] of families) assert.equal(delta(`svc_scan_findings_total{family="${family}"}`), n, `findings of family ${family}`);
   assert.equal(delta('svc_registry_pushes_total'), 1);

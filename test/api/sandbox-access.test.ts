@@ -141,7 +141,9 @@ describe('sandbox access and bad input', () => {
     for (const [route, methods] of Object.entries(paths)) {
       if (!route.includes('{name}')) continue;
       for (const method of Object.keys(methods)) {
-        const url = `${t.url}${route.replace('{name}', gone)}${route.includes('/files') ? '?path=/root/x' : ''}`;
+        const params: Record<string, string> = { name: gone, id: '0123456789ab', action: 'restart' };
+        const filled = route.replace(/\{(\w+)\}/g, (_, p: string) => params[p] ?? assert.fail(`no sample value for {${p}} in ${route}`));
+        const url = `${t.url}${filled}${route.includes('/files') ? '?path=/root/x' : ''}`;
         const body = method === 'put' ? 'bytes' : JSON.stringify(bodies[method] ?? bodies[`${method} ${route.slice(route.indexOf('}') + 1)}`] ?? {});
         const bodyless = method === 'get' || method === 'delete';
         const res = await fetch(url, {

@@ -25,6 +25,8 @@
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { isUserCommand, runCli } from '../cli/run.ts';
 import { loadConfig } from '../core/config.ts';
 import { openStore, type Store } from '../store/index.ts';
 import type { TokenRecord, UserRecord } from '../store/records.ts';
@@ -65,6 +67,9 @@ const USAGE = `usage:
                                       list of archives; the secret key file only with --with-secret-key
   svc restore FILE                    restore a backup into an empty store (SVC_STORE_URL, SVC_STORE_TABLE); says what
                                       else to copy (secret key, archives, registry blobs)
+
+a user's commands (status, ls, create, start, keep-awake, logs, exec, cp, ssh, docker-context, up, urls)
+  are the user CLI's, with SVC_URL/SVC_TOKEN/SVC_SANDBOX or svc.env: svc status --help (docs/user-tools.md)
 
 environment: SVC_STORE_URL (postgres://… or sqlite:///…), else SVC_DATA_DIR (./data)/svc.sqlite;
              SVC_DOMAIN and SVC_HTTPS_PORT for the addresses in an export folder`;
@@ -333,8 +338,12 @@ async function run(argv: string[]): Promise<void> {
   }
 }
 
+const argv = process.argv.slice(2);
+// a user's commands (status, exec, cp, ssh, up, …) are the user CLI's, served at /cli/svc.mjs
+const userCommand = argv.find((a, i) => !a.startsWith('-') && argv[i - 1] !== '--env');
 try {
-  await run(process.argv.slice(2));
+  if (isUserCommand(userCommand)) process.exitCode = await runCli(argv, fileURLToPath(import.meta.url));
+  else await run(argv);
 } catch (error) {
   if (error instanceof UsageError) {
     note(`svc: ${error.message}\n\n${USAGE}`);

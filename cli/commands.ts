@@ -281,7 +281,8 @@ export const commands: Record<string, Command> = {
       const known = path.join(ctx.settings.folder ?? '.', '.svc_known_hosts');
       const envFlag = ctx.settings.folder ? ` --env ${JSON.stringify(path.join(ctx.settings.folder, 'svc.env'))}` : '';
       return run('ssh', [
-        '-o', `ProxyCommand=${JSON.stringify(process.execPath)} ${JSON.stringify(ctx.self)}${envFlag} tls-pipe %h ${port}`,
+        // node's own flags too: in a checkout the CLI is TypeScript run with --import tsx
+        '-o', `ProxyCommand=${[process.execPath, ...process.execArgv, ctx.self].map((a) => JSON.stringify(a)).join(' ')}${envFlag} tls-pipe %h ${port}`,
         '-o', `UserKnownHostsFile=${known}`, '-o', 'StrictHostKeyChecking=accept-new',
         ...ctx.args, `root@${shell}`,
       ]);

@@ -2,66 +2,9 @@
  * `svc`: a user's command line for one sandbox, served by the service at /cli/svc.mjs (one file,
  * Node 18 or later, nothing to install). Reads SVC_URL, SVC_TOKEN and SVC_SANDBOX from the
  * environment or from svc.env in the current folder (or --env FILE), trusts the export folder's
- * service-ca.pem, never prints the token. Exit codes: the command's own for exec, else 0 done,
- * 1 failed, 2 usage error.
+ * service-ca.pem, never prints the token.
  */
-import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { Api, ApiError } from './api.ts';
-import { commands } from './commands.ts';
-import { loadSettings, UsageError } from './settings.ts';
+import { runCli } from './run.ts';
 
-const GLOBAL = { env: { type: 'string' }, help: { type: 'boolean', short: 'h' } } as const;
-
-function usage(): string {
-  const width = Math.max(...Object.values(commands).map((c) => c.usage.length));
-  return [
-    'usage: node svc.mjs [--env FILE] COMMAND [ARGS]   (svc COMMAND --help for one command)',
-    '',
-    ...Object.entries(commands).filter(([name]) => name !== 'tls-pipe').map(([, c]) => `  ${c.usage.padEnd(width)}  ${c.help.split('. ')[0]!.replace(/\.$/, '')}`),
-    '',
-    'SVC_URL, SVC_TOKEN, SVC_SANDBOX (and SVC_DOCKER_HOST) come from the environment, else from svc.env in the',
-    "current folder (an export folder from the web UI), else from --env FILE. The folder's service-ca.pem is trusted.",
-  ].join('\n');
-}
-
-async function main(argv: string[]): Promise<number> {
-  const at = argv.findIndex((a) => !a.startsWith('-') && a in commands);
-  const name = at >= 0 ? argv[at]! : undefined;
-  if (!name) {
-    const wanted = argv.find((a) => !a.startsWith('-'));
-    if (wanted && argv[argv.indexOf(wanted) - 1] !== '--env') throw new UsageError(`unknown command "${wanted}"\n${usage()}`);
-    process.stdout.write(`${usage()}\n`);
-    return argv.some((a) => a === '--help' || a === '-h') ? 0 : 2;
-  }
-  const command = commands[name]!;
-  // everything after "--" belongs to the command (exec, up, ssh), never parsed here
-  const dashes = argv.indexOf('--');
-  const mine = [...argv.slice(0, at), ...argv.slice(at + 1, dashes >= 0 ? dashes : undefined)];
-  const rest = dashes >= 0 ? argv.slice(dashes + 1) : [];
-  const parsed = parseArgs({ args: mine, options: { ...GLOBAL, ...command.options }, allowPositionals: true, strict: true });
-  const options = parsed.values as Record<string, string | boolean | undefined>;
-  if (options.help) {
-    process.stdout.write(`usage: ${command.usage}\n\n${command.help}\n`);
-    return 0;
-  }
-  const settings = loadSettings(options.env as string | undefined);
-  const code = await command.run({ api: new Api(settings), settings, args: [...parsed.positionals, ...rest], options, self: fileURLToPath(import.meta.url) });
-  return code ?? 0;
-}
-
-main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code; },
-  (err: unknown) => {
-    if (err instanceof UsageError || (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
-      process.stderr.write(`svc: ${(err as Error).message}\n`);
-      process.exitCode = 2;
-    } else if (err instanceof ApiError) {
-      process.stderr.write(`svc: ${err.message} (${err.code})\n`);
-      process.exitCode = 1;
-    } else {
-      process.stderr.write(`svc: ${(err as Error).message}\n`);
-      process.exitCode = 1;
-    }
-  },
-);
+process.exitCode = await runCli(process.argv.slice(2), fileURLToPath(import.meta.url));

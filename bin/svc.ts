@@ -275,12 +275,15 @@ async function run(argv: string[]): Promise<void> {
         args(rest, 0, '', command);
         const users = await store.users.list();
         if (options.json) {
-          out(JSON.stringify(users.map((u) => ({ id: u.id, name: u.name, admin: u.admin, created_at: u.created_at, ssh_keys: (u.ssh_keys ?? []).length }))));
+          out(JSON.stringify(users.map((u) => ({
+            id: u.id, name: u.name, admin: u.admin, created_at: u.created_at, ssh_keys: (u.ssh_keys ?? []).length,
+            ...(u.disabled_at ? { disabled_at: u.disabled_at } : {}), quotas: effectiveQuotas(u, quotaDefaults(config)),
+          }))));
           return;
         }
         if (users.length === 0) { note('no users yet: svc user create NAME'); return; }
-        table([['NAME', 'ID', 'ADMIN', 'CREATED', 'SSH KEYS'],
-          ...users.map((u) => [u.name, u.id, u.admin ? 'yes' : 'no', u.created_at, String((u.ssh_keys ?? []).length)])]);
+        table([['NAME', 'ID', 'ADMIN', 'CREATED', 'SSH KEYS', 'STATE'],
+          ...users.map((u) => [u.name, u.id, u.admin ? 'yes' : 'no', u.created_at, String((u.ssh_keys ?? []).length), u.disabled_at ? `disabled ${u.disabled_at}` : 'active'])]);
         return;
       }
       case 'token create': {

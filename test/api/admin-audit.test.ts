@@ -120,8 +120,14 @@ describe('admin and audit log', () => {
     const cannot = await asRoot('POST', `/api/admin/users/root-${t.config.redisPrefix}/disable`);
     assert.equal(cannot.status, 400, 'an admin cannot lock themselves out');
 
+    // a long request under way with her token: the log stream, open while she is disabled
+    const stream = await fetch(`${t.url}/api/sandboxes/${sandbox}/logs/stream`, { headers: { authorization: `Bearer ${alice.token}` } });
+    assert.equal(stream.status, 200);
+    const streamed = stream.text();
+
     const disabled = await asRoot('POST', `/api/admin/users/${alice.name}/disable`);
     ok(disabled);
+    assert.match(await streamed, /event: end\ndata: .*went to sleep/, 'the open stream ends with the sandbox');
     assert.ok(disabled.body.disabled_at);
     const byToken = await asAlice('GET', '/api/me');
     assert.equal(byToken.status, 401);
@@ -143,6 +149,9 @@ describe('admin and audit log', () => {
     secrets.push(reset.body.password);
     const cli = await svcCli(t.config, 'user', 'set', alice.name, '--max-running', '2');
     assert.equal(cli.code, 0, cli.stderr);
+    const listed = await svcCli(t.config, 'user', 'list', '--json');
+    const entry = JSON.parse(listed.stdout).find((u: { name: string }) => u.name === alice.name);
+    assert.deepEqual([entry.disabled_at, entry.quotas.max_running, entry.quotas.max_sandboxes], [undefined, 2, 1], 'the CLI lists state and quotas');
 
     const users = await asRoot('GET', '/api/admin/users');
     const row = users.body.find((u: { name: string }) => u.name === alice.name);

@@ -34,7 +34,7 @@ import { pino } from 'pino';
 import { issueServerCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
 import type { EdgeBackend } from '../edge/backend.ts';
 import { startEdge } from '../edge/index.ts';
-import { freePort } from '../test/helpers/ports.ts';
+import { freePort } from '../harness/ports.ts';
 import { ensureNginx, ensureTool, startNginxProxy, waitForPort } from './support/reference-tools.ts';
 
 const SELF = fileURLToPath(import.meta.url);

@@ -13,8 +13,8 @@ import type { Duplex } from 'node:stream';
 import WebSocket from 'ws';
 import { createToken } from '../accounts/index.ts';
 import { SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
-import { sandboxDocker } from '../test/helpers/sandbox-engine.ts';
-import { startTestService } from '../test/helpers/service.ts';
+import { sandboxDocker } from '../harness/sandbox-engine.ts';
+import { startTestService } from '../harness/service.ts';
 
 const RUNS = Number(process.env.RUNS ?? 30);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

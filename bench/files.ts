@@ -13,8 +13,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { SANDBOX_CLI } from '../test/helpers/sandbox-engine.ts';
-import { startTestService } from '../test/helpers/service.ts';
+import { SANDBOX_CLI } from '../harness/sandbox-engine.ts';
+import { startTestService } from '../harness/service.ts';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.RUNS ?? 5);

@@ -15,8 +15,8 @@
 import Docker from 'dockerode';
 import type { Config } from '../core/config.ts';
 import { innerEngine } from '../lifecycle/runtime/inner-engine.ts';
-import { sandboxDocker } from '../test/helpers/sandbox-engine.ts';
-import { startTestService, type TestService } from '../test/helpers/service.ts';
+import { sandboxDocker } from '../harness/sandbox-engine.ts';
+import { startTestService, type TestService } from '../harness/service.ts';
 
 const RUNS = Number(process.env.RUNS ?? 5);
 const SETUPS: Array<{ label: string; config: Partial<Config> }> = process.env.COMPARE === 'isolation'

@@ -16,8 +16,8 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { EngineCli } from '../test/helpers/engine-cli.ts';
-import { startTestService } from '../test/helpers/service.ts';
+import { EngineCli } from '../harness/engine-cli.ts';
+import { startTestService } from '../harness/service.ts';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.RUNS ?? 3);

@@ -19,8 +19,8 @@ import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import { ServiceMetrics } from '../ops/metrics.ts';
 import { startTestEdge, TestBackend, type TestEdge } from '../test/edge/helpers.ts';
-import { openEdgeSandbox, type EdgeSandbox } from '../test/helpers/edge-sandbox.ts';
-import { startTestService, type TestService } from '../test/helpers/service.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../harness/edge-sandbox.ts';
+import { startTestService, type TestService } from '../harness/service.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const SECONDS = Number(process.env.SECONDS ?? 5);

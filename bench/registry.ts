@@ -29,8 +29,8 @@ import tar from 'tar-stream';
 import { issueServerCert, loadOrCreateServiceCa, type SealedKeys } from '../edge/certs/service-ca.ts';
 import { serviceCaPem } from '../edge/index.ts';
 import { scanLayer } from '../scanner/layer-reader.ts';
-import { startTestService } from '../test/helpers/service.ts';
-import { OciClient, sha256 } from '../test/registry/oci.ts';
+import { startTestService } from '../harness/service.ts';
+import { OciClient, sha256 } from '../harness/oci.ts';
 import { debianLayer } from './support/debian-layer.ts';
 import { ensureNginx, startNginxProxy, type NginxProxy } from './support/reference-tools.ts';
 

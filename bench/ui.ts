@@ -10,8 +10,8 @@
  *   npm run bench:ui               (RUNS=7)
  */
 import { createUser } from '../accounts/index.ts';
-import { launchChromium } from '../test/helpers/browser.ts';
-import { startTestService } from '../test/helpers/service.ts';
+import { launchChromium } from '../harness/browser.ts';
+import { startTestService } from '../harness/service.ts';
 
 const RUNS = Number(process.env.RUNS ?? 7);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

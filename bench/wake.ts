@@ -15,9 +15,9 @@
 import net from 'node:net';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
-import { launchChromium } from '../test/helpers/browser.ts';
-import { openEdgeSandbox } from '../test/helpers/edge-sandbox.ts';
-import { eventually, startTestService } from '../test/helpers/service.ts';
+import { launchChromium } from '../harness/browser.ts';
+import { openEdgeSandbox } from '../harness/edge-sandbox.ts';
+import { eventually, startTestService } from '../harness/service.ts';
 
 const RUNS = Number(process.env.RUNS ?? 5);
 const DEEP_RUNS = Number(process.env.DEEP_RUNS ?? 3);

@@ -7,7 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { freePort } from '../../test/helpers/ports.ts';
+import { freePort } from '../../harness/ports.ts';
 
 export interface NginxProxy {
   port: number;

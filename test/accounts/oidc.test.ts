@@ -4,9 +4,9 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import Provider from 'oidc-provider';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium } from '../helpers/browser.ts';
-import { freePort } from '../helpers/ports.ts';
-import { startTestService, type TestService } from '../helpers/service.ts';
+import { launchChromium } from '../../harness/browser.ts';
+import { freePort } from '../../harness/ports.ts';
+import { startTestService, type TestService } from '../../harness/service.ts';
 
 const GROUPS: Record<string, string[]> = {
   'alice@example.com': ['dev', 'svc-admins'],

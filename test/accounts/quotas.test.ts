@@ -8,8 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LABEL_INSTANCE, LABEL_SANDBOX } from '../../lifecycle/runtime/docker-runtime.ts';
-import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
-import { sandboxDocker } from '../helpers/sandbox-engine.ts';
+import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
+import { sandboxDocker } from '../../harness/sandbox-engine.ts';
 import { svcCli } from '../helpers/svc-cli.ts';
 
 const docker = sandboxDocker();

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
 import { svcCli } from '../helpers/svc-cli.ts';
 
 const run = promisify(execFile);

@@ -10,8 +10,8 @@ import { createUser } from '../../accounts/index.ts';
 import { setQuotas } from '../../accounts/quotas.ts';
 import { errors } from '../../core/errors.ts';
 import { WakeLimits } from '../../lifecycle/wake-limits.ts';
-import { SANDBOX_CLI } from '../helpers/sandbox-engine.ts';
-import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
+import { SANDBOX_CLI } from '../../harness/sandbox-engine.ts';
+import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 const MAX_UPLOAD = 64 * 1024;

@@ -4,8 +4,8 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { OUTPUT_LIMIT } from '../../exec/index.ts';
 import { curl } from '../helpers/curl.ts';
-import { SANDBOX_CLI } from '../helpers/sandbox-engine.ts';
-import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
+import { SANDBOX_CLI } from '../../harness/sandbox-engine.ts';
+import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 

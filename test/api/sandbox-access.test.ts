@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
 
 /** Who may do what (spec 5), and bad input that must change nothing (design.md, Errors). */
 describe('sandbox access and bad input', () => {

@@ -7,9 +7,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import type { EngineCli } from '../helpers/engine-cli.ts';
-import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import type { EngineCli } from '../../harness/engine-cli.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { loadConfig } from '../../core/config.ts';
 import { RedisLeases } from '../../core/redis-lease.ts';
 import { createRedis } from '../../queue/connection.ts';
-import { freePort } from '../helpers/ports.ts';
+import { freePort } from '../../harness/ports.ts';
 
 /**
  * The lease on a real Redis: two service processes are two RedisLeases on two

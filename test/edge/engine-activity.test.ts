@@ -4,7 +4,7 @@ import tls from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
 import type { EngineCerts } from '../../store/records.ts';
-import { eventually } from '../helpers/service.ts';
+import { eventually } from '../../harness/service.ts';
 import { freePort, sleep, startTestEdge, TestBackend, type TestEdge } from './helpers.ts';
 
 /**

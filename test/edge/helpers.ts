@@ -78,7 +78,7 @@ export async function tmpDir(prefix = 'edge-test-'): Promise<string> {
   return fs.mkdtemp(path.join(os.tmpdir(), prefix));
 }
 
-export { freePort } from '../helpers/ports.ts';
+export { freePort } from '../../harness/ports.ts';
 
 export interface TestEdge {
   edge: Edge;

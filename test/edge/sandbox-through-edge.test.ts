@@ -6,8 +6,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { WAITING_HEADER } from '../../edge/index.ts';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');

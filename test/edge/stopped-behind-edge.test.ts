@@ -7,9 +7,9 @@ import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { WAITING_HEADER } from '../../edge/index.ts';
 import { resourceNames } from '../../lifecycle/names.ts';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { sandboxDocker } from '../helpers/sandbox-engine.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { sandboxDocker } from '../../harness/sandbox-engine.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 

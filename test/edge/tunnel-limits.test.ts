@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import type tls from 'node:tls';
 import { after, before, describe, it } from 'node:test';
-import { eventually } from '../helpers/service.ts';
+import { eventually } from '../../harness/service.ts';
 import { startTestEdge, TestBackend, tlsConnect, type TestEdge } from './helpers.ts';
 
 /**

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { WAITING_HEADER } from '../../edge/index.ts';
-import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, test } from 'node:test';
 import { WAITING_HEADER } from '../../edge/index.ts';
-import { launchChromium } from '../helpers/browser.ts';
+import { launchChromium } from '../../harness/browser.ts';
 import { curl, freePort, startApp, startTestEdge, TestBackend, type TestEdge } from './helpers.ts';
 
 /** A backend whose wakes take `wakeMs`: the sandbox runs that long after requestWake. */

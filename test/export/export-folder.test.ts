@@ -6,8 +6,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

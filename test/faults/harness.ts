@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import type Docker from 'dockerode';
-import { freePort } from '../helpers/ports.ts';
+import { freePort } from '../../harness/ports.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 

@@ -12,9 +12,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { SANDBOX_CLI, sandboxDocker } from '../../harness/sandbox-engine.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 const METADATA_IP = '169.254.169.254';

@@ -8,10 +8,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import type { EngineCli } from '../helpers/engine-cli.ts';
-import { openEdgeSandbox, recreateAfterDeepSleep, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
-import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import type { EngineCli } from '../../harness/engine-cli.ts';
+import { openEdgeSandbox, recreateAfterDeepSleep, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
+import { SANDBOX_CLI, sandboxDocker } from '../../harness/sandbox-engine.ts';
+import { eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { loadConfig } from '../../core/config.ts';
 import { logger } from '../../core/logger.ts';
 import { AppDirectory } from '../../lifecycle/apps/app-directory.ts';
-import { freePort } from '../helpers/ports.ts';
+import { freePort } from '../../harness/ports.ts';
 
 const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 

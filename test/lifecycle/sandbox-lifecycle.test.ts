@@ -5,10 +5,10 @@ import https from 'node:https';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { watchStarts } from '../helpers/container-starts.ts';
-import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
+import { SANDBOX_CLI, sandboxDocker } from '../../harness/sandbox-engine.ts';
 
 const run = promisify(execFile);
 const docker = sandboxDocker();

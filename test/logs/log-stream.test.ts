@@ -5,8 +5,8 @@ import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { EventSource } from 'eventsource';
 import { SandboxExec } from '../../lifecycle/runtime/sandbox-exec.ts';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const FIXTURE = path.resolve('fixtures/busybox');
 

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { WAITING_HEADER } from '../../edge/index.ts';
 import { innerEngine } from '../../lifecycle/runtime/inner-engine.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');

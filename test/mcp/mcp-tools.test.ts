@@ -5,9 +5,9 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { answerOf, startTestService, type TestService } from '../helpers/service.ts';
-import { SANDBOX_CLI } from '../helpers/sandbox-engine.ts';
-import { EngineCli } from '../helpers/engine-cli.ts';
+import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
+import { SANDBOX_CLI } from '../../harness/sandbox-engine.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
 
 const run = promisify(execFile);
 

@@ -6,11 +6,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { destroyStore, openStore } from '../../store/index.ts';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
-import { freePort } from '../helpers/ports.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
-import { gzip, LAYER_GZIP, makeTar, OciClient } from '../registry/oci.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
+import { freePort } from '../../harness/ports.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { gzip, LAYER_GZIP, makeTar, OciClient } from '../../harness/oci.ts';
 import { POSTGRES_URL } from '../store/helpers.ts';
 
 

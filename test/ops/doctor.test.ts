@@ -5,7 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { freePort } from '../helpers/ports.ts';
+import { freePort } from '../../harness/ports.ts';
 import { PrivateRedis } from './private-redis.ts';
 
 let dir: string;

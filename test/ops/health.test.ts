@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { serviceCaPem } from '../../edge/index.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { PrivateRedis } from './private-redis.ts';
 
 const run = promisify(execFile);

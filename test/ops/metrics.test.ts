@@ -5,9 +5,9 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { WAITING_HEADER, serviceCaPem } from '../../edge/index.ts';
-import { openEdgeSandbox, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
-import { gzip, LAYER_GZIP, makeTar, OciClient } from '../registry/oci.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { gzip, LAYER_GZIP, makeTar, OciClient } from '../../harness/oci.ts';
 import { ruleFamily } from '../../ops/metrics.ts';
 
 const run = promisify(execFile);

@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
-import { freePort } from '../helpers/ports.ts';
-import { eventually } from '../helpers/service.ts';
+import { freePort } from '../../harness/ports.ts';
+import { eventually } from '../../harness/service.ts';
 
 /**
  * A redis-server of the test's own on a free loopback port, without persistence, that the test may

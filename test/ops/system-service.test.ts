@@ -8,8 +8,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { loadConfig } from '../../core/config.ts';
-import { freePort } from '../helpers/ports.ts';
-import { eventually, removeInstance } from '../helpers/service.ts';
+import { freePort } from '../../harness/ports.ts';
+import { eventually, removeInstance } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 

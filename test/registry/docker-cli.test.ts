@@ -3,9 +3,9 @@ import { execFile, spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { serviceCaPem } from '../../edge/index.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
-import { OciClient, privateKeyPem } from './oci.ts';
-import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { OciClient, privateKeyPem } from '../../harness/oci.ts';
+import { SANDBOX_CLI, sandboxDocker } from '../../harness/sandbox-engine.ts';
 
 const run = promisify(execFile);
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { OciClient } from './oci.ts';
+import { OciClient } from '../../harness/oci.ts';
 
 /**
  * The test registry client against a stand-in HTTPS server that closes a kept-alive connection

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { serviceCaPem } from '../../edge/index.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
-import { gzip, LAYER_GZIP, LAYER_TAR, LAYER_ZSTD, makeTar, OciClient, privateKeyPem, sha256, zstd } from './oci.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { gzip, LAYER_GZIP, LAYER_TAR, LAYER_ZSTD, makeTar, OciClient, privateKeyPem, sha256, zstd } from '../../harness/oci.ts';
 
 /**
  * The registry front through the edge (SNI registry.<domain>), with an OCI client: auth, who may

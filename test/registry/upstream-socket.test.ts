@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { logger } from '../../core/logger.ts';
 import { spawnUpstream, type Upstream } from '../../registry/index.ts';
-import { eventually } from '../helpers/service.ts';
+import { eventually } from '../../harness/service.ts';
 
 function run(cmd: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

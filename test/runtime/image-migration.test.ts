@@ -5,9 +5,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { EngineCli } from '../helpers/engine-cli.ts';
-import { openEdgeSandbox, recreateAfterDeepSleep, type EdgeSandbox } from '../helpers/edge-sandbox.ts';
-import { eventually, startTestService, type TestService } from '../helpers/service.ts';
+import type { EngineCli } from '../../harness/engine-cli.ts';
+import { openEdgeSandbox, recreateAfterDeepSleep, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
+import { eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const LEGACY_IMAGE = 'svc-sandbox:bookworm';
 const FIXTURE = path.resolve('fixtures/busybox');

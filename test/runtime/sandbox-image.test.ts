@@ -15,7 +15,7 @@ import Docker from 'dockerode';
 import { loadConfig } from '../../core/config.ts';
 import { delegateCgroups } from '../../lifecycle/runtime/cgroup-delegation.ts';
 import { sandboxContainerOptions } from '../../lifecycle/runtime/host-config.ts';
-import { SANDBOX_CLI, sandboxDocker } from '../helpers/sandbox-engine.ts';
+import { SANDBOX_CLI, sandboxDocker } from '../../harness/sandbox-engine.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const IMAGE = 'svc-sandbox:latest';

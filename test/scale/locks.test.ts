@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../core/config.ts';
 import { openTestStore, type TestStore } from '../store/helpers.ts';
-import { removeInstance } from '../helpers/service.ts';
+import { removeInstance } from '../../harness/service.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const WRITER = path.join(import.meta.dirname, 'lock-writer.ts');

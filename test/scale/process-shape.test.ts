@@ -6,8 +6,8 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { loadConfig } from '../../core/config.ts';
 import { destroyStore, openStore } from '../../store/index.ts';
-import { freePort } from '../helpers/ports.ts';
-import { removeInstance } from '../helpers/service.ts';
+import { freePort } from '../../harness/ports.ts';
+import { removeInstance } from '../../harness/service.ts';
 import { POSTGRES_URL, TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
 import { ServiceProcess, type ServiceEnv } from '../faults/harness.ts';
 

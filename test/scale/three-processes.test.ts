@@ -10,13 +10,13 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { onJsonLines } from '../../core/json-lines.ts';
 import { destroyStore, openStore } from '../../store/index.ts';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { freePort } from '../helpers/ports.ts';
-import { sandboxDocker } from '../helpers/sandbox-engine.ts';
-import { answerOf, eventually, removeInstance } from '../helpers/service.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { freePort } from '../../harness/ports.ts';
+import { sandboxDocker } from '../../harness/sandbox-engine.ts';
+import { answerOf, eventually, removeInstance } from '../../harness/service.ts';
 import { watchStarts } from '../helpers/container-starts.ts';
 import { POSTGRES_URL, TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
-import { LAYER_GZIP, OciClient, gzip, makeTar } from '../registry/oci.ts';
+import { LAYER_GZIP, OciClient, gzip, makeTar } from '../../harness/oci.ts';
 import { engineEvent, OwnRedis, ServiceProcess, type ServiceEnv } from '../faults/harness.ts';
 
 const run = promisify(execFile);

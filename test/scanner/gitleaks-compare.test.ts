@@ -8,7 +8,7 @@ import { after, describe, it } from 'node:test';
 import { scanText } from '../../scanner/content-scanner.ts';
 import { scanLayer } from '../../scanner/layer-reader.ts';
 import { builtInRules } from '../../scanner/rule-set.ts';
-import { gzip, makeTar, sha256 } from '../registry/oci.ts';
+import { gzip, makeTar, sha256 } from '../../harness/oci.ts';
 import { CONFIG_TYPES, FILE_TYPES, falsePositives, Rand, secretKinds, seeded } from './corpus.ts';
 
 /**

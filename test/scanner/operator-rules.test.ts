@@ -9,7 +9,7 @@ import { scanText } from '../../scanner/content-scanner.ts';
 import { scanLayer } from '../../scanner/layer-reader.ts';
 import { parseRules, RulesFileError } from '../../scanner/operator-rules.ts';
 import { builtInRules } from '../../scanner/rule-set.ts';
-import { gzip, makeTar, sha256 } from '../registry/oci.ts';
+import { gzip, makeTar, sha256 } from '../../harness/oci.ts';
 
 /** A team's gitleaks configuration, as gitleaks documents the format. */
 const TEAM_RULES = `

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { serviceCaPem } from '../../edge/index.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
-import { gzip, LAYER_GZIP, makeTar, OciClient, privateKeyPem } from '../registry/oci.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { gzip, LAYER_GZIP, makeTar, OciClient, privateKeyPem } from '../../harness/oci.ts';
 
 type Finding = { path: string; layer: string; rule: string; line?: number; fingerprint?: string; vendored?: boolean };
 

@@ -6,7 +6,7 @@ import { ContentScanner, scanText } from '../../scanner/content-scanner.ts';
 import { scanLayer } from '../../scanner/layer-reader.ts';
 import { builtInRules } from '../../scanner/rule-set.ts';
 import { isEnvLike, isVendored, matchPath } from '../../scanner/rules.ts';
-import { gzip, makeTar, sha256, zstd } from '../registry/oci.ts';
+import { gzip, makeTar, sha256, zstd } from '../../harness/oci.ts';
 
 const rules = builtInRules();
 /** The rules that match in a text (each once). */

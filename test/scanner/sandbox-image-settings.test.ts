@@ -5,7 +5,7 @@ import { loadConfig } from '../../core/config.ts';
 import { ContentScanner } from '../../scanner/content-scanner.ts';
 import { builtInRules } from '../../scanner/rule-set.ts';
 import { isEnvLike } from '../../scanner/rules.ts';
-import { sandboxDocker } from '../helpers/sandbox-engine.ts';
+import { sandboxDocker } from '../../harness/sandbox-engine.ts';
 
 /**
  * The generic assignment rule against real settings files: every env-like file of the sandbox image

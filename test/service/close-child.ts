@@ -6,9 +6,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { openEdgeSandbox } from '../helpers/edge-sandbox.ts';
-import { eventually, startTestService } from '../helpers/service.ts';
-import { gzip, LAYER_GZIP, makeTar, OciClient } from '../registry/oci.ts';
+import { openEdgeSandbox } from '../../harness/edge-sandbox.ts';
+import { eventually, startTestService } from '../../harness/service.ts';
+import { gzip, LAYER_GZIP, makeTar, OciClient } from '../../harness/oci.ts';
 
 const step = (what: string) => process.stdout.write(`step ${what}\n`);
 

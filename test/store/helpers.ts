@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { TEST_SECRET_KEY_FILE } from '../../harness/secret-key.ts';
 import { destroyStore, openStore, type Store } from '../../store/index.ts';
 
 export type BackendName = 'sqlite' | 'postgres';
@@ -12,8 +13,7 @@ export type BackendName = 'sqlite' | 'postgres';
  */
 export const POSTGRES_URL = process.env.SVC_TEST_POSTGRES_URL || 'postgres://svc_test@127.0.0.1:5432/svc_test';
 
-/** The key that seals store secrets in tests (never the machine's /etc/svc/secret.key). */
-export const TEST_SECRET_KEY_FILE = path.join(os.tmpdir(), 'svc-test', 'secret.key');
+export { TEST_SECRET_KEY_FILE };
 
 export interface TestStore {
   store: Store;

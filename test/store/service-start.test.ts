@@ -8,7 +8,7 @@ import { createToken, createUser } from '../../accounts/index.ts';
 import { generateKeys, privateKeyPem } from '../../core/x509.ts';
 import { openStore } from '../../store/index.ts';
 import type { SandboxRecord } from '../../store/records.ts';
-import { answerOf, startTestService } from '../helpers/service.ts';
+import { answerOf, startTestService } from '../../harness/service.ts';
 import { TEST_SECRET_KEY_FILE } from './helpers.ts';
 
 function sql(file: string, query: string, params: unknown[] = []): Promise<Array<{ key: string; value: string }>> {

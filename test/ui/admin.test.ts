@@ -5,8 +5,8 @@ import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { createToken, createUser } from '../../accounts/index.ts';
 import { UI_DIST } from '../../api/plugins/ui.ts';
-import { launchChromium } from '../helpers/browser.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { launchChromium } from '../../harness/browser.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const ARTIFACTS = path.resolve('test-artifacts/ui');
 const DESKTOP = { width: 1280, height: 900 };

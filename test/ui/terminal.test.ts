@@ -4,9 +4,9 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { createToken, createUser } from '../../accounts/index.ts';
 import path from 'node:path';
-import { launchChromium } from '../helpers/browser.ts';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { launchChromium } from '../../harness/browser.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 /** The sandbox panel's terminal and containers in Chromium, through the edge, signed in with the session cookie. */
 describe('terminal and containers in the sandbox panel', () => {

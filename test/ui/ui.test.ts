@@ -8,9 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { createToken, createUser } from '../../accounts/index.ts';
 import { UI_DIST } from '../../api/plugins/ui.ts';
-import { launchChromium } from '../helpers/browser.ts';
-import { EngineCli } from '../helpers/engine-cli.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { launchChromium } from '../../harness/browser.ts';
+import { EngineCli } from '../../harness/engine-cli.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const run = promisify(execFile);
 const ARTIFACTS = path.resolve('test-artifacts/ui');

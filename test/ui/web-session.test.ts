@@ -6,7 +6,7 @@ import { createUser, resetPassword } from '../../accounts/index.ts';
 import { SignInGuard } from '../../api/sign-in-guard.ts';
 import { reqSerializer } from '../../api/plugins/no-token-in-url.ts';
 import { loadConfig } from '../../core/config.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../helpers/service.ts';
+import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const COOKIE = '__Host-svc_session';
 

@@ -3,12 +3,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { createToken, createUser } from '../../accounts/index.ts';
-import { loadConfig, type Config } from '../../core/config.ts';
-import { logger } from '../../core/logger.ts';
-import { LABEL_INSTANCE } from '../../lifecycle/runtime/docker-runtime.ts';
-import { startService, type Service } from '../../service.ts';
-import { TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
+import { createToken, createUser } from '../accounts/index.ts';
+import { loadConfig, type Config } from '../core/config.ts';
+import { logger } from '../core/logger.ts';
+import { LABEL_INSTANCE } from '../lifecycle/runtime/docker-runtime.ts';
+import { startService, type Service } from '../service.ts';
+import { TEST_SECRET_KEY_FILE } from './secret-key.ts';
 import { freePort } from './ports.ts';
 import { sandboxDocker } from './sandbox-engine.ts';
 
@@ -32,7 +32,7 @@ export interface TestService {
 export async function startTestService(overrides: Partial<Config> = {}): Promise<TestService> {
   const id = `svct${randomBytes(3).toString('hex')}`;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${id}-`));
-  // the sandbox engine as the environment names it (as test/helpers/sandbox-engine.ts reads it); nothing else
+  // the sandbox engine as the environment names it (as harness/sandbox-engine.ts reads it); nothing else
   const { SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST } = process.env;
   const config: Config = { ...loadConfig({ SVC_DATA_DIR: dataDir, SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST }), secretKeyFile: TEST_SECRET_KEY_FILE, redisPrefix: id, httpsPort: await freePort(), httpPort: 0, ...overrides };
   let service = await startService(config, logger);

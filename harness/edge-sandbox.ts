@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { EngineCli } from './engine-cli.ts';
-import type { Config } from '../../core/config.ts';
+import type { Config } from '../core/config.ts';
 import { answerOf, eventually, type TestService } from './service.ts';
 
 const run = promisify(execFile);

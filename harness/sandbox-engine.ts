@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
-import { loadConfig } from '../../core/config.ts';
-import { engineClient } from '../../lifecycle/runtime/engine-client.ts';
+import { loadConfig } from '../core/config.ts';
+import { engineClient } from '../lifecycle/runtime/engine-client.ts';
 
 /**
  * The engine that runs sandbox containers in tests, as the service picks it: the service's own

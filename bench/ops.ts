@@ -18,7 +18,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import { ServiceMetrics } from '../ops/metrics.ts';
-import { startTestEdge, TestBackend, type TestEdge } from '../test/edge/helpers.ts';
+import { startTestEdge, TestBackend, type TestEdge } from '../harness/edge.ts';
 import { openEdgeSandbox, type EdgeSandbox } from '../harness/edge-sandbox.ts';
 import { startTestService, type TestService } from '../harness/service.ts';
 

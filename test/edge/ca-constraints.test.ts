@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { ALG, DAY_MS, generateKeys, privateKeyPem, randomSerial, x509 } from '../../core/x509.ts';
 import { issueServerCert, loadOrCreateServiceCa } from '../../edge/certs/service-ca.ts';
 import { loadEdgeCertificates } from '../../edge/index.ts';
-import { tmpDir } from './helpers.ts';
+import { tmpDir } from '../../harness/edge.ts';
 
 const noFiles = { tlsCertFile: undefined, tlsKeyFile: undefined };
 

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { loadEdgeCertificates, serviceCaPem, wildcardAccepted } from '../../edge/index.ts';
-import { curl, startApp, startTestEdge, tmpDir, TestBackend } from './helpers.ts';
+import { curl, startApp, startTestEdge, tmpDir, TestBackend } from '../../harness/edge.ts';
 
 const noFiles = { tlsCertFile: undefined, tlsKeyFile: undefined };
 

@@ -5,7 +5,7 @@ import net from 'node:net';
 import { test } from 'node:test';
 import tls from 'node:tls';
 import { within } from '../helpers/within.ts';
-import { lookupLoopback, readUntilClose, startApp, startTestEdge, TestBackend } from './helpers.ts';
+import { lookupLoopback, readUntilClose, startApp, startTestEdge, TestBackend } from '../../harness/edge.ts';
 
 test('close() stops listening and drops open streams, passthroughs and half-done handshakes', async () => {
   let appSide = 0;

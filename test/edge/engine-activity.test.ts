@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
 import type { EngineCerts } from '../../store/records.ts';
 import { eventually } from '../../harness/service.ts';
-import { freePort, sleep, startTestEdge, TestBackend, type TestEdge } from './helpers.ts';
+import { freePort, sleep, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
 /**
  * Issue 14, hole 5: engine connections pass through the edge unopened (mutual TLS ends at the

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
-import { readUntilClose, startApp, startTestEdge, tlsConnect, TestBackend, type TestEdge } from './helpers.ts';
+import { readUntilClose, startApp, startTestEdge, tlsConnect, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
 /*
  * Attacks on the public port: bytes that are no TLS, clients that never finish, and request

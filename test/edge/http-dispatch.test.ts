@@ -3,7 +3,7 @@ import http from 'node:http';
 import { after, before, test } from 'node:test';
 import type tls from 'node:tls';
 import { WAITING_HEADER } from '../../edge/index.ts';
-import { curl, freePort, httpsRequest, startApp, startTestEdge, tlsConnect, readUntilClose, TestBackend, type TestEdge } from './helpers.ts';
+import { curl, freePort, httpsRequest, startApp, startTestEdge, tlsConnect, readUntilClose, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
 const backend = new TestBackend();
 let edge: TestEdge;

@@ -5,7 +5,7 @@ import https from 'node:https';
 import { Readable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import { WebSocket, WebSocketServer } from 'ws';
-import { lookupLoopback, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from './helpers.ts';
+import { lookupLoopback, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
 const MB = 1024 * 1024;
 const backend = new TestBackend();

@@ -7,7 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
 import { after, before, beforeEach, test } from 'node:test';
-import { curl, readUntilClose, sleep, startTestEdge, tlsConnect, tmpDir, TestBackend, type TestEdge } from './helpers.ts';
+import { curl, readUntilClose, sleep, startTestEdge, tlsConnect, tmpDir, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
 const backend = new TestBackend();
 let edge: TestEdge;

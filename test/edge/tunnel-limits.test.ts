@@ -3,7 +3,7 @@ import net from 'node:net';
 import type tls from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../../harness/service.ts';
-import { startTestEdge, TestBackend, tlsConnect, type TestEdge } from './helpers.ts';
+import { startTestEdge, TestBackend, tlsConnect, type TestEdge } from '../../harness/edge.ts';
 
 /**
  * Issue 14, hole 5: raw tunnels and connections were not bounded, and a tunnel whose client

@@ -3,7 +3,7 @@ import type http from 'node:http';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { WebSocket, WebSocketServer } from 'ws';
-import { lookupLoopback, readUntilClose, startApp, startTestEdge, TestBackend, tlsConnect, type TestEdge } from './helpers.ts';
+import { lookupLoopback, readUntilClose, startApp, startTestEdge, TestBackend, tlsConnect, type TestEdge } from '../../harness/edge.ts';
 
 /**
  * Issue 14, hole 3: after a request asking for an upgrade the edge used to splice raw bytes, so a

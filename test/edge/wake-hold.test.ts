@@ -3,7 +3,7 @@ import http from 'node:http';
 import { after, before, test } from 'node:test';
 import { WAITING_HEADER } from '../../edge/index.ts';
 import { launchChromium } from '../../harness/browser.ts';
-import { curl, freePort, startApp, startTestEdge, TestBackend, type TestEdge } from './helpers.ts';
+import { curl, freePort, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
 /** A backend whose wakes take `wakeMs`: the sandbox runs that long after requestWake. */
 class WakingBackend extends TestBackend {

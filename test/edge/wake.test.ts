@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, beforeEach, test } from 'node:test';
 import { WAITING_HEADER } from '../../edge/index.ts';
-import { curl, freePort, httpsRequest, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from './helpers.ts';
+import { curl, freePort, httpsRequest, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
 const backend = new TestBackend();
 let edge: TestEdge;

@@ -7,8 +7,8 @@ import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import { pino } from 'pino';
-import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus } from '../../edge/backend.ts';
-import { startEdge, type Edge, type StartEdgeOptions } from '../../edge/index.ts';
+import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus } from '../edge/backend.ts';
+import { startEdge, type Edge, type StartEdgeOptions } from '../edge/index.ts';
 
 export const logger = pino({ level: process.env.EDGE_TEST_LOG ?? 'silent' });
 
@@ -78,7 +78,7 @@ export async function tmpDir(prefix = 'edge-test-'): Promise<string> {
   return fs.mkdtemp(path.join(os.tmpdir(), prefix));
 }
 
-export { freePort } from '../../harness/ports.ts';
+export { freePort } from './ports.ts';
 
 export interface TestEdge {
   edge: Edge;

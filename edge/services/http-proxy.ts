@@ -21,6 +21,7 @@ import { sendPage, writeRawPage } from '../pages/respond.ts';
 import type { ActivityMeter } from './activity.ts';
 import { hostWithoutPort, requestHeadersForApp, responseHeadersObject, type ForwardedFor } from './headers.ts';
 import { createEdgeHttpServer, type HttpLimits } from './http-server.ts';
+import { AppSockets } from './app-sockets.ts';
 import { proxyUpgrade } from './upgrade.ts';
 import type { WakeGate } from './wake-gate.ts';
 import type { WakeHold } from './wake-hold.ts';
@@ -80,13 +81,15 @@ export class AppHttpProxy {
   readonly server: http.Server;
   private readonly conns = new WeakMap<object, AppConnection>();
   private readonly agent: Agent;
+  /** @internal The connections to apps; an Exchange releases their held ends after a resume. */
+  readonly sockets = new AppSockets();
 
   constructor(private readonly opts: AppProxyOptions) {
     // undici keeps connections to apps alive (honouring their Keep-Alive hints) and costs about a
     // quarter less CPU per request than node:http's client (bench/edge.ts). No response timeouts:
     // long polls and quiet SSE streams are legitimate; only the connect is bounded.
     this.agent = new Agent({
-      connect: { timeout: opts.connectTimeoutMs },
+      connect: this.sockets.connector(opts.connectTimeoutMs),
       headersTimeout: 0,
       bodyTimeout: 0,
       pipelining: 1,
@@ -321,6 +324,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   drained(): void {
     this.controller?.resume();
+    this.proxy.sockets.release();
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {

@@ -55,15 +55,27 @@ const MAX_PAGE = 500;
  * time range and filters, newest first, in pages; both SQLite and Postgres index it. Rows are only
  * appended and pruned (retention), never changed.
  */
+/**
+ * PostgreSQL's IF NOT EXISTS is not safe against itself: of several service processes starting at
+ * once on a new store, all but one fail on the catalogue's unique index (23505) or find the object
+ * made meanwhile (42P07, 42710). The object is there then, which is all a start needs.
+ */
+const MADE_MEANWHILE = new Set(['23505', '42P07', '42710']);
+
+async function ddl(backend: Backend, sql: string): Promise<void> {
+  try {
+    await backend.rawQuery(sql, []);
+  } catch (err) {
+    if (!MADE_MEANWHILE.has((err as { code?: string }).code ?? '')) throw err;
+  }
+}
+
 export async function auditStore(backend: Backend): Promise<AuditStore> {
   const table = `${backend.tableRef}_audit`;
   const bare = `${backend.table}_audit`;
-  await backend.rawQuery(
-    `CREATE TABLE IF NOT EXISTS ${table} (${COLUMNS.map((c) => `${c} TEXT${c === 'id' ? ' PRIMARY KEY' : c === 'at' || c === 'action' || c === 'outcome' || c === 'source' ? ' NOT NULL' : ''}`).join(', ')})`,
-    [],
-  );
+  await ddl(backend, `CREATE TABLE IF NOT EXISTS ${table} (${COLUMNS.map((c) => `${c} TEXT${c === 'id' ? ' PRIMARY KEY' : c === 'at' || c === 'action' || c === 'outcome' || c === 'source' ? ' NOT NULL' : ''}`).join(', ')})`);
   for (const column of ['at', 'actor_id', 'sandbox', 'action']) {
-    await backend.rawQuery(`CREATE INDEX IF NOT EXISTS ${bare}_${column} ON ${table} (${column}, id)`, []);
+    await ddl(backend, `CREATE INDEX IF NOT EXISTS ${bare}_${column} ON ${table} (${column}, id)`);
   }
 
   async function append(input: Omit<AuditRow, 'id' | 'at'> & { at?: string }): Promise<AuditRow> {

@@ -36,16 +36,18 @@ export class AppSockets {
     // Else the stream ends its writing side at the app's FIN and closes the socket, whose 'close'
     // handler asserts the same: undici closes it itself once it has seen the 'end'.
     socket.allowHalfOpen = true;
-    const emit = socket.emit.bind(socket) as (event: string | symbol, ...args: unknown[]) => boolean;
-    socket.emit = (event: string | symbol, ...args: unknown[]): boolean => {
-      if (event === 'end' && parserPaused(socket)) {
-        if (!this.held.has(socket)) {
-          this.held.add(socket);
-          socket.once('close', () => this.held.delete(socket));
+    const emit = socket.emit;
+    const held = this.held;
+    // every event of the connection passes here: `arguments` through apply, which V8 does not copy
+    socket.emit = function (this: net.Socket, event: string | symbol): boolean {
+      if (event === 'end' && parserPaused(this)) {
+        if (!held.has(this)) {
+          held.add(this);
+          this.once('close', () => held.delete(this));
         }
         return true;
       }
-      return emit(event, ...args);
+      return emit.apply(this, arguments as unknown as Parameters<typeof emit>);
     };
   }
 }

@@ -1,34 +1,22 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { authenticate, verifyUserPassword } from '../../accounts/index.ts';
+import { loadConfig } from '../../core/config.ts';
 import { openStore, type Store } from '../../store/index.ts';
+import { svcCli, type CliResult } from '../helpers/svc-cli.ts';
 import { tempDir, TEST_SECRET_KEY_FILE } from '../store/helpers.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TOKEN = /^svc_[A-Za-z0-9_-]{43}$/;
 
-interface Result { code: number | null; stdout: string; stderr: string; last: string }
+interface Result extends CliResult { last: string }
 
-/** Runs `npx svc …` from the repository root, as an operator would. */
-function svc(dataDir: string, ...args: string[]): Promise<Result> {
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: dataDir, SVC_SECRET_KEY_FILE: TEST_SECRET_KEY_FILE };
-  delete env.SVC_STORE_URL;
-  return new Promise((resolve, reject) => {
-    const child = spawn('npx', ['svc', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    child.on('error', reject);
-    child.on('close', (code) => {
-      const lines = stdout.split('\n').filter((l) => l !== '');
-      resolve({ code, stdout, stderr, last: lines[lines.length - 1] ?? '' });
-    });
-  });
+/** `npx svc …` on the store in `dataDir` (its default table), with the last line of stdout apart. */
+async function svc(dataDir: string, ...args: string[]): Promise<Result> {
+  const r = await svcCli({ dataDir, secretKeyFile: TEST_SECRET_KEY_FILE, storeTable: loadConfig({}).storeTable }, ...args);
+  const lines = r.stdout.split('\n').filter((l) => l !== '');
+  return { ...r, last: lines[lines.length - 1] ?? '' };
 }
 
 /** The secret appears once, as the last line of stdout, and nowhere else. */

@@ -24,9 +24,8 @@ done
 export DEBIAN_FRONTEND=noninteractive DOCKER_BUILDKIT=0
 APT_PACKAGES=(docker.io containerd runc iptables redis-server redis-tools postgresql postgresql-client
     debootstrap busybox-static docker-registry openssl ca-certificates util-linux procps iproute2
-    openssh-client curl zstd python3 make g++ chromium unzip gitleaks prometheus) # zstd: scanner reads zstd layers; python3, make, g++ build native
+    openssh-client curl zstd python3 make g++ chromium unzip prometheus) # zstd: scanner reads zstd layers; python3, make, g++ build native
     # node modules (sqlite3); chromium drives the web UI tests (playwright-core, no browser download); unzip reads export folders;
-    # gitleaks: the reference the secret-scan tests and bench measure the scanner against (not used by the service);
     # prometheus gives promtool, which checks the /metrics scrape (its server is not started at install)
 DOCKERD_LOG=/var/log/svc-dockerd.log
 
@@ -97,41 +96,42 @@ else
     say "packages: all ${#APT_PACKAGES[@]} present"
 fi
 
-# --- compose v2 and buildx CLI plugins ---------------------------------------------------------------
-# Debian 12 has only compose v1 (python). Debian 13 (trixie) packages compose v2 and buildx as docker CLI
-# plugins; their only dependency is libc6 >= 2.34, which bookworm has. An apt source for trixie pinned to
-# priority 1 (never chosen by itself) lets exactly these two packages come from it (priority 500).
+# --- packages from trixie: compose v2, buildx, gitleaks ------------------------------------------------
+# Debian 12 has only compose v1 (python) and no gitleaks. Debian 13 (trixie) packages compose v2 and buildx
+# as docker CLI plugins, and gitleaks (the reference the secret-scan tests and bench measure the scanner
+# against; not used by the service); all three need only libc6 >= 2.34, which bookworm has. An apt source
+# for trixie pinned to priority 1 (never chosen by itself) lets exactly these packages come from it (500).
 TRIXIE_SOURCE=/etc/apt/sources.list.d/svc-trixie.sources
 TRIXIE_PIN=/etc/apt/preferences.d/svc-trixie
+TRIXIE_PACKAGES=(docker-compose docker-buildx gitleaks)
 add_trixie_source() {
-    cat > $TRIXIE_SOURCE << 'EOS'
+    grep -qs '^Suites:.*trixie' /etc/apt/sources.list /etc/apt/sources.list.d/* 2> /dev/null || cat > $TRIXIE_SOURCE << 'EOS'
 Types: deb
 URIs: http://deb.debian.org/debian
 Suites: trixie
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOS
-    cat > $TRIXIE_PIN << 'EOS'
+    # a pin written by an older setup names fewer packages: written whole each time
+    cat > $TRIXIE_PIN << EOS
 Package: *
 Pin: release n=trixie
 Pin-Priority: 1
 
-Package: docker-compose docker-buildx
+Package: ${TRIXIE_PACKAGES[*]}
 Pin: release n=trixie
 Pin-Priority: 500
 EOS
 }
 compose_v2() { docker compose version --short 2> /dev/null | grep -q '^v\?2\.'; }
-if compose_v2 && docker buildx version > /dev/null 2>&1; then
-    say "compose: $(docker compose version --short) and buildx present"
+if compose_v2 && docker buildx version > /dev/null 2>&1 && command -v gitleaks > /dev/null; then
+    say "compose: $(docker compose version --short), buildx and gitleaks present"
 else
-    if ! grep -qs '^Suites:.*trixie' /etc/apt/sources.list /etc/apt/sources.list.d/* 2> /dev/null \
-        || ! apt-cache policy docker-compose 2> /dev/null | grep -q ' 2\.'; then
-        [ -f $TRIXIE_SOURCE ] || add_trixie_source
-    fi
-    step compose "apt-get install docker-compose docker-buildx (v2 plugins from trixie)" \
-        install_packages docker-compose docker-buildx \
-        || fail "could not install the compose v2 plugin, log in /var/log/svc-apt.log"
+    # on Debian 13 itself the pin changes nothing: these are its own packages
+    add_trixie_source
+    step trixie "apt-get install ${TRIXIE_PACKAGES[*]} (from trixie)" \
+        install_packages "${TRIXIE_PACKAGES[@]}" \
+        || fail "could not install ${TRIXIE_PACKAGES[*]} from trixie, log in /var/log/svc-apt.log"
     compose_v2 || fail "docker compose is not v2 after the install: $(docker compose version 2>&1 | head -n 1)"
 fi
 

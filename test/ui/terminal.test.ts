@@ -35,6 +35,7 @@ describe('terminal and containers in the sandbox panel', () => {
     browser = await launchChromium('localhost');
     context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });
     await context.addCookies([{ name: '__Host-svc_session', value: cookie, url: site, secure: true, httpOnly: true, sameSite: 'Strict' }]);
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: site });
     page = await context.newPage();
   });
   after(async () => {
@@ -50,6 +51,11 @@ describe('terminal and containers in the sandbox panel', () => {
     await page.keyboard.type('echo "hi-$((6*7))"; stty size\n');
     const first = await eventually(async () => /hi-42\n(\d+) (\d+)/.exec(await screen()), 'the echo and the size', 20_000, 100);
     await page.setViewportSize({ width: 700, height: 900 });
+    // paste as a user does (the clipboard, then Ctrl+V): two lines, run by Enter (bash takes pasted text as typed, bracketed)
+    await page.evaluate((text) => navigator.clipboard.writeText(text), 'echo "pasted-$((2+3))"\necho "second-$((3*3))"');
+    await page.keyboard.press('Control+V');
+    await page.keyboard.press('Enter');
+    await eventually(async () => { const text = await screen(); return /^pasted-5$/m.test(text) && /^second-9$/m.test(text); }, 'both pasted lines run', 20_000, 100);
     await page.keyboard.type('clear; stty size\n');
     const second = await eventually(async () => { const m = /^(\d+) (\d+)$/m.exec(await screen()); return m && Number(m[2]) < Number(first[2]) ? m : null; }, 'a narrower terminal', 20_000, 100);
     assert.equal(second[1], first[1], 'same number of rows');

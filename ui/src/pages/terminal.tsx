@@ -5,7 +5,7 @@ import '@xterm/xterm/css/xterm.css';
 
 /**
  * A shell as root in the sandbox (xterm.js over the API's websocket, on this origin with the
- * session cookie). Resizes with its box; paste is xterm's own. A closed terminal (the sandbox went
+ * session cookie). Resizes with its box; Ctrl+V pastes (xterm's own paste, bracketed). A closed terminal (the sandbox went
  * to sleep, the network dropped) offers to reconnect, which wakes the sandbox again.
  */
 export function Terminal({ path }: { path: string }) {
@@ -28,6 +28,9 @@ export function Terminal({ path }: { path: string }) {
     ws.onopen = () => { setState('open'); term.focus(); };
     ws.onmessage = (e) => term.write(new Uint8Array(e.data as ArrayBuffer));
     ws.onclose = (e) => { setState('closed'); setReason(e.reason || 'the connection closed'); };
+    // Ctrl+V pastes, as in the terminals of Windows and VS Code: xterm would send it as ^V and keep
+    // the browser from pasting. Ctrl+Shift+V and ⌘V paste without this; the shell loses only ^V.
+    term.attachCustomKeyEventHandler((e) => !(e.ctrlKey && !e.altKey && !e.metaKey && !e.shiftKey && e.key.toLowerCase() === 'v'));
     const typed = term.onData((data) => send({ type: 'input', data }));
     const resized = term.onResize(({ cols, rows }) => send({ type: 'resize', cols, rows }));
     const observer = new ResizeObserver(() => fit.fit());

@@ -22,6 +22,7 @@ import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxExec } from './lifecycle/runtime/sandbox-exec.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
 import { SandboxCommands } from './exec/index.ts';
+import { SandboxUsage } from './lifecycle/usage.ts';
 import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
 import { RedisLeases } from './core/redis-lease.ts';
 import { WakeLimits } from './lifecycle/wake-limits.ts';
@@ -134,6 +135,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const api = await buildApi({
     config, store, lifecycle, files, logger,
     commands: new SandboxCommands(sandboxExec, lifecycle),
+    usage: new SandboxUsage(runtime),
     sessions: new WebSessions(redis, config.redisPrefix),
     signInGuard: new SignInGuard(redis, config.redisPrefix),
     caPem: () => serviceCaPem(config, store.serviceKeys),

@@ -19,6 +19,7 @@ import { cliRoutes } from './routes/cli.ts';
 import { terminalRoutes } from './routes/terminal.ts';
 import { containerRoutes } from './routes/containers.ts';
 import type { SandboxCommands } from '../exec/index.ts';
+import type { SandboxUsage } from '../lifecycle/usage.ts';
 import type { SandboxFiles } from '../files/index.ts';
 import { exportRoutes } from './routes/export.ts';
 import { guideRoutes } from './routes/guide.ts';
@@ -54,6 +55,8 @@ export interface ApiDeps {
   files: SandboxFiles;
   /** Users' commands in sandboxes, shared by the exec routes and the MCP tools. */
   commands: SandboxCommands;
+  /** What each sandbox uses, for its panel. */
+  usage: SandboxUsage;
   /** Heartbeat of the log stream; 15 s when absent. */
   sseHeartbeatMs?: number;
   /** Public addresses (agent guide, export folder). */
@@ -127,7 +130,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(logRoutes, { store: deps.store, lifecycle: deps.lifecycle, heartbeatMs: deps.sseHeartbeatMs });
       await api.register(exportRoutes, { exportDeps, lifecycle: deps.lifecycle });
       await api.register(execRoutes, { store: deps.store, commands: deps.commands });
-      await api.register(containerRoutes, { store: deps.store, lifecycle: deps.lifecycle });
+      await api.register(containerRoutes, { store: deps.store, lifecycle: deps.lifecycle, usage: deps.usage });
       await api.register(terminalRoutes, { store: deps.store, commands: deps.commands, siteOrigin: addresses.site });
       await api.register(mcpRoutes, { store: deps.store, lifecycle: deps.lifecycle, files, commands: deps.commands });
     },

@@ -188,6 +188,11 @@ export class Lifecycle {
     return { url, token };
   }
 
+  /** The sandbox's app addresses, each with the container and published port it goes to. */
+  appAddresses(name: string): Array<AppEntry & { url: string }> {
+    return this.deps.apps.appsOf(name).map((a) => ({ ...a, url: this.appUrl(a.label) }));
+  }
+
   appUrl(label: string): string {
     const { domain, httpsPort } = this.deps.config;
     return `https://${label}.${domain}${httpsPort === 443 ? '' : `:${httpsPort}`}`;

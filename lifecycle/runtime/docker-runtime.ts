@@ -31,6 +31,31 @@ export interface RuntimeState {
   transferFolder?: string;
 }
 
+/** One reading of a running sandbox's CPU and memory (see DockerRuntime.resourceUse). */
+export interface ResourceUse {
+  /** When the engine read it (ms since the epoch). */
+  at: number;
+  /** CPU time used since the container started, in nanoseconds: a rate needs two readings. */
+  cpuNs: number;
+  /** Cores the sandbox may use. */
+  cpuLimit: number;
+  memoryBytes: number;
+  memoryLimitBytes: number;
+}
+
+export interface DiskUse {
+  usedBytes: number;
+  /** Free space on the file system that holds the sandbox's folders (shared with the host's other data). */
+  freeBytes: number;
+  /** False when `du` was cut off at DISK_SCAN_S: usedBytes counts only the folders it finished. */
+  complete: boolean;
+}
+
+/** Where the sandbox's volumes are mounted (host-config.ts): what its disk use counts. */
+const VOLUME_FOLDERS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker'] as const;
+/** Longest a disk use scan may run inside a sandbox. */
+const DISK_SCAN_S = 20;
+
 export interface ContainerSpec {
   name: string;
   env: Record<string, string>;
@@ -285,6 +310,54 @@ export class DockerRuntime {
     const script = 'umask 077; mkdir -p /root/.ssh && cat > /root/.ssh/authorized_keys.svc-new && mv -f /root/.ssh/authorized_keys.svc-new /root/.ssh/authorized_keys';
     const { exitCode, stderr } = await this.exec.run(resourceNames(name).container, ['sh', '-c', script], keys ? keys + '\n' : '');
     if (exitCode !== 0) throw new Error(`writing authorized_keys failed (exit ${exitCode}): ${stderr}`);
+  }
+
+  /**
+   * What a running sandbox uses now, as its cgroup counts it (inner containers included): the
+   * engine's one-shot stats, which answer at once instead of waiting a second for a second sample.
+   * Undefined when it is not running.
+   */
+  async resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined> {
+    const container = this.docker.getContainer(resourceNames(name).container);
+    try {
+      const [info, stats] = await Promise.all([
+        container.inspect({ abortSignal: signal } as object),
+        container.stats({ stream: false, 'one-shot': true, abortSignal: signal } as { stream: false; 'one-shot': true }),
+      ]);
+      if (!info.State.Running) return undefined;
+      const memory = stats.memory_stats;
+      // as `docker stats` counts it: without the page cache the kernel can drop (cgroup v1 names it total_)
+      const cache = memory.stats?.total_inactive_file ?? memory.stats?.inactive_file ?? 0;
+      return {
+        at: Date.parse(stats.read) || Date.now(),
+        cpuNs: stats.cpu_stats.cpu_usage.total_usage,
+        cpuLimit: info.HostConfig.NanoCpus ? info.HostConfig.NanoCpus / 1e9 : stats.cpu_stats.online_cpus ?? 1,
+        memoryBytes: cache < memory.usage ? memory.usage - cache : memory.usage,
+        memoryLimitBytes: memory.limit,
+      };
+    } catch (err) {
+      if (statusCode(err) === 404 || statusCode(err) === 409) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * The sandbox's persistent folders on disk (what survives a deep sleep: its volumes, inner
+   * images and containers included) and the space left where they live. `du` reads every file:
+   * it runs at the lowest priority and is killed after DISK_SCAN_S.
+   */
+  async diskUse(name: string): Promise<DiskUse> {
+    const script = `df -kP /var/lib/docker | tail -n 1; timeout -s KILL ${DISK_SCAN_S} nice -n 19 du -skx ${VOLUME_FOLDERS.join(' ')}`;
+    const { stdout } = await this.exec.run(resourceNames(name).container, ['sh', '-c', script]);
+    const [df = '', ...du] = stdout.toString('utf8').trim().split('\n');
+    const fields = df.trim().split(/\s+/);
+    const folders = du.map((line) => /^(\d+)\s/.exec(line)).filter((m) => m !== null);
+    if (fields.length < 4 || !/^\d+$/.test(fields[3]!) || folders.length === 0) throw new Error(`could not read the disk use of sandbox "${name}"`);
+    return {
+      usedBytes: folders.reduce((sum, m) => sum + Number(m[1]) * 1024, 0),
+      freeBytes: Number(fields[3]) * 1024,
+      complete: folders.length === VOLUME_FOLDERS.length,
+    };
   }
 
   /** The TCP sockets of a process inside a sandbox, as its /proc shows them. */

@@ -10,10 +10,10 @@ interface Container {
   status: string;
   project: string | null;
   service: string | null;
-  ports: Array<{ private: number; public: number; protocol: string }>;
+  ports: Array<{ private: number; public: number; protocol: string; url: string | null }>;
 }
 
-/** What runs in the sandbox, by compose project, with restart / stop / start of one container. */
+/** What runs in the sandbox, by compose project (each published port with its app address), with restart / stop / start of one container. */
 export function Containers({ path }: { path: string }) {
   const [rows, setRows] = useState<Container[] | null>(null);
   const [loadError, setLoadError] = useState<unknown>(null);
@@ -44,7 +44,12 @@ export function Containers({ path }: { path: string }) {
               <td>{c.name}</td>
               <td><code>{c.image}</code></td>
               <td class="state" title={c.status}>{c.state}</td>
-              <td>{c.ports.map((p) => `${p.public}→${p.private}/${p.protocol}`).join(', ')}</td>
+              <td class="ports">{c.ports.map((p) => (
+                <span key={`${p.public}/${p.protocol}`} class="port" data-port={p.public}>
+                  {`${p.public}→${p.private}/${p.protocol}`}
+                  {p.url && <> <a href={p.url} target="_blank" rel="noreferrer">{p.url.replace(/^https:\/\//, '')}</a></>}
+                </span>
+              ))}</td>
               <td class="actions">
                 <button type="button" disabled={busy} onClick={() => act(c, 'restart')} aria-label={`Restart ${c.name}`}>Restart</button>
                 {c.state === 'running'

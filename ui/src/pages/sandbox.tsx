@@ -7,6 +7,7 @@ import { FileBrowser } from './files.tsx';
 import { LogView } from './logs.tsx';
 import { Terminal } from './terminal.tsx';
 import { Containers } from './containers.tsx';
+import { UsageView } from './usage.tsx';
 
 export function SandboxPanel({ name }: { name: string }) {
   const [record, setRecord] = useState<Sandbox | null>(null);
@@ -38,6 +39,7 @@ export function SandboxPanel({ name }: { name: string }) {
       </Section>
       <Access record={record} path={path} onChange={setRecord} />
       {record.extras.manager_url && <Manager extras={record.extras} />}
+      <Section title="Usage" id="usage">{running ? <UsageView path={path} /> : <p class="muted">Asleep: it uses no CPU or memory.</p>}</Section>
       <Section title="Containers" id="containers">{running ? <Containers path={path} /> : <p class="muted">Start the sandbox to see what runs in it.</p>}</Section>
       <Section title="Terminal" id="terminal">{running ? <Terminal path={path} /> : <p class="muted">Start the sandbox to open a terminal in it.</p>}</Section>
       <Section title="Logs" id="logs">{running ? <LogView path={path} /> : <p class="muted">Start the sandbox to follow its apps' logs.</p>}</Section>

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import dns from 'node:dns/promises';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -71,6 +72,27 @@ function engineHost(ctx: Context): { host: string; port: number } {
   return { host: url.hostname, port: Number(url.port || 443) };
 }
 
+/** `*.localhost` names: a machine's own, which some systems resolve themselves (RFC 6761). */
+function localDomain(domain: string): boolean {
+  return domain === 'localhost' || domain.endsWith('.localhost');
+}
+
+/** How a machine gets the service's names, for the domain SVC_URL names; `hosts` says where the /etc/hosts line is. */
+function howToResolve(domain: string, hosts = 'the /etc/hosts line `svc names` prints'): string {
+  return localDomain(domain)
+    ? `names under ${domain} are the service's own machine: there, npm run setup makes every *.localhost resolve (libnss-myhostname; on another Linux: apt-get install libnss-myhostname); browsers and curl resolve them themselves; elsewhere add ${hosts}`
+    : `a wildcard DNS record *.${domain} pointing at the service makes them resolve; until the operator adds one, add ${hosts}`;
+}
+
+/** Fails with what to do when `host` does not resolve here: better than docker's or ssh's "no such host". */
+async function mustResolve(ctx: Context, host: string): Promise<void> {
+  try {
+    await dns.lookup(host);
+  } catch {
+    throw new Error(`${host} does not resolve on this machine: ${howToResolve(ctx.settings.url.hostname)}`);
+  }
+}
+
 /** Whether an address answers with the app (not the waiting page). */
 async function answers(ctx: Context, address: string): Promise<boolean> {
   const https = await import('node:https');
@@ -135,6 +157,28 @@ export const commands: Record<string, Command> = {
     help: "The addresses of the sandbox's apps (ports published on all interfaces).",
     async run(ctx) {
       for (const u of (await ctx.api.json(`sandboxes/${sandboxOf(ctx)}`)).tunnel_urls ?? []) out(u);
+    },
+  },
+  names: {
+    usage: 'svc names',
+    help: "Whether this machine resolves the sandbox's names (its engine, its shell, each app) and to which address; for those it does not, how to make it and the /etc/hosts line. Exit 1 when one does not resolve.",
+    async run(ctx) {
+      const sb = sandboxOf(ctx);
+      const domain = ctx.settings.url.hostname;
+      const s = await ctx.api.json(`sandboxes/${sb}`);
+      const names = [`${sb}-engine.${domain}`, `${sb}-shell-tcp.${domain}`, ...((s.tunnel_urls ?? []) as string[]).map((u) => new URL(u).hostname)];
+      const missing: string[] = [];
+      for (const name of names) {
+        const found = await dns.lookup(name, { all: true }).catch(() => []);
+        if (!found.length) missing.push(name);
+        out(`${name}  ${found.length ? found.map((a) => a.address).join(' ') : 'does not resolve'}`);
+      }
+      if (!missing.length) return 0;
+      // the address the API answered on; a local domain's names are the loopback address
+      const service = localDomain(domain) ? '127.0.0.1' : (await dns.lookup(domain, { family: 4 }).catch(() => dns.lookup(domain))).address;
+      note(howToResolve(domain, 'this line to /etc/hosts:'));
+      out(`${service} ${missing.join(' ')}`);
+      return 1;
     },
   },
   logs: {
@@ -245,6 +289,7 @@ export const commands: Record<string, Command> = {
     async run(ctx) {
       const env = dockerEnv(ctx);
       const sb = sandboxOf(ctx);
+      await mustResolve(ctx, new URL(env.DOCKER_HOST!).hostname);
       const state = await ctx.api.json(`sandboxes/${sb}`);
       if (state.status !== 'running') {
         note(`${sb} is ${state.status === 'exited' ? 'asleep' : state.status}; waking it …`);
@@ -278,6 +323,7 @@ export const commands: Record<string, Command> = {
       }
       const { host, port } = engineHost(ctx);
       const shell = `${sb}-shell-tcp.${host}`;
+      await mustResolve(ctx, shell);
       const known = path.join(ctx.settings.folder ?? '.', '.svc_known_hosts');
       const envFlag = ctx.settings.folder ? ` --env ${JSON.stringify(path.join(ctx.settings.folder, 'svc.env'))}` : '';
       return run('ssh', [

@@ -58,6 +58,17 @@ svc.env
 docker/
 `;
 
+/** How a user's machine gets the service's names: the machine itself for *.localhost, else DNS. */
+function namesHow(domain: string): string {
+  if (domain === 'localhost' || domain.endsWith('.localhost')) {
+    return `These are the service's own machine: use them there (or through a tunnel to it). On it
+\`npm run setup\` made every \`*.localhost\` name resolve (libnss-myhostname); on another Linux machine
+\`sudo apt-get install libnss-myhostname\` does the same. Browsers and curl resolve them themselves.`;
+  }
+  return `A wildcard DNS record \`*.${domain}\` pointing at the service makes them resolve everywhere;
+until the operator has one, add them to \`/etc/hosts\`.`;
+}
+
 function readme(input: ExportFolderInput, dir: string, dockerHost: string): string {
   const { addresses: a, sandbox } = input;
   const cacert = input.serviceCa ? ' --cacert service-ca.pem' : '';
@@ -95,6 +106,20 @@ docker context create ${sandbox} --docker "host=${dockerHost},ca=$PWD/docker/ca.
 
 While the sandbox sleeps its engine answers with a connection reset or EOF: start it first.
 Ports published on all interfaces (\`"8080:8080"\`) get addresses under ${a.domain}; see the guide.
+
+## The CLI
+
+\`\`\`sh
+curl -so svc.mjs${cacert} ${a.site}/cli/svc.mjs   # one file, Node 18 or later, nothing to install
+node svc.mjs --help                      # status, exec, cp, logs, ssh, docker-context, up, names …
+\`\`\`
+
+## Names
+
+The sandbox is reached by names under ${a.domain}: \`${sandbox}-engine.${a.domain}\` (its Docker engine),
+\`${sandbox}-shell-tcp.${a.domain}\` (ssh) and one per app. ${namesHow(a.domain)}
+\`node svc.mjs names\` says which of them resolve on your machine and prints the \`/etc/hosts\` line
+for those that do not.
 
 ## For a coding agent (AGENTS.md)
 

@@ -142,10 +142,10 @@ export function doctorChecks(config: Config): DoctorCheck[] {
     },
     {
       name: 'wildcard domain',
-      // browsers and curl resolve *.localhost to loopback themselves (RFC 6761); the system resolver may not
+      // browsers and curl resolve *.localhost to loopback themselves (RFC 6761); docker, ssh and node ask the system
       needed: !localDomain,
       run: () => nameCheck(`svc-doctor-${randomBytes(3).toString('hex')}.${config.domain}`, `*.${config.domain}`,
-        localDomain ? 'browsers and curl resolve *.localhost themselves; other clients need /etc/hosts lines or --resolve' : `add a wildcard record *.${config.domain} pointing at this machine`),
+        localDomain ? 'apt-get install libnss-myhostname (npm run setup does), with myhostname on the hosts line of /etc/nsswitch.conf: docker, ssh and node then resolve *.localhost too' : `add a wildcard record *.${config.domain} pointing at this machine`),
     },
     { name: 'certificate', needed: true, run: () => certificateCheck(config) },
     { name: 'redis', needed: true, run: () => redisCheck(config.redisUrl) },

@@ -24,9 +24,10 @@ done
 export DEBIAN_FRONTEND=noninteractive DOCKER_BUILDKIT=0
 APT_PACKAGES=(docker.io containerd runc iptables redis-server redis-tools postgresql postgresql-client
     debootstrap busybox-static docker-registry openssl ca-certificates util-linux procps iproute2
-    openssh-client curl zstd python3 make g++ chromium unzip prometheus) # zstd: scanner reads zstd layers; python3, make, g++ build native
-    # node modules (sqlite3); chromium drives the web UI tests (playwright-core, no browser download); unzip reads export folders;
-    # prometheus gives promtool, which checks the /metrics scrape (its server is not started at install)
+    openssh-client curl zstd python3 make g++ chromium unzip prometheus libnss-myhostname) # zstd: scanner reads zstd layers; python3,
+    # make, g++ build native node modules (sqlite3); chromium drives the web UI tests (playwright-core, no browser download); unzip
+    # reads export folders; prometheus gives promtool, which checks the /metrics scrape (its server is not started at install);
+    # libnss-myhostname resolves every *.localhost name to this machine for every program (see "names" below)
 DOCKERD_LOG=/var/log/svc-dockerd.log
 
 T_START=${EPOCHREALTIME/,/.}
@@ -94,6 +95,29 @@ if [ ${#missing[@]} -gt 0 ]; then
         || fail "apt-get install failed, log in /var/log/svc-apt.log"
 else
     say "packages: all ${#APT_PACKAGES[@]} present"
+fi
+
+# --- names ---------------------------------------------------------------------------------------------
+# The service's addresses are names under SVC_DOMAIN (localhost by default): <sandbox>-engine.localhost,
+# <sandbox>-shell-tcp.localhost, the app addresses. Browsers and curl resolve *.localhost themselves; docker,
+# ssh and node ask the system, which does through the myhostname module (127.0.0.1 and ::1) once it is on
+# the hosts line. The package's own install puts it there; this puts it back after a hand-edited file.
+NSSWITCH=/etc/nsswitch.conf
+add_myhostname() {
+    if grep -Eq '^hosts:.*[[:space:]]files([[:space:]]|$)' $NSSWITCH; then
+        sed -i -E '/^hosts:/ s/([[:space:]])files([[:space:]]|$)/\1files myhostname\2/' $NSSWITCH
+    elif grep -q '^hosts:' $NSSWITCH; then
+        sed -i -E '/^hosts:/ s/$/ myhostname/' $NSSWITCH
+    else
+        echo 'hosts: files myhostname dns' >> $NSSWITCH
+    fi
+    getent hosts svc-setup-check.localhost > /dev/null
+}
+if grep -Eq '^hosts:.*[[:space:]]myhostname([[:space:]]|$)' $NSSWITCH; then
+    say "names: *.localhost resolves to this machine (myhostname in $NSSWITCH)"
+else
+    step names "myhostname on the hosts line of $NSSWITCH (*.localhost is this machine)" add_myhostname \
+        || fail "*.localhost does not resolve after adding myhostname to $NSSWITCH: is libnss-myhostname installed?"
 fi
 
 # --- packages from trixie: compose v2, buildx, gitleaks ------------------------------------------------

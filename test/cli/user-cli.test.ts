@@ -33,10 +33,11 @@ describe('user CLI (svc.mjs) with only an export folder', () => {
   const outputs: string[] = [];
 
   /** node svc.mjs ARGS in `cwd` (the export folder by default), nothing in the environment but PATH, HOME and `env`. */
-  const svc = (args: string[], opts: { cwd?: string; env?: Record<string, string>; input?: string } = {}): Promise<Ran> => {
-    const script = 'mount --bind "$1" /etc/hosts && shift && cd "$1" && shift && exec env -i PATH="$PATH" HOME="$HOME_DIR" "$@"';
+  const svc = (args: string[], opts: { cwd?: string; env?: Record<string, string>; input?: string; resolver?: { hosts: string; nsswitch: string } } = {}): Promise<Ran> => {
+    const script = 'mount --bind "$1" /etc/hosts && shift && { [ -z "$1" ] || mount --bind "$1" /etc/nsswitch.conf; } && shift && cd "$1" && shift && exec env -i PATH="$PATH" HOME="$HOME_DIR" "$@"';
     const extra = Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`);
-    const child = spawn('unshare', ['-m', 'sh', '-c', script, 'sh', hosts, opts.cwd ?? folder, ...extra, process.execPath, cliFile, ...args], {
+    const resolver = opts.resolver ?? { hosts, nsswitch: '' };
+    const child = spawn('unshare', ['-m', 'sh', '-c', script, 'sh', resolver.hosts, resolver.nsswitch, opts.cwd ?? folder, ...extra, process.execPath, cliFile, ...args], {
       env: { PATH: process.env.PATH, HOME_DIR: home },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -84,7 +85,7 @@ describe('user CLI (svc.mjs) with only an export folder', () => {
   it('says what it does, and what to do when something is missing', async () => {
     const help = await svc(['--help']);
     assert.equal(help.code, 0);
-    for (const c of ['status', 'ls', 'create', 'start', 'keep-awake', 'logs', 'exec', 'cp', 'ssh', 'docker-context', 'up', 'urls']) assert.match(help.stdout, new RegExp(`svc ${c}\\b`));
+    for (const c of ['status', 'ls', 'create', 'start', 'keep-awake', 'logs', 'exec', 'cp', 'ssh', 'docker-context', 'up', 'urls', 'names']) assert.match(help.stdout, new RegExp(`svc ${c}\\b`));
     assert.match((await svc(['cp', '--help'])).stdout, /sandbox:\/path/);
     const noToken = await svc(['status'], { cwd: tmp, env: { SVC_URL: `https://localhost:${t.config.httpsPort}/api`, SVC_SANDBOX: name } });
     assert.equal(noToken.code, 2);
@@ -110,6 +111,26 @@ describe('user CLI (svc.mjs) with only an export folder', () => {
     const create = await svc(['create', 'another']);
     assert.equal(create.code, 1);
     assert.match(create.stderr, /limited to one sandbox cannot create sandboxes/);
+  });
+
+  it("names says which of the sandbox's names resolve here, and for the others how and the /etc/hosts line", async () => {
+    const known = await svc(['names']);
+    assert.equal(known.code, 0, shown(known));
+    assert.match(known.stdout, new RegExp(`^${name}-engine\\.localhost  127\\.0\\.0\\.1$`, 'm'));
+    assert.match(known.stdout, new RegExp(`^${name}-shell-tcp\\.localhost  127\\.0\\.0\\.1$`, 'm'));
+    // a machine that resolves only what /etc/hosts says (no myhostname), with none of the sandbox's names there
+    const bare = { hosts: path.join(tmp, 'hosts-bare'), nsswitch: path.join(tmp, 'nsswitch-files') };
+    fs.writeFileSync(bare.hosts, '127.0.0.1 localhost\n');
+    fs.writeFileSync(bare.nsswitch, 'hosts: files\n');
+    const unknown = await svc(['names'], { resolver: bare });
+    assert.equal(unknown.code, 1, shown(unknown));
+    assert.match(unknown.stdout, new RegExp(`^${name}-engine\\.localhost  does not resolve$`, 'm'));
+    assert.match(unknown.stderr, /npm run setup makes every \*\.localhost resolve \(libnss-myhostname/);
+    assert.match(unknown.stdout, new RegExp(`^127\\.0\\.0\\.1 ${name}-engine\\.localhost ${name}-shell-tcp\\.localhost`, 'm'));
+    // what ssh and up would run into says the same
+    const ssh = await svc(['ssh', '--', '-o', 'BatchMode=yes', 'true'], { resolver: bare });
+    assert.equal(ssh.code, 1, shown(ssh));
+    assert.match(ssh.stderr, new RegExp(`${name}-shell-tcp\\.localhost does not resolve on this machine: .*libnss-myhostname`));
   });
 
   it('exec passes the exit code through and keeps stdout and stderr apart; -i sends stdin', async () => {

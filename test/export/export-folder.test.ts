@@ -88,7 +88,10 @@ describe('export folder and agent guide', () => {
     assert.ok(/^# Manager: not included \(this sandbox has no management tool\)$/m.test(envText), 'svc.env says why the manager is not included'); // match would print svc.env, token and all
     assert.ok(!('SVC_MANAGER_URL' in env));
     assert.match(fs.readFileSync(path.join(dir, '.gitignore'), 'utf8'), /^svc\.env$/m);
-    assert.match(fs.readFileSync(path.join(dir, 'README.md'), 'utf8'), /DOCKER_CERT_PATH=\$PWD\/docker[\s\S]*docker context create/);
+    const readme = fs.readFileSync(path.join(dir, 'README.md'), 'utf8');
+    assert.match(readme, /DOCKER_CERT_PATH=\$PWD\/docker[\s\S]*docker context create/);
+    assert.ok(readme.includes(`curl -so svc.mjs --cacert service-ca.pem ${site()}/cli/svc.mjs`), 'the README says where the CLI is');
+    assert.match(readme, /## Names[\s\S]*libnss-myhostname[\s\S]*`node svc\.mjs names`/, 'and how this machine gets the names');
 
     // The token is new, limited to the sandbox, and listed as the export's.
     assert.ok(env.SVC_TOKEN !== limited, 'a new token, not the one that asked');

@@ -32,7 +32,7 @@ test('on this machine, as set up: every needed check passes and the exit code is
   const { code, lines } = await doctor({ SVC_DATA_DIR: path.join(dir, 'data') });
   assert.equal(lines.filter((l) => l.startsWith('FAIL')).join('\n'), '');
   assert.equal(code, 0);
-  for (const check of ['sandbox engine', 'user namespaces', 'remap range', 'cgroups', 'https port', 'api port', 'domain', 'certificate', 'redis', 'store', 'disk', 'clock']) {
+  for (const check of ['sandbox engine', 'user namespaces', 'remap range', 'cgroups', 'https port', 'api port', 'domain', 'wildcard domain', 'certificate', 'redis', 'store', 'disk', 'clock']) {
     assert.match(line(lines, check), /^ok /, check);
   }
 });

@@ -3,6 +3,7 @@ import type net from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { builtInRuleList } from '../scanner/rule-set.ts';
 import { PATH_RULES } from '../scanner/rules.ts';
+import type { ScanState } from '../store/index.ts';
 
 /**
  * Every metric of the service, defined here once (docs/operations.md lists them). service.ts makes
@@ -17,6 +18,9 @@ import { PATH_RULES } from '../scanner/rules.ts';
 /** Route kinds of the edge (edge/router/host-router.ts); anything else is counted as `unknown`. */
 const EDGE_ROUTES = ['api', 'registry', 'app-http', 'app-tcp', 'engine', 'shell', 'unknown'] as const;
 export type EdgeRouteKind = (typeof EDGE_ROUTES)[number];
+
+/** What a scan job ended with: its version's state, or `failed` when it threw (retried; after the last attempt the version is unscannable). */
+const SCAN_RESULTS = ['clean', 'flagged', 'unscannable', 'failed'] as const satisfies ReadonlyArray<ScanState | 'failed'>;
 /** How a wake began: from asleep (container stopped) or from deep sleep (container removed). */
 export type WakeKind = 'asleep' | 'deep_sleep';
 export type SleepKind = 'sleep' | 'deep_sleep';
@@ -120,6 +124,7 @@ export class ServiceMetrics {
       this.edgeConnections.inc({ route }, 0);
       this.edgeOpen.set({ route }, 0);
     }
+    for (const result of SCAN_RESULTS) this.scans.inc({ result }, 0);
     for (const kind of ['asleep', 'deep_sleep'] as const) this.wakes.inc({ kind }, 0);
     for (const kind of ['sleep', 'deep_sleep'] as const) this.sleeps.inc({ kind }, 0);
   }
@@ -169,8 +174,8 @@ export class ServiceMetrics {
     this.waitingPages.inc();
   }
 
-  /** A scan job ended: its result (clean, flagged, unscannable, failed) and findings. */
-  scanDone(ms: number, result: string, rules: readonly string[]): void {
+  /** A scan job ended: its result and findings (none for a failed job). */
+  scanDone(ms: number, result: ScanState | 'failed', rules: readonly string[] = []): void {
     this.scans.inc({ result });
     this.scanSeconds.observe(ms / 1000);
     for (const rule of rules) this.findings.inc({ family: ruleFamily(rule) });

@@ -2,6 +2,8 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 
 export const SCAN_QUEUE = 'registry-scan';
+/** Tries of one scan job: the first and two retries, 1 s and 2 s later. */
+export const SCAN_ATTEMPTS = 3;
 
 /** One pushed manifest to scan: an image manifest, or an index (whose children it scans too). */
 export interface ScanJob {
@@ -30,7 +32,7 @@ export class ScanQueue {
     this.queue = new Queue<ScanJob>(SCAN_QUEUE, {
       connection,
       prefix,
-      defaultJobOptions: { removeOnComplete: true, removeOnFail: 500, attempts: 3, backoff: { type: 'exponential', delay: 1_000 } },
+      defaultJobOptions: { removeOnComplete: true, removeOnFail: 500, attempts: SCAN_ATTEMPTS, backoff: { type: 'exponential', delay: 1_000 } },
     });
   }
 

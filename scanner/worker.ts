@@ -16,8 +16,13 @@ export function startScanWorkers(scanner: ImageScanner, connection: Redis, prefi
     SCAN_QUEUE,
     async (job) => {
       const began = Date.now();
-      const version = await scanner.scanVersion(job.data.repo, job.data.digest, job.data.pushed_at);
-      if (version) metrics?.scanDone(Date.now() - began, version.state, version.findings.map((f) => f.rule));
+      try {
+        const version = await scanner.scanVersion(job.data.repo, job.data.digest, job.data.pushed_at);
+        if (version) metrics?.scanDone(Date.now() - began, version.state, version.findings.map((f) => f.rule));
+      } catch (err) {
+        metrics?.scanDone(Date.now() - began, 'failed'); // each failed attempt: the upstream or store away, no zstd here
+        throw err;
+      }
     },
     { connection, prefix, concurrency, lockDuration: 60_000 },
   );

@@ -7,8 +7,9 @@ import { promisify } from 'node:util';
 import { WAITING_HEADER, serviceCaPem } from '../../edge/index.ts';
 import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
-import { gzip, LAYER_GZIP, makeTar, OciClient } from '../../harness/oci.ts';
+import { gzip, LAYER_GZIP, LAYER_ZSTD, makeTar, OciClient, zstd } from '../../harness/oci.ts';
 import { ruleFamily } from '../../ops/metrics.ts';
+import { SCAN_ATTEMPTS } from '../../queue/scan-queue.ts';
 
 const run = promisify(execFile);
 
@@ -94,12 +95,28 @@ test('a scrape after waking, sleeping, scanning and serving passes promtool, and
   const repo = `${sb.name}/metrics`;
   const layer = gzip(await makeTar([{ path: 'app/main.sh', content: 'echo hi\n' }, { path: 'app/.env', content: 'DB_PASSWORD=hunter2hunter2\n' }]));
   assert.equal((await oci.pushImage(repo, 'v1', [{ blob: layer, mediaType: LAYER_GZIP }])).status, 201);
-  const version = await eventually(async () => {
+  const scanned = (name: string, what: string) => eventually(async () => {
     const report = (await t.api('GET', `/api/sandboxes/${sb.name}/registry`, sb.user.token)).body;
-    const v = report.images?.find((i: { name: string }) => i.name === repo)?.versions[0];
+    const v = report.images?.find((i: { name: string }) => i.name === name)?.versions[0];
     return v && !['pending', 'scanning'].includes(v.scan.state) ? v : undefined;
-  }, 'the scan', 60_000, 250);
+  }, what, 60_000, 250);
+  const version = await scanned(repo, 'the scan');
   assert.equal((await oci.request('GET', `/v2/${repo}/manifests/v1`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })).status, 200);
+
+  // a scan job that fails every attempt: a zstd layer while this process finds no zstd program
+  // (nothing else here starts a program meanwhile); after the last attempt the version is unscannable
+  const zstdLayer = zstd(await makeTar([{ path: 'app/main.sh', content: 'echo hi\n' }]));
+  const PATH = process.env.PATH;
+  process.env.PATH = '/nonexistent';
+  let failing;
+  try {
+    assert.equal((await oci.pushImage(`${sb.name}/failing`, 'v1', [{ blob: zstdLayer, mediaType: LAYER_ZSTD }])).status, 201);
+    failing = await scanned(`${sb.name}/failing`, 'the failing scan to give up');
+  } finally {
+    process.env.PATH = PATH;
+  }
+  assert.equal(failing.scan.state, 'unscannable');
+  assert.match(failing.scan.reason, /^scan failed: .*zstd/);
 
   // every connection the test opened has closed: its bytes are in
   await eventually(async () => (await scrape()).values.get('svc_edge_open_connections{route="app-http"}') === 0, 'app connections to close', 10_000, 200);
@@ -126,12 +143,13 @@ test('a scrape after waking, sleeping, scanning and serving passes promtool, and
   assert.ok(delta('svc_edge_bytes_total{route="app-http",direction="out"}') > bodyBytes, 'bytes out hold at least the bodies');
   assert.ok(delta('svc_edge_bytes_total{route="app-http",direction="in"}') > 0);
   assert.equal(delta(`svc_scans_total{result="${version.scan.state}"}`), 1);
-  assert.equal(delta('svc_scan_duration_seconds_count'), 1);
+  assert.equal(delta('svc_scans_total{result="failed"}'), SCAN_ATTEMPTS, 'each attempt of the failing job');
+  assert.equal(delta('svc_scan_duration_seconds_count'), 1 + SCAN_ATTEMPTS);
   const families = new Map<string, number>();
   for (const f of version.findings as Array<{ rule: string }>) families.set(ruleFamily(f.rule), (families.get(ruleFamily(f.rule)) ?? 0) + 1);
   assert.ok(families.size > 0, 'the env file was found');
   for (const [family, n] of families) assert.equal(delta(`svc_scan_findings_total{family="${family}"}`), n, `findings of family ${family}`);
-  assert.equal(delta('svc_registry_pushes_total'), 1);
+  assert.equal(delta('svc_registry_pushes_total'), 2);
   assert.equal(delta('svc_registry_pulls_total'), 1);
   assert.equal(delta('svc_api_requests_total{method="GET",route="/api/sandboxes/:name",status="200"}'), recordReads);
   assert.equal(delta('svc_api_requests_total{method="PATCH",route="/api/sandboxes/:name",status="200"}'), 4);

@@ -18,6 +18,22 @@ import type { ScanState } from '../store/index.ts';
 /** Route kinds of the edge (edge/router/host-router.ts); anything else is counted as `unknown`. */
 const EDGE_ROUTES = ['api', 'registry', 'app-http', 'app-tcp', 'engine', 'shell', 'unknown'] as const;
 export type EdgeRouteKind = (typeof EDGE_ROUTES)[number];
+const routeSlot = (kind: string) => {
+  const i = (EDGE_ROUTES as readonly string[]).indexOf(kind);
+  return i < 0 ? EDGE_ROUTES.indexOf('unknown') : i;
+};
+/**
+ * The edge's figures as plain numbers, one slot per route kind: every connection and request only
+ * adds to them, and the edge's metrics read them at each scrape. prom-client's inc() hashes its
+ * label object on every call (a child from labels() too): a share of the edge's CPU profile.
+ */
+class EdgeCounts {
+  readonly connections = new Float64Array(EDGE_ROUTES.length);
+  readonly closed = new Float64Array(EDGE_ROUTES.length);
+  readonly bytesIn = new Float64Array(EDGE_ROUTES.length);
+  readonly bytesOut = new Float64Array(EDGE_ROUTES.length);
+  readonly requests = new Float64Array(EDGE_ROUTES.length);
+}
 
 /** What a scan job ended with: its version's state, or `failed` when it threw (retried; after the last attempt the version is unscannable). */
 const SCAN_RESULTS = ['clean', 'flagged', 'unscannable', 'failed'] as const satisfies ReadonlyArray<ScanState | 'failed'>;
@@ -49,10 +65,7 @@ export class ServiceMetrics {
   private readonly wakeSeconds: Histogram<'kind'>;
   private readonly sleeps: Counter<'kind'>;
   private readonly wakeLimits: Counter;
-  private readonly edgeConnections: Counter<'route'>;
-  private readonly edgeOpen: Gauge<'route'>;
-  private readonly edgeBytes: Counter<'route' | 'direction'>;
-  private readonly edgeRequests: Counter<'route'>;
+  private readonly edge = new EdgeCounts();
   private readonly waitingPages: Counter;
   private readonly scans: Counter<'result'>;
   private readonly scanSeconds: Histogram;
@@ -67,6 +80,7 @@ export class ServiceMetrics {
   constructor() {
     const registers = [this.registry];
     const sources = () => this.sources;
+    const edge = this.edge;
     collectDefaultMetrics({ register: this.registry });
     // prom-client's nodejs_active_{handles,requests,resources}_total are gauges, which promtool (and
     // the naming rules) refuse: a _total suffix means a counter. Each is the sum of its per-type
@@ -88,13 +102,41 @@ export class ServiceMetrics {
     });
     this.sleeps = new Counter({ name: 'svc_sleeps_total', help: 'Sandboxes put to sleep (sleep) or taken down (deep_sleep)', labelNames: ['kind'], registers });
     this.wakeLimits = new Counter({ name: 'svc_wake_limits_hit_total', help: "Wakes by app traffic refused by the owner's hourly wake limit", registers });
-    this.edgeConnections = new Counter({ name: 'svc_edge_connections_total', help: 'Connections the public port dispatched, by route kind', labelNames: ['route'], registers });
-    this.edgeOpen = new Gauge({ name: 'svc_edge_open_connections', help: 'Connections open on the public port, by route kind', labelNames: ['route'], registers });
-    this.edgeBytes = new Counter({
+    // the edge's metrics are set from its plain counts at each scrape (reset, then one series per route kind)
+    new Counter({
+      name: 'svc_edge_connections_total', help: 'Connections the public port dispatched, by route kind', labelNames: ['route'], registers,
+      collect() {
+        this.reset();
+        EDGE_ROUTES.forEach((route, i) => this.inc({ route }, edge.connections[i]!));
+      },
+    });
+    new Gauge({
+      name: 'svc_edge_open_connections', help: 'Connections open on the public port, by route kind', labelNames: ['route'], registers,
+      collect() {
+        EDGE_ROUTES.forEach((route, i) => this.set({ route }, edge.connections[i]! - edge.closed[i]!));
+      },
+    });
+    new Counter({
       name: 'svc_edge_bytes_total', help: 'Bytes on the public port by route kind and direction (in: from clients), counted when a connection closes',
       labelNames: ['route', 'direction'], registers,
+      collect() {
+        this.reset();
+        EDGE_ROUTES.forEach((route, i) => {
+          if (!edge.connections[i]) return;
+          this.inc({ route, direction: 'in' }, edge.bytesIn[i]!);
+          this.inc({ route, direction: 'out' }, edge.bytesOut[i]!);
+        });
+      },
     });
-    this.edgeRequests = new Counter({ name: 'svc_edge_http_requests_total', help: 'HTTP requests through the public port, by route kind', labelNames: ['route'], registers });
+    new Counter({
+      name: 'svc_edge_http_requests_total', help: 'HTTP requests through the public port, by route kind', labelNames: ['route'], registers,
+      collect() {
+        this.reset();
+        EDGE_ROUTES.forEach((route, i) => {
+          if (edge.requests[i]) this.inc({ route }, edge.requests[i]!);
+        });
+      },
+    });
     this.waitingPages = new Counter({ name: 'svc_edge_waiting_pages_total', help: 'Waiting pages served for apps whose sandbox is waking or starting', registers });
     this.scans = new Counter({ name: 'svc_scans_total', help: 'Image scans finished, by result', labelNames: ['result'], registers });
     this.scanSeconds = new Histogram({
@@ -120,10 +162,6 @@ export class ServiceMetrics {
     });
     this.storeErrors = new Counter({ name: 'svc_store_errors_total', help: 'Store operations that failed (database unreachable, query errors)', registers });
     this.redisErrors = new Counter({ name: 'svc_redis_errors_total', help: 'Errors reported by Redis connections (lost, refused, command errors)', registers });
-    for (const route of EDGE_ROUTES) {
-      this.edgeConnections.inc({ route }, 0);
-      this.edgeOpen.set({ route }, 0);
-    }
     for (const result of SCAN_RESULTS) this.scans.inc({ result }, 0);
     for (const kind of ['asleep', 'deep_sleep'] as const) this.wakes.inc({ kind }, 0);
     for (const kind of ['sleep', 'deep_sleep'] as const) this.sleeps.inc({ kind }, 0);
@@ -154,20 +192,23 @@ export class ServiceMetrics {
 
   /** A connection the edge dispatched: counted, held open until it closes, its bytes added then. */
   edgeConnection(kind: string, socket: net.Socket): void {
-    const route = (EDGE_ROUTES as readonly string[]).includes(kind) ? kind : 'unknown';
-    this.edgeConnections.inc({ route });
-    this.edgeOpen.inc({ route });
+    const i = routeSlot(kind);
+    const edge = this.edge;
+    edge.connections[i]! += 1;
     socket.once('close', () => {
-      this.edgeOpen.dec({ route });
-      this.edgeBytes.inc({ route, direction: 'in' }, socket.bytesRead);
-      this.edgeBytes.inc({ route, direction: 'out' }, socket.bytesWritten);
+      edge.closed[i]! += 1;
+      edge.bytesIn[i]! += socket.bytesRead;
+      edge.bytesOut[i]! += socket.bytesWritten;
     });
   }
 
   /** Counts the HTTP requests one of the edge's own servers gets. */
   edgeHttpServer(route: EdgeRouteKind, server: http.Server): void {
-    const requests = this.edgeRequests.labels({ route }); // bound once: no label lookup per request
-    server.on('request', () => requests.inc());
+    const i = routeSlot(route);
+    const requests = this.edge.requests;
+    server.on('request', () => {
+      requests[i]! += 1;
+    });
   }
 
   waitingPage(): void {

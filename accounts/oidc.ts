@@ -121,26 +121,44 @@ export class OidcSignIn {
       throw new SsoRefused(`your account is in none of the groups that may sign in here (${allowedGroups.join(', ')})`);
     }
     const admin = adminClaim ? claimHolds(claims, adminClaim) : undefined;
-    const users = await this.store.users.list();
-    let user = users.find((u) => u.oidc_subject === subject);
+    let user = await this.store.users.getBySubject(subject);
     if (!user) {
       if (!createUsers) throw new SsoRefused('there is no account for you here; ask an administrator to create one');
-      const name = uniqueName(nameFrom(claims, email), new Set(users.map((u) => u.name)));
-      user = {
-        id: randomUUID(), name, admin: admin ?? false, created_at: new Date().toISOString(), ssh_keys: [],
-        // a password nobody knows: this user signs in through the provider (an admin may reset it)
-        password_hash: await hashPassword(generatePassword()),
-        oidc_subject: subject,
-        ...(email ? { email } : {}),
-      };
-      await this.store.users.put(user);
+      user = await this.createFor(subject, nameFrom(claims, email), admin ?? false, email);
     } else if (admin !== undefined && user.admin !== admin) {
       user = await updateUser(this.store, user.id, (u) => ({ ...u, admin }));
     }
     if (user.disabled_at) throw new SsoRefused('this account is disabled; ask an administrator to enable it');
     return user;
   }
+
+  /**
+   * Makes the user of a first sign-in, or finds the one a simultaneous first sign-in of the same
+   * person made (the store's insert-or-get by subject). A name another sign-in took meanwhile
+   * moves on to the next free one.
+   */
+  private async createFor(subject: string, base: string, admin: boolean, email: string | undefined): Promise<UserRecord> {
+    // a password nobody knows: this user signs in through the provider (an admin may reset it)
+    const password_hash = await hashPassword(generatePassword());
+    for (let i = 1; i <= NAME_TRIES; i++) {
+      const name = i === 1 ? base : `${base}-${i}`;
+      if (await this.store.users.getByName(name)) continue;
+      const user: UserRecord = {
+        id: randomUUID(), name, admin, created_at: new Date().toISOString(), ssh_keys: [], password_hash,
+        oidc_subject: subject, ...(email ? { email } : {}),
+      };
+      try {
+        return (await this.store.users.insertForSubject(user)).user;
+      } catch (err) {
+        if (!(err instanceof errors.NameTaken)) throw err;
+      }
+    }
+    throw new SsoRefused(`no free user name near "${base}"; ask an administrator to create your account`);
+  }
 }
+
+/** Names tried for a new user before giving up: `name`, `name-2` … */
+const NAME_TRIES = 20;
 
 /** `claim=value` holds when the claim equals the value or is a list holding it; `claim` alone when it is true. */
 function claimHolds(claims: Record<string, unknown>, rule: string): boolean {
@@ -155,9 +173,4 @@ function nameFrom(claims: Record<string, unknown>, email: string | undefined): s
   const raw = typeof claims.preferred_username === 'string' ? claims.preferred_username : email?.split('@')[0] ?? `user-${String(claims.sub)}`;
   const name = raw.toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '').slice(0, 34) || 'user';
   return validateUserName(name);
-}
-
-function uniqueName(name: string, taken: Set<string>): string {
-  if (!taken.has(name)) return name;
-  for (let i = 2; ; i++) if (!taken.has(`${name}-${i}`)) return `${name}-${i}`;
 }

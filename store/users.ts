@@ -10,11 +10,21 @@ export interface UserStore {
   put(u: UserRecord): Promise<void>;
   /** Every user, oldest first. */
   list(): Promise<UserRecord[]>;
+  /** The user linked to an OpenID Connect subject (`<issuer>#<sub>`). */
+  getBySubject(subject: string): Promise<UserRecord | undefined>;
+  /**
+   * Insert-or-get by OpenID Connect subject: creates `u` (its `oidc_subject` set) unless a user
+   * holds that subject already, atomically across processes, so two first sign-ins of one person
+   * make one user. Returns the user holding the subject and whether this call made it. Throws
+   * errors.NameTaken, with nothing made, if another user has u's name.
+   */
+  insertForSubject(u: UserRecord): Promise<{ user: UserRecord; created: boolean }>;
 }
 
 /**
  * Keys: `users:<id>` → record; `users-idx:name:<name>` → id (the unique name claim, taken with an
- * atomic insert, so two processes cannot both create "alice").
+ * atomic insert, so two processes cannot both create "alice"); `users-idx:oidc:<subject>` → id (the
+ * unique OpenID Connect subject claim, taken the same way).
  */
 export async function userStore(backend: Backend, locks: KeyedLock): Promise<UserStore> {
   const records: Collection<UserRecord> = await backend.collection<UserRecord>('users');
@@ -62,7 +72,38 @@ export async function userStore(backend: Backend, locks: KeyedLock): Promise<Use
     return rows.map((r) => r.value).sort(byCreated);
   }
 
-  return { get, getByName, put, list };
+  async function getBySubject(subject: string): Promise<UserRecord | undefined> {
+    const id = await index.get(['oidc', subject]);
+    const user = id === undefined ? undefined : await get(id);
+    if (user?.oidc_subject === subject) return user;
+    // users linked before the subject index existed (insertForSubject adds their claim)
+    return (await list()).find((u) => u.oidc_subject === subject);
+  }
+
+  async function insertForSubject(u: UserRecord): Promise<{ user: UserRecord; created: boolean }> {
+    const subject = u.oidc_subject;
+    if (!subject) throw new errors.BadRequest('a user made for a single sign-on subject needs oidc_subject');
+    // The lock covers the moment between a claim and its record, so a second caller never sees a
+    // claim whose user is still being written; the claim itself is the unique row.
+    return locks.run(lock(`oidc:${subject}`), async () => {
+      const holder = await getBySubject(subject);
+      if (holder) {
+        await index.insertIfAbsent(['oidc', subject], holder.id);
+        return { user: holder, created: false };
+      }
+      // No live writer holds the lock: a claim without its user was left by one that died.
+      if (!(await index.insertIfAbsent(['oidc', subject], u.id))) await index.set(['oidc', subject], u.id);
+      try {
+        await put(u);
+      } catch (error) {
+        await index.delete(['oidc', subject]);
+        throw error;
+      }
+      return { user: u, created: true };
+    });
+  }
+
+  return { get, getByName, put, list, getBySubject, insertForSubject };
 }
 
 function byCreated(a: { created_at: string; name: string }, b: { created_at: string; name: string }): number {

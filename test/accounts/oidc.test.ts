@@ -43,6 +43,44 @@ describe('OpenID Connect sign-in', () => {
   }
   const me = (page: Page) => page.evaluate(async () => (await fetch('/api/session')).json());
 
+  /**
+   * Goes through the provider's pages as signIn does, but holds the provider's redirect back: the
+   * callback's query and the browser's state cookie, to be sent when the test chooses. Chromium
+   * routes only the first request of a redirect chain, so the provider's requests are fetched here
+   * (in the context's cookie jar) and their redirects followed, until one points at the callback.
+   */
+  async function heldCallback(login: string): Promise<{ query: string; state: string }> {
+    const context = await browser.newContext({ ignoreHTTPSErrors: true });
+    const page = await context.newPage();
+    let hold!: (url: string) => void;
+    const callback = new Promise<string>((resolve) => { hold = resolve; });
+    await page.route(`${issuer}/**`, async (route) => {
+      let url = route.request().url();
+      let res = await route.fetch({ maxRedirects: 0 });
+      for (let location = res.headers().location; location; location = res.headers().location) {
+        url = new URL(location, url).href;
+        if (url.startsWith(`${site}/api/auth/oidc/callback`)) {
+          hold(url);
+          return route.fulfill({ status: 200, contentType: 'text/plain', body: 'the callback is held by the test' });
+        }
+        res = await context.request.get(url, { maxRedirects: 0 });
+      }
+      return route.fulfill({ response: res });
+    });
+    await page.goto(site);
+    await page.getByRole('link', { name: 'Sign in with Test IdP' }).click();
+    await page.locator('input[name=login]').fill(login);
+    await page.locator('input[name=password]').fill('any password: the test provider takes any');
+    await page.getByRole('button', { name: 'Sign-in' }).click();
+    const consent = page.getByRole('button', { name: 'Continue' });
+    if (await Promise.race([callback.then(() => false), consent.waitFor().then(() => true)])) await consent.click();
+    const url = await callback;
+    const state = (await context.cookies(site)).find((c) => c.name === '__Host-svc_oidc')?.value;
+    await context.close();
+    assert.ok(state, 'the sign-in set its state cookie');
+    return { query: new URL(url).search, state };
+  }
+
   before(async () => {
     const httpsPort = await freePort();
     site = `https://localhost:${httpsPort}`;
@@ -107,6 +145,24 @@ describe('OpenID Connect sign-in', () => {
     await again.context().close();
     const rows = (await t.service.store.audit.query({ action: 'session.sign_in' })).rows;
     assert.deepEqual(rows.map((r) => [r.actor_name, r.outcome]), [['alice', 'ok'], ['bob', 'ok'], ['alice', 'ok']]);
+  });
+
+  it("two first sign-ins of one person at once make one user, and both are signed in as that user", async () => {
+    const held = await Promise.all([heldCallback('carol@example.com'), heldCallback('carol@example.com')]);
+    // both callbacks at once: each exchanges its own code, then both look for carol and find nobody yet
+    const answers = await Promise.all(held.map(({ query, state }) =>
+      fetch(`${t.url}/api/auth/oidc/callback${query}`, { redirect: 'manual', headers: { cookie: `__Host-svc_oidc=${state}` } })));
+    const sessions = answers.map((res) => {
+      assert.equal(res.status, 302);
+      return /__Host-svc_session=([^;]+)/.exec(res.headers.get('set-cookie') ?? '')?.[1];
+    });
+    assert.ok(sessions.every((cookie) => cookie), 'both callbacks signed in');
+    const carols = (await t.service.store.users.list()).filter((u) => u.oidc_subject === `${issuer}#carol@example.com`);
+    assert.deepEqual(carols.map((u) => u.name), ['carol'], 'one user, with the plain name');
+    for (const cookie of sessions) {
+      const session = await fetch(`${t.url}/api/session`, { headers: { cookie: `__Host-svc_session=${cookie}` } });
+      assert.equal(((await session.json()) as { user: { id: string } }).user.id, carols[0]!.id);
+    }
   });
 
   it('refuses a user outside the allowed domain with a message, and creates nobody', async () => {

@@ -62,6 +62,37 @@ function suite(backend: BackendName): void {
       assert.equal((await store.users.list()).filter((u) => u.name === 'dave').length, 1);
     });
 
+    test('users: one user per single sign-on subject, however many first sign-ins race (insert-or-get)', async () => {
+      const subject = 'https://idp.example#erin';
+      const tries = Array.from({ length: 30 }, (_, i) => user(`erin-${i}`, { oidc_subject: subject }));
+      const results = await Promise.all(tries.map((u) => store.users.insertForSubject(u)));
+      assert.equal(results.filter((r) => r.created).length, 1, 'one call made the user');
+      const made = results.find((r) => r.created)!.user;
+      assert.ok(results.every((r) => r.user.id === made.id), 'every call got the same user');
+      assert.deepEqual((await store.users.list()).filter((u) => u.oidc_subject === subject).map((u) => u.id), [made.id]);
+      assert.equal((await store.users.getBySubject(subject))?.id, made.id);
+      assert.equal(await store.users.getBySubject('https://idp.example#nobody'), undefined);
+    });
+
+    test('users: a single sign-on insert whose name is taken makes nothing and leaves the subject free', async () => {
+      await store.users.put(user('frank'));
+      const subject = 'https://idp.example#frank';
+      await assert.rejects(store.users.insertForSubject(user('frank', { oidc_subject: subject })), nameTaken);
+      assert.equal(await store.users.getBySubject(subject), undefined);
+      const next = await store.users.insertForSubject(user('frank-2', { oidc_subject: subject }));
+      assert.deepEqual([next.created, next.user.name], [true, 'frank-2']);
+    });
+
+    test('users: a user linked to a subject before the subject index existed is found, not made again', async () => {
+      const subject = 'https://idp.example#gina';
+      const linked = user('gina', { oidc_subject: subject });
+      await store.users.put(linked); // the record alone, as the first single sign-on version wrote it
+      assert.equal((await store.users.getBySubject(subject))?.id, linked.id);
+      const again = await store.users.insertForSubject(user('gina-2', { oidc_subject: subject }));
+      assert.deepEqual([again.created, again.user.id], [false, linked.id]);
+      assert.equal(await store.users.getByName('gina-2'), undefined);
+    });
+
     test('tokens: put, get, getByHash, listByUser only lists the user\'s own', async () => {
       const u1 = user('tok-owner-1');
       const u2 = user('tok-owner-2');

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { Lifecycle } from '../../lifecycle/index.ts';
+import type { FastifyRequest } from 'fastify';
+import type { Lifecycle, SandboxView } from '../../lifecycle/index.ts';
 import type { Store } from '../../store/index.ts';
 import { authorizeSandbox, forbidLimited } from '../../accounts/index.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
@@ -9,6 +10,15 @@ import { ArchiveResult, CreateSandboxBody, PatchSandboxBody, Sandbox, SandboxSum
 export interface SandboxRoutesOptions {
   store: Store;
   lifecycle: Lifecycle;
+}
+
+/**
+ * A sandbox record that carries the management tool's password (a manager sandbox's) is a reveal
+ * of it: an audit row, whichever route answered with it (the create answer's is its create row).
+ */
+async function revealed(request: FastifyRequest, view: SandboxView): Promise<SandboxView> {
+  if (view.extras.manager_password) await request.audit('sandbox.manager_password_read', { sandbox: view.name });
+  return view;
 }
 
 /** Spec 4.1: the sandbox resource and its lifecycle verbs. Thin: authorise, then call lifecycle/. */
@@ -42,9 +52,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   app.get('/sandboxes/:name', {
     schema: { tags, summary: 'The sandbox record', params, response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410) } },
   }, async (request) => {
-    const view = await lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use'));
-    if (view.extras.manager_password) await request.audit('sandbox.manager_password_read', { sandbox: view.name });
-    return view;
+    return revealed(request, await lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use')));
   });
 
   app.post('/sandboxes/:name/start', {
@@ -57,12 +65,12 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
     await lifecycle.start(record.name);
-    return lifecycle.view(record);
+    return revealed(request, await lifecycle.view(record));
   });
 
   app.post('/sandboxes/:name/keep-awake', {
     schema: { tags, params, summary: 'Restart the idle countdown (never wakes a sleeping sandbox)', response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410) } },
-  }, async (request) => lifecycle.keepAwake((await authorizeSandbox(store, request.principal, request.params.name, 'use')).name));
+  }, async (request) => revealed(request, await lifecycle.keepAwake((await authorizeSandbox(store, request.principal, request.params.name, 'use')).name)));
 
   app.patch('/sandboxes/:name', {
     schema: { tags, params, summary: 'Change idle_timeout and/or deep_sleep_after (owner or admin)', body: PatchSandboxBody, response: { 200: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 404, 409, 410) } },
@@ -70,7 +78,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
     const view = await lifecycle.updateSettings(record.name, request.body);
     await request.audit('sandbox.patch', { sandbox: record.name, detail: JSON.stringify(request.body) });
-    return view;
+    return revealed(request, view);
   });
 
   app.delete('/sandboxes/:name', {
@@ -92,6 +100,6 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
     const view = await lifecycle.enableEngineAccess(record.name);
     await request.audit('sandbox.enable_engine_access', { sandbox: record.name });
-    return view;
+    return revealed(request, view);
   });
 };

@@ -229,6 +229,36 @@ describe('admin and audit log', () => {
     assert.match(text.stdout, /admin\.user_disable\s+ok\s+root-/);
   });
 
+  it("reading a manager sandbox's record, which carries the tool's password, is one audit row each time", async () => {
+    const made = await asRoot('POST', '/api/sandboxes', { name: `mgr-${t.config.redisPrefix}`, template: 'manager', idle_timeout: '1h' });
+    ok(made, 201);
+    const manager = made.body.name as string;
+    const password = made.body.extras.manager_password as string;
+    assert.ok(typeof password === 'string' && password.length >= 20, 'the create answer carries the password'); // never printed
+    secrets.push(password);
+    const began = new Date().toISOString();
+    const read = await asRoot('GET', `/api/sandboxes/${manager}`);
+    ok(read);
+    assert.ok(read.body.extras.manager_password === password, 'the record carries the password');
+    ok(await asRoot('GET', `/api/sandboxes/${sandbox}`)); // a record without one: no row
+    const awake = await asRoot('POST', `/api/sandboxes/${manager}/keep-awake`);
+    ok(awake);
+    assert.ok(awake.body.extras.manager_password === password, 'so does the keep-awake answer');
+
+    const rows = (await audit('action=sandbox.manager_password_read')).rows;
+    const rootToken = (await audit('action=admin.user_create')).rows[0]!.token_id;
+    assert.equal(rows.length, 2, 'one row per answer that carried the password');
+    for (const r of rows) {
+      const { id, at, ...rest } = r;
+      assert.ok(id && at >= began, 'a new row of this test');
+      assert.deepEqual(rest, {
+        action: 'sandbox.manager_password_read', outcome: 'ok', source: '127.0.0.1',
+        actor_id: root.id, actor_name: `root-${t.config.redisPrefix}`, token_id: rootToken, sandbox: manager,
+      });
+    }
+    assert.ok(!JSON.stringify(rows).includes(password), 'no row holds the password');
+  });
+
   it('no row holds a token, password, session, key or engine key the session used', async () => {
     const cli = await svcCli(t.config, 'audit', '--json', '--limit', '500');
     const dumps = [JSON.stringify((await audit('limit=500')).rows), cli.stdout];

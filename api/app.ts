@@ -121,7 +121,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(sessionRoutes, { store: deps.store, sessions: deps.sessions, guard: deps.signInGuard, siteOrigin: addresses.site, passwordSignIn: deps.passwordSignIn ?? true });
       await api.register(oidcRoutes, { store: deps.store, sessions: deps.sessions, oidc: deps.oidc, passwordSignIn: deps.passwordSignIn ?? true });
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
-      await api.register(adminRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, sessions: deps.sessions });
+      await api.register(adminRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, sessions: deps.sessions, usage: deps.usage });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, wakeLimits: deps.wakeLimits });
       await api.register(registryRoutes, { store: deps.store });
       const { files } = deps;

@@ -218,6 +218,11 @@ export class Lifecycle {
     return this.deps.runtime.inspect(name);
   }
 
+  /** The host the sandbox runs on (the admin view); null when its engine did not say in time. */
+  hostOf(name: string): Promise<string | null> {
+    return this.deps.runtime.hostOf(name);
+  }
+
   /**
    * Wakes a sandbox from asleep or deep sleep and resolves once its engine answers.
    * Concurrent callers share one wake: a hundred requests start the container once.

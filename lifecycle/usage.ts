@@ -36,6 +36,8 @@ const SECOND_READING_MS = 500;
 const DISK_EVERY_MS = 60_000;
 /** How long an answer waits for a disk scan under way; later answers carry its result. */
 const DISK_WAIT_MS = 1_500;
+/** Longest a reading for a list of every sandbox may take. */
+const GLANCE_MS = 2_000;
 /** Longest an engine reading may take before the answer is an error. */
 const READING_TIMEOUT_MS = 5_000;
 
@@ -75,6 +77,16 @@ export class SandboxUsage {
       disk,
       history: ring.points,
     };
+  }
+
+  /**
+   * The memory a sandbox uses now, for a list of every sandbox (the admin view): one reading,
+   * outside the panels' rings, given GLANCE_MS; null when it does not run or the engine did not
+   * answer by then (the list is not held up).
+   */
+  async memoryNow(name: string): Promise<number | null> {
+    const reading = await this.source.resourceUse(name, AbortSignal.timeout(GLANCE_MS)).catch(() => undefined);
+    return reading?.memoryBytes ?? null;
   }
 
   private async sample(name: string, ring: Ring): Promise<ResourceUse> {

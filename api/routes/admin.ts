@@ -5,6 +5,7 @@ import type { Admission } from '../../accounts/admission.ts';
 import { QUOTA_NAMES, setQuotas, type QuotaName } from '../../accounts/quotas.ts';
 import { errors } from '../../core/errors.ts';
 import { parseDuration, type Lifecycle } from '../../lifecycle/index.ts';
+import type { SandboxUsage } from '../../lifecycle/usage.ts';
 import type { Store, UserRecord } from '../../store/index.ts';
 import { errorResponses } from '../schemas/common.ts';
 import { Quotas } from '../schemas/quotas.ts';
@@ -14,6 +15,7 @@ export interface AdminRoutesOptions {
   lifecycle: Lifecycle;
   admission: Admission;
   sessions: WebSessions;
+  usage: SandboxUsage;
 }
 
 const AdminUser = Type.Object({
@@ -33,6 +35,7 @@ const AuditRowSchema = Type.Object({
   actor_id: Type.Optional(Type.String()), actor_name: Type.Optional(Type.String()), token_id: Type.Optional(Type.String()),
   sandbox: Type.Optional(Type.String()), target: Type.Optional(Type.String()), detail: Type.Optional(Type.String()),
 });
+const MB = 1024 * 1024;
 const IsoTime = Type.String({ maxLength: 40, description: 'ISO 8601 time, e.g. 2026-11-26T05:00:00Z' });
 
 function requireAdmin(principal: Caller): void {
@@ -51,7 +54,7 @@ function isoOrBad(value: string | undefined, name: string): string | undefined {
  * sandbox with its owner, and the audit log. Admins act on any sandbox through the ordinary
  * sandbox routes (authorizeSandbox lets them). Every change here is an audit row.
  */
-export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, { store, lifecycle, admission, sessions }) => {
+export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, { store, lifecycle, admission, sessions, usage }) => {
   const tags = ['admin'];
   app.addHook('preHandler', async (request) => requireAdmin(request.principal));
 
@@ -140,13 +143,15 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
 
   app.get('/admin/sandboxes', {
     schema: {
-      tags, summary: 'Every sandbox with its owner, status, limits and last activity',
+      tags, summary: 'Every sandbox with its owner, status, limits, last activity, host and memory in use now',
       response: {
         200: Type.Array(Type.Object({
           name: Type.String(), owner: Type.String(), status: Type.String(), created_at: Type.String(),
           memory_mb: Type.Number(), cpus: Type.Number(), idle_timeout: Type.String(),
           stops_at: Type.Union([Type.String(), Type.Null()]),
           last_activity_at: Type.Union([Type.String(), Type.Null()], { description: 'Of a running sandbox: when traffic or a start last renewed its idle countdown.' }),
+          host: Type.Union([Type.String(), Type.Null()], { description: "The host of the engine that runs the sandbox (its own name for itself); null if it did not answer in time." }),
+          memory_now_mb: Type.Union([Type.Number(), Type.Null()], { description: 'Memory the sandbox uses now (as docker stats counts it), in MB; null when not running or not answered in time.' }),
         })),
         ...errorResponses(401, 403),
       },
@@ -154,16 +159,23 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   }, async () => {
     const records = (await store.sandboxes.listAll()).filter((r) => !r.archived_at);
     const owners = new Map((await store.users.list()).map((u) => [u.id, u]));
-    const summaries = await lifecycle.list(records);
+    const [summaries, hosts, memory] = await Promise.all([
+      lifecycle.list(records),
+      Promise.all(records.map((r) => lifecycle.hostOf(r.name))),
+      Promise.all(records.map((r) => usage.memoryNow(r.name))),
+    ]);
     const defaults = admission.quotasOf({});
     return summaries.map((s, i) => {
       const record = records[i]!;
+      const memoryBytes = memory[i]!;
       const idle = parseDuration(s.idle_timeout);
       return {
         name: s.name, owner: owners.get(record.owner_id)?.name ?? record.owner_id, status: s.status, created_at: s.created_at,
         memory_mb: record.memory_mb ?? defaults.memory_mb, cpus: record.cpus ?? defaults.cpus, idle_timeout: s.idle_timeout,
         stops_at: s.stops_at,
         last_activity_at: s.stops_at && idle ? new Date(Date.parse(s.stops_at) - idle).toISOString() : null,
+        host: hosts[i]!,
+        memory_now_mb: memoryBytes === null ? null : Math.round((memoryBytes / MB) * 10) / 10,
       };
     });
   });

@@ -63,6 +63,9 @@ export interface ContainerSpec {
   limits?: { memoryMb?: number; cpus?: number };
 }
 
+/** An admin's list of every sandbox must not wait long on the engine's name. */
+const HOST_ASK_MS = 2000;
+
 /** Labels on everything the runtime creates, so a reconcile pass or a clean-up finds it. */
 export const LABEL_SANDBOX = 'svc.sandbox';
 export const LABEL_INSTANCE = 'svc.instance';
@@ -95,12 +98,30 @@ export interface DockerRuntimeOptions {
  */
 export class DockerRuntime {
   private readonly exec: SandboxExec;
+  private engineName?: Promise<string>;
 
   constructor(
     private readonly docker: Docker,
     private readonly opts: DockerRuntimeOptions,
   ) {
     this.exec = new SandboxExec(docker);
+  }
+
+  /**
+   * The host a sandbox runs on, as its engine names itself (`docker info`): one engine today, so
+   * the same for every sandbox. Asked once, given HOST_ASK_MS; null (asked again next time) when
+   * the engine does not answer by then.
+   */
+  async hostOf(_name: string): Promise<string | null> {
+    // dockerode passes abortSignal on to its request, though its types for info() take no options
+    const info = this.docker.info as unknown as (opts: { abortSignal: AbortSignal }) => Promise<{ Name: string }>;
+    this.engineName ??= info.call(this.docker, { abortSignal: AbortSignal.timeout(HOST_ASK_MS) }).then((answer) => answer.Name);
+    try {
+      return await this.engineName;
+    } catch {
+      this.engineName = undefined;
+      return null;
+    }
   }
 
   async inspect(name: string): Promise<RuntimeState> {

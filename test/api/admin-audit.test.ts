@@ -5,7 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
+import { SANDBOX_CLI } from '../../harness/sandbox-engine.ts';
 import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
+import { resourceNames } from '../../lifecycle/names.ts';
 import { svcCli } from '../helpers/svc-cli.ts';
 
 const run = promisify(execFile);
@@ -43,6 +45,13 @@ describe('admin and audit log', () => {
   const ok = (res: Answer, status = 200) => assert.equal(res.status, status, answerOf(res));
   const asRoot = (method: string, route: string, body?: unknown) => call(method, route, { token: root.token }, body);
   const asAlice = (method: string, route: string, body?: unknown) => call(method, route, { token: alice.token }, body);
+  /** What the docker CLI says of the sandbox engine: its name, and a container's memory in use (MiB). */
+  const engineName = async () => (await run('docker', [...SANDBOX_CLI, 'info', '--format', '{{.Name}}'])).stdout.trim();
+  const memoryByCli = async (name: string) => {
+    const shown = (await run('docker', [...SANDBOX_CLI, 'stats', '--no-stream', '--format', '{{.MemUsage}}', resourceNames(name).container])).stdout;
+    const [, value, unit] = /^([\d.]+)([KMG]i?B)/.exec(shown.trim())!;
+    return Number(value) * ({ KiB: 1 / 1024, MiB: 1, GiB: 1024 } as Record<string, number>)[unit!]!;
+  };
   const audit = async (query: string) => {
     const res = await asRoot('GET', `/api/admin/audit?${query}`);
     ok(res);
@@ -113,6 +122,15 @@ describe('admin and audit log', () => {
     assert.equal((await asAlice('GET', '/api/admin/audit')).status, 403);
     assert.equal((await call('GET', '/api/admin/users', { token: await t.limitedToken(root.id, sandbox).catch(() => '') })).status, 401, 'an admin token limited to a sandbox of another user cannot even be made');
     assert.equal((await asRoot('GET', '/api/admin/users')).status, 200);
+
+    // every sandbox with the host that runs it and the memory it uses now, as the engine counts it
+    const [listed, cliMemory, engine] = await Promise.all([asRoot('GET', '/api/admin/sandboxes'), memoryByCli(sandbox), engineName()]);
+    ok(listed);
+    const row = listed.body.find((s: { name: string }) => s.name === sandbox);
+    assert.deepEqual([row.status, row.host, row.memory_mb], ['running', engine, 2048]);
+    assert.ok(row.memory_now_mb > 1 && row.memory_now_mb < row.memory_mb, `memory now: ${row.memory_now_mb} MB`);
+    const ratio = row.memory_now_mb / cliMemory;
+    assert.ok(ratio > 0.5 && ratio < 2, `the service says ${row.memory_now_mb} MB, docker stats ${cliMemory} MiB`);
   });
 
   it('disabling a user refuses their tokens and sessions at once and puts their sandboxes to sleep; enabling lets them back', async () => {
@@ -160,7 +178,8 @@ describe('admin and audit log', () => {
     assert.ok(row.last_sign_in_at, 'last sign-in shown');
     const all = await asRoot('GET', '/api/admin/sandboxes');
     ok(all);
-    assert.deepEqual(all.body.map((s: { name: string; owner: string; status: string }) => [s.name, s.owner, s.status]), [[sandbox, alice.name, 'exited']]);
+    assert.deepEqual(all.body.map((s: { name: string; owner: string; status: string; host: string; memory_now_mb: number | null }) => [s.name, s.owner, s.status, s.host, s.memory_now_mb]),
+      [[sandbox, alice.name, 'exited', await engineName(), null]], 'asleep: on its host, using no memory');
   });
 
   it('one audit row per action, with the right actor, token and address', async () => {

@@ -6,6 +6,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { createToken, createUser } from '../../accounts/index.ts';
 import { UI_DIST } from '../../api/plugins/ui.ts';
 import { launchChromium } from '../../harness/browser.ts';
+import { sandboxDocker } from '../../harness/sandbox-engine.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
 const ARTIFACTS = path.resolve('test-artifacts/ui');
@@ -95,7 +96,12 @@ describe('admin view in Chromium', () => {
     assert.deepEqual(cells.slice(0, 4), [alice.name, 'active', '1 / 20', '1 / 5']);
     assert.notEqual(cells[4], 'never', 'her sign-in is shown');
     const box = row(`tr[data-sandbox="${sandbox}"] td`);
-    assert.deepEqual((await box.allTextContents()).slice(0, 4), [sandbox, alice.name, 'running', '2048 MB, 1.5 CPUs']);
+    await box.first().waitFor(); // the sandboxes come in an answer of their own, after the users' maybe
+    const boxCells = await box.allTextContents();
+    assert.deepEqual(boxCells.slice(0, 4), [sandbox, alice.name, 'running', '2048 MB, 1.5 CPUs']);
+    const memoryNow = /^(\d+) MB$/.exec(boxCells[4]!);
+    assert.ok(memoryNow && Number(memoryNow[1]) > 0 && Number(memoryNow[1]) < 2048, `memory now: ${boxCells[4]}`);
+    assert.equal(boxCells[5], (await sandboxDocker().info()).Name, 'the host of the engine that runs it');
     await row('table.audit tr[data-action="sandbox.create"]').first().waitFor();
     await admin.page.getByLabel('Action').fill('session.');
     await admin.page.getByRole('button', { name: 'Filter' }).click();

@@ -10,7 +10,14 @@ export interface AdminUser extends User {
   own_quotas: Array<keyof Quotas>;
   usage: { sandboxes: number; running: number };
 }
-export interface AdminSandbox { name: string; owner: string; status: Status; created_at: string; memory_mb: number; cpus: number; idle_timeout: string; stops_at: string | null; last_activity_at: string | null }
+export interface AdminSandbox {
+  name: string; owner: string; status: Status; created_at: string; memory_mb: number; cpus: number; idle_timeout: string;
+  stops_at: string | null; last_activity_at: string | null;
+  /** The engine host that runs it; null if it did not answer in time. */
+  host: string | null;
+  /** Memory in use now, MB; null when not running or not answered in time. */
+  memory_now_mb: number | null;
+}
 export interface AuditRow { id: string; at: string; action: string; outcome: string; source: string; actor_id?: string; actor_name?: string; token_id?: string; sandbox?: string; target?: string; detail?: string }
 export interface Me extends User { quotas: Quotas; usage: { sandboxes: number; running: number; wakes_this_hour: number } }
 

@@ -118,15 +118,17 @@ function Sandboxes() {
       <ErrorNote error={error} />
       {rows && (
         <table class="admin-sandboxes">
-          <thead><tr><th>Sandbox</th><th>Owner</th><th>Status</th><th class="wide">Limits</th><th>Last activity</th></tr></thead>
+          <thead><tr><th>Sandbox</th><th>Owner</th><th>Status</th><th class="wide">Limits</th><th>Memory now</th><th class="wide">Host</th><th>Last activity</th></tr></thead>
           <tbody>
-            {rows.length === 0 && <tr><td colSpan={5} class="muted">No sandboxes.</td></tr>}
+            {rows.length === 0 && <tr><td colSpan={7} class="muted">No sandboxes.</td></tr>}
             {rows.map((s) => (
               <tr key={s.name} data-sandbox={s.name}>
                 <td><a href={`#/sandboxes/${enc(s.name)}`}>{s.name}</a></td>
                 <td>{s.owner}</td>
                 <td><StatusBadge status={s.status} /></td>
                 <td class="wide">{s.memory_mb} MB, {s.cpus} CPUs</td>
+                <td>{s.memory_now_mb === null ? '—' : `${Math.round(s.memory_now_mb)} MB`}</td>
+                <td class="wide">{s.host ?? '—'}</td>
                 <td>{s.last_activity_at ? date(s.last_activity_at) : '—'}</td>
               </tr>
             ))}

@@ -44,8 +44,10 @@ export class OciClient {
         });
         req.on('error', (err: NodeJS.ErrnoException) => {
           // A kept-alive connection the server closed (for idleness) as we picked it: send again
-          // once on a new one, as docker's Go transport does, when sending twice is harmless.
-          const resendable = IDEMPOTENT.has(method) && !(opts.body instanceof Readable);
+          // once on a new one, as docker's Go transport does, when sending twice is harmless. A POST
+          // without a body (an upload's start) is: a second one only opens an upload nobody uses.
+          const harmless = IDEMPOTENT.has(method) || (method === 'POST' && !opts.body);
+          const resendable = harmless && !(opts.body instanceof Readable);
           if (!again && resendable && req.reusedSocket && STALE.has(err.code ?? '')) return send(true);
           reject(err);
         });

@@ -3,7 +3,12 @@ import type { AppRoute, EdgeBackend } from '../backend.ts';
 
 /** How often a held request's app is looked at while its sandbox wakes. */
 const LOOK_EVERY_MS = 100;
-/** A connection attempt to the app while it may still be starting. */
+/**
+ * A connection attempt to the app while it may still be starting. While the inner engine brings the
+ * app's container up, its port rule can already send a SYN to a container that is not there yet:
+ * nothing answers and the SYN is sent again only after a second. So a look never waits for the one
+ * before it: a new attempt goes out every LOOK_EVERY_MS, and the first that connects wins.
+ */
 const PROBE_TIMEOUT_MS = 1_000;
 
 /**
@@ -43,12 +48,18 @@ export class WakeHold {
   }
 
   private async lookOut(label: string, lookout: { waiting: number }): Promise<AppRoute | null> {
+    let connected: AppRoute | undefined;
+    let onConnect: () => void = () => undefined;
+    const won = new Promise<void>((resolve) => { onConnect = resolve; });
     for (;;) {
       const app = await this.backend.resolveApp(label, { fresh: true }).catch(() => undefined);
+      if (connected) return connected;
       if (app === null) return null;
       const target = app?.status === 'running' ? app.target : undefined;
-      if (target && !target.loopbackOnly && (await accepts(target))) return target;
-      await new Promise((r) => setTimeout(r, LOOK_EVERY_MS));
+      // not awaited: at most PROBE_TIMEOUT_MS / LOOK_EVERY_MS attempts are in flight per address
+      if (target && !target.loopbackOnly) void accepts(target).then((ok) => { if (ok && !connected) { connected = target; onConnect(); } });
+      await Promise.race([won, new Promise((r) => setTimeout(r, LOOK_EVERY_MS))]);
+      if (connected) return connected;
       if (lookout.waiting === 0) return null;
     }
   }

@@ -1,106 +1,156 @@
 /**
- * What metrics cost (docs/operations.md): metrics on against metrics off (the baseline), side by side
- * in one run, rounds alternating between the two so a busy moment of the machine hits both alike.
+ * What metrics cost (docs/operations.md#metrics): metrics on against metrics off (the baseline) in
+ * one run, every lane in a process of its own (bench/support/ops-lane.ts).
  *
- * 1. Edge throughput: two edges in this process, one given the service's metrics and one without,
- *    in front of the same keep-alive app on loopback; requests/s with autocannon (CONNECTIONS
- *    connections, SECONDS seconds) through each edge's TLS port to the app's address, and the
- *    process's CPU time per request (edge, app and load generator alike: the difference is the
- *    edge's), which a busy machine disturbs less than requests/s. One warm-up run each first.
- * 2. Wake time: two whole services (SVC_METRICS on and off), one sandbox each, put to sleep and
- *    started again; from the call until the sandbox's engine answers.
+ * 1. Edge: two edge processes, one with the service's metrics (prom-client's default metrics
+ *    included) and one without, in front of the same keep-alive app (this process), each loaded by
+ *    a load generator process of its own (autocannon) at the same time: whatever else the machine
+ *    runs meanwhile (on a shared 2-core machine, a lot) hits both lanes alike, which runs one after
+ *    the other do not guarantee. Per round: each edge's requests/s and its process's CPU time per
+ *    request (the cost itself; requests/s also depends on how the scheduler shares the cores).
+ *    The generators swap edges each round.
+ * 2. Wake: two whole services (SVC_METRICS on and off), one sandbox each, put to sleep and started
+ *    again, one after the other, which goes first alternating by round; from the call until the
+ *    sandbox's engine answers.
  *
- * Medians over ROUNDS; the figure is on/off. Target: within 3 %.
+ * Each figure: the median over ROUNDS of each lane, and the median of the rounds' own on/off ratios
+ * with their range (a round compares two runs seconds apart). Target: within 3 %.
  *
- *   npm run bench:ops            (ROUNDS=5 SECONDS=5 CONNECTIONS=20 by default)
+ *   npm run bench:ops            (ROUNDS=9 SECONDS=5 CONNECTIONS=20 by default)
  */
+import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import autocannon from 'autocannon';
-import { ServiceMetrics } from '../ops/metrics.ts';
-import { startTestEdge, TestBackend, type TestEdge } from '../harness/edge.ts';
-import { openEdgeSandbox, type EdgeSandbox } from '../harness/edge-sandbox.ts';
-import { startTestService, type TestService } from '../harness/service.ts';
+import os from 'node:os';
+import path from 'node:path';
+import type { LaneOp, LoadResult, ProfileShares } from './support/ops-lane.ts';
 
-const ROUNDS = Number(process.env.ROUNDS ?? 5);
+const ROUNDS = Number(process.env.ROUNDS ?? 9);
 const SECONDS = Number(process.env.SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 20);
-const LABEL = 'svc-bench-web';
-const HOST = `${LABEL}.localhost`;
+const APP_LABEL = 'svc-bench-web';
+const HOST = `${APP_LABEL}.localhost`;
 const BODY = 'hello world\n';
+const LANE = path.join(import.meta.dirname, 'support', 'ops-lane.ts');
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const alternate = <T>(round: number, pair: T[]) => (round % 2 ? [...pair].reverse() : pair);
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+const alternate = <T>(round: number, pair: readonly T[]) => (round % 2 ? [...pair].reverse() : [...pair]);
 
-interface EdgeLane { label: string; edge: TestEdge; rps: number[]; cpuUs: number[] }
-interface WakeLane { label: string; t: TestService; sb: EdgeSandbox; ms: number[] }
+/** A lane process and its requests: one answer per request id. */
+class Lane {
+  private next = 1;
+  private readonly waiting = new Map<number, { resolve: (answer: any) => void; reject: (err: Error) => void }>();
+  readonly ready: Promise<any>;
+  readonly child: ChildProcess;
 
-async function throughput(lane: EdgeLane, record = true): Promise<void> {
-  const cpu0 = process.cpuUsage();
-  const r = await autocannon({
-    url: `https://127.0.0.1:${lane.edge.port}/`,
-    connections: CONNECTIONS,
-    duration: SECONDS,
-    headers: { host: HOST },
-    servername: HOST,
-  } as autocannon.Options);
-  if (r.errors + r.non2xx > 0) throw new Error(`${lane.label}: ${r.errors} errors, ${r.non2xx} non-2xx answers`);
-  const cpu = process.cpuUsage(cpu0);
-  if (!record) return;
-  lane.rps.push(r.requests.average);
-  lane.cpuUs.push((cpu.user + cpu.system) / Math.max(1, r.requests.total));
+  constructor(readonly label: string, args: string[]) {
+    this.child = fork(LANE, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    this.ready = new Promise((resolve, reject) => this.waiting.set(0, { resolve, reject }));
+    this.child.on('message', (m: { id: number; error?: string }) => {
+      const done = this.waiting.get(m.id);
+      this.waiting.delete(m.id);
+      if (m.error) done?.reject(new Error(`${label}: ${m.error}`));
+      else done?.resolve(m);
+    });
+    this.child.once('exit', (code) => {
+      for (const { reject } of this.waiting.values()) reject(new Error(`${label}: exited with ${code}`));
+    });
+  }
+
+  ask<T = any>(req: LaneOp): Promise<T & { cpuUs: number; opCpuUs: number }> {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      this.child.send({ ...req, id });
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.child.exitCode === null && this.child.connected) await this.ask({ op: 'close' });
+  }
 }
 
-async function wake(lane: WakeLane): Promise<void> {
-  const { lifecycle } = lane.t.service;
-  await lifecycle.sleep(lane.sb.name, 'bench');
-  const t0 = performance.now();
-  await lifecycle.start(lane.sb.name);
-  lane.ms.push(performance.now() - t0);
-}
+interface EdgeFigures { rps: number[]; cpuUs: number[]; loadCpuUs: number[]; metricsShare: number[]; gcShare: number[] }
+const figures = (): EdgeFigures => ({ rps: [], cpuUs: [], loadCpuUs: [], metricsShare: [], gcShare: [] });
 
 const app = http.createServer((_req, res) => {
   res.writeHead(200, { 'content-type': 'text/plain', 'content-length': BODY.length });
   res.end(BODY);
 });
 await new Promise<void>((resolve) => app.listen(0, '127.0.0.1', resolve));
-const backend = new TestBackend();
-backend.addApp(LABEL, 'svc-bench', { host: '127.0.0.1', port: (app.address() as AddressInfo).port });
-const edges: EdgeLane[] = [
-  { label: 'metrics off', edge: await startTestEdge(backend), rps: [], cpuUs: [] },
-  { label: 'metrics on', edge: await startTestEdge(backend, { metrics: new ServiceMetrics() }), rps: [], cpuUs: [] },
+const appPort = (app.address() as AddressInfo).port;
+
+const edge = (label: string, mode: 'on' | 'off') => ({ lane: new Lane(label, ['edge', String(appPort), APP_LABEL, mode]), port: 0, f: figures() });
+// the second "off" edge is the control: the same code twice shows how far this machine's noise goes
+const edges = [edge('edge, metrics off', 'off'), edge('edge, metrics on', 'on'), edge('edge, metrics off (control)', 'off')];
+const loads = edges.map((_, i) => new Lane(`load generator ${i + 1}`, ['load']));
+const services = [
+  { lane: new Lane('service, metrics off', ['service', 'off']), ms: [] as number[] },
+  { lane: new Lane('service, metrics on', ['service', 'on']), ms: [] as number[] },
 ];
-const wakes: WakeLane[] = [];
+
+/** Every edge under load at once, each from its own generator (they rotate by round), profiled meanwhile. */
+async function edgeRound(round: number, record = true): Promise<void> {
+  const generators = loads.map((_, i) => loads[(i + round) % loads.length]!);
+  await Promise.all(edges.map((e) => e.lane.ask({ op: 'profile-start' })));
+  const cpu0 = await Promise.all(edges.map((e) => e.lane.ask({ op: 'cpu' })));
+  const results = await Promise.all(edges.map((e, i) =>
+    generators[i]!.ask<LoadResult>({ op: 'load', port: e.port, host: HOST, seconds: SECONDS, connections: CONNECTIONS })));
+  const cpu1 = await Promise.all(edges.map((e) => e.lane.ask({ op: 'cpu' })));
+  const profiles = await Promise.all(edges.map((e) => e.lane.ask<ProfileShares>({ op: 'profile-stop' })));
+  edges.forEach(({ lane, f }, i) => {
+    const r = results[i]!;
+    if (r.errors + r.non2xx > 0) throw new Error(`${lane.label}: ${r.errors} errors, ${r.non2xx} non-2xx answers`);
+    if (!record) return;
+    f.rps.push(r.requests / SECONDS);
+    f.cpuUs.push((cpu1[i]!.cpuUs - cpu0[i]!.cpuUs) / r.requests);
+    f.loadCpuUs.push(r.opCpuUs / r.requests);
+    f.metricsShare.push(profiles[i]!.metrics);
+    f.gcShare.push(profiles[i]!.gc);
+  });
+}
+
 try {
-  for (const [label, metrics] of [['metrics off', false], ['metrics on', true]] as const) {
-    const t = await startTestService({ metrics });
-    wakes.push({ label, t, sb: await openEdgeSandbox(t, 'bench-ops'), ms: [] });
-  }
-  for (const lane of edges) await throughput(lane, false);
+  await Promise.all(loads.map((l) => l.ready));
+  for (const e of edges) e.port = (await e.lane.ready).port;
+  await Promise.all(services.map((s) => s.lane.ready));
+  await edgeRound(0, false); // warm-up: JIT
+  for (const s of services) await s.lane.ask({ op: 'wake' });
   for (let round = 0; round < ROUNDS; round++) {
-    for (const lane of alternate(round, edges)) await throughput(lane);
-    for (const lane of alternate(round, wakes)) await wake(lane);
-    process.stderr.write(`round ${round + 1}/${ROUNDS} done\n`);
+    await edgeRound(round);
+    for (const s of alternate(round, services)) s.ms.push((await s.lane.ask<{ ms: number }>({ op: 'wake' })).ms);
+    process.stderr.write(`round ${round + 1}/${ROUNDS} done (load average ${os.loadavg()[0]!.toFixed(1)})\n`);
   }
-  const [offEdge, onEdge] = edges as [EdgeLane, EdgeLane];
-  const [offWake, onWake] = wakes as [WakeLane, WakeLane];
-  const ratio = (on: number, off: number) => `${(on / off).toFixed(3)} (${((on / off - 1) * 100).toFixed(1)} %)`;
+
+  const [off, on, control] = edges.map((e) => e.f) as [EdgeFigures, EdgeFigures, EdgeFigures];
+  const [wakeOff, wakeOn] = services.map((s) => s.ms) as [number[], number[]];
+  const pct = (r: number) => `${r >= 1 ? '+' : ''}${((r - 1) * 100).toFixed(1)} %`;
+  /** The median of the rounds' own ratios, and their range. */
+  const paired = (a: number[], b: number[]) => {
+    const ratios = a.map((x, i) => x / b[i]!);
+    return `${median(ratios).toFixed(3)} (${pct(median(ratios))}; ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})`;
+  };
+  const spread = (xs: number[], digits = 0) => `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`;
+  const share = (xs: number[]) => `${(median(xs) * 100).toFixed(2)} % (${(Math.min(...xs) * 100).toFixed(2)}–${(Math.max(...xs) * 100).toFixed(2)})`;
   const rows = [
-    ['', 'metrics off (baseline)', 'metrics on', 'on/off'],
-    ['edge throughput, req/s', median(offEdge.rps).toFixed(0), median(onEdge.rps).toFixed(0), ratio(median(onEdge.rps), median(offEdge.rps))],
-    ['CPU per request, µs', median(offEdge.cpuUs).toFixed(0), median(onEdge.cpuUs).toFixed(0), ratio(median(onEdge.cpuUs), median(offEdge.cpuUs))],
-    ['wake from asleep, ms', median(offWake.ms).toFixed(0), median(onWake.ms).toFixed(0), ratio(median(onWake.ms), median(offWake.ms))],
+    ['', 'metrics off (baseline)', 'metrics on', 'on/off (rounds)', 'control/off (rounds)'],
+    ['edge throughput, req/s', spread(off.rps), spread(on.rps), paired(on.rps, off.rps), paired(control.rps, off.rps)],
+    ['edge CPU per request, µs', spread(off.cpuUs, 1), spread(on.cpuUs, 1), paired(on.cpuUs, off.cpuUs), paired(control.cpuUs, off.cpuUs)],
+    ['wake from asleep, ms', spread(wakeOff), spread(wakeOn), paired(wakeOn, wakeOff), ''],
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  console.log(`metrics on vs off: medians of ${ROUNDS} rounds; throughput ${SECONDS} s x ${CONNECTIONS} keep-alive connections per run`);
+  console.log(`metrics on vs off, ${ROUNDS} rounds: medians (min–max); three edges loaded at once, ${SECONDS} s x ${CONNECTIONS} keep-alive connections each; ` +
+    'control: a second edge without metrics');
   for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  '));
-  console.log(`every round: throughput off ${offEdge.rps.map((x) => x.toFixed(0)).join(' ')}, on ${onEdge.rps.map((x) => x.toFixed(0)).join(' ')}; ` +
-    `wake off ${offWake.ms.map((x) => x.toFixed(0)).join(' ')}, on ${onWake.ms.map((x) => x.toFixed(0)).join(' ')}`);
+  console.log(`metrics code in the metrics-on edge's CPU profile: ${share(on.metricsShare)} of its busy time (off: ${share(off.metricsShare)}); ` +
+    `garbage collection: on ${share(on.gcShare)}, off ${share(off.gcShare)}, control ${share(control.gcShare)}`);
+  console.log(`load generators' CPU per request: ${spread([...off.loadCpuUs, ...on.loadCpuUs, ...control.loadCpuUs], 1)} µs (processes of their own, on the same ${os.cpus().length} cores); ` +
+    `load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
 } finally {
-  for (const lane of wakes) {
-    lane.sb.close();
-    await lane.t.close();
-  }
-  for (const lane of edges) await lane.edge.close();
+  await Promise.allSettled([...loads, ...edges.map((e) => e.lane), ...services.map((s) => s.lane)].map((l) => l.close()));
   app.close();
 }

@@ -116,6 +116,20 @@ describe('admin view in Chromium', () => {
     await admin.page.setViewportSize(DESKTOP);
   });
 
+  uiTest("the admin opens another user's sandbox from the list and acts on it as its owner would", async () => {
+    await row(`tr[data-sandbox="${sandbox}"]`).getByRole('link', { name: sandbox }).click();
+    await admin.page.getByRole('heading', { level: 1, name: sandbox }).waitFor();
+    const idle = admin.page.locator('form', { has: admin.page.getByLabel('Idle timeout') });
+    await idle.getByLabel('Idle timeout').fill('2h');
+    await idle.getByRole('button', { name: 'Save' }).click();
+    await idle.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+    assert.equal((await t.service.store.sandboxes.get(sandbox))?.idle_timeout, '2h');
+    const [patch] = (await t.service.store.audit.query({ action: 'sandbox.patch', sandbox })).rows;
+    assert.deepEqual([patch?.actor_name, patch?.detail], [`boss-${t.config.redisPrefix}`, '{"idle_timeout":"2h"}'], "the admin's change, in the audit log");
+    await goto(admin.page, `${site}/#/admin`);
+    await admin.page.getByRole('heading', { level: 1, name: 'Admin' }).waitFor();
+  });
+
   uiTest('the admin creates a user whose password is shown once and works', async () => {
     const name = `carol-${t.config.redisPrefix}`;
     await admin.page.getByLabel('New user').fill(name);

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, enc } from '../api.ts';
+import { api, ApiError, enc } from '../api.ts';
 import { ErrorNote, StatusBadge, useAction } from '../components.tsx';
 import { isNever, showDuration, toApiDuration, when } from '../format.ts';
 import type { Sandbox, SandboxSummary } from '../types.ts';
@@ -71,6 +71,26 @@ export function SandboxList() {
   );
 }
 
+/**
+ * POST /sandboxes. Creating one adds a network on the service's host, and a browser on that host
+ * aborts requests in flight when its addresses change: the service still creates the sandbox. So a
+ * named create that got no answer looks for the sandbox before it reports a failure.
+ */
+async function create(body: Record<string, string>): Promise<Sandbox> {
+  try {
+    return await api<Sandbox>('POST', '/sandboxes', body);
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.code !== 'SVC_OFFLINE' || !body.name) throw err;
+    const name = body.name.startsWith('svc-') ? body.name : `svc-${body.name}`;
+    for (let look = 1; look <= 5; look++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const found = await api<Sandbox>('GET', `/sandboxes/${enc(name)}`).catch(() => undefined);
+      if (found) return found;
+    }
+    throw err;
+  }
+}
+
 function NewSandbox({ onCreated }: { onCreated: (s: Sandbox) => void }) {
   const [open, setOpen] = useState(false);
   const [busy, error, run] = useAction();
@@ -82,7 +102,7 @@ function NewSandbox({ onCreated }: { onCreated: (s: Sandbox) => void }) {
       const v = String(form.get(key) ?? '').trim();
       if (v) body[key] = key.endsWith('timeout') || key.endsWith('after') ? toApiDuration(v) : v;
     }
-    void run(async () => onCreated(await api<Sandbox>('POST', '/sandboxes', body)));
+    void run(async () => onCreated(await create(body)));
   };
   if (!open) return <p><button type="button" class="primary" onClick={() => setOpen(true)}>New sandbox</button></p>;
   return (

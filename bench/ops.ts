@@ -148,6 +148,9 @@ try {
   for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  '));
   console.log(`metrics code in the metrics-on edge's CPU profile: ${share(on.metricsShare)} of its busy time (off: ${share(off.metricsShare)}); ` +
     `garbage collection: on ${share(on.gcShare)}, off ${share(off.gcShare)}, control ${share(control.gcShare)}`);
+  const perRound = (xs: number[], digits: number) => xs.map((x) => x.toFixed(digits)).join(' ');
+  console.log(`by round, metrics on: CPU per request ${perRound(on.cpuUs, 0)} µs, metrics code ${perRound(on.metricsShare.map((x) => x * 100), 2)} %; ` +
+    `off: CPU per request ${perRound(off.cpuUs, 0)} µs; wake on ${perRound(wakeOn, 0)}, off ${perRound(wakeOff, 0)} ms`);
   console.log(`load generators' CPU per request: ${spread([...off.loadCpuUs, ...on.loadCpuUs, ...control.loadCpuUs], 1)} µs (processes of their own, on the same ${os.cpus().length} cores); ` +
     `load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
 } finally {

@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Docker from 'dockerode';
 import type { FastifyInstance } from 'fastify';
 import type { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -15,11 +14,9 @@ import { OidcSignIn } from './accounts/oidc.ts';
 import { addressesOf } from './core/addresses.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
-import { DockerRuntime, IdleSessions, Lifecycle, startLifecycleWorker } from './lifecycle/index.ts';
-import type { DockerRuntimeOptions } from './lifecycle/runtime/docker-runtime.ts';
+import { IdleSessions, Lifecycle, openDockerRuntime, procNetTcp, startLifecycleWorker, type SandboxRuntime } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { AppDirectory } from './lifecycle/apps/app-directory.ts';
-import { SandboxExec } from './lifecycle/runtime/sandbox-exec.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
 import { SandboxCommands } from './exec/index.ts';
 import { SandboxUsage } from './lifecycle/usage.ts';
@@ -35,8 +32,6 @@ import { readiness, serviceChecks } from './ops/health.ts';
 import { countingStoreErrors } from './ops/store-errors.ts';
 import { startScanning, type Scanning } from './scanner/index.ts';
 import { loadRulesFile } from './scanner/operator-rules.ts';
-import { installEgressRules, openPort } from './lifecycle/runtime/egress-firewall.ts';
-import { engineClient } from './lifecycle/runtime/engine-client.ts';
 
 export interface Service {
   config: Config;
@@ -44,7 +39,7 @@ export interface Service {
   lifecycle: Lifecycle;
   api: FastifyInstance;
   edge: Edge;
-  docker: Docker;
+  runtime: SandboxRuntime;
   registry: Registry;
   /** Absent with SVC_METRICS=off. */
   metrics?: ServiceMetrics;
@@ -59,7 +54,8 @@ export interface Service {
 export async function startService(config: Config, logger: Logger): Promise<Service> {
   // An operator's scan rules file is checked first: a bad one stops the start before anything runs.
   const scanRules = config.scanRulesFile ? loadRulesFile(config.scanRulesFile) : undefined;
-  const docker = await sandboxEngine(config, logger);
+  const transferRoot = path.join(config.dataDir, 'transfer');
+  const { runtime, openServicePort } = await openDockerRuntime(config, logger, transferRoot);
   // The data folder holds the store, the CA key, archives and the registry: the service's alone,
   // whatever mode an operator pre-created it with.
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -84,21 +80,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const sealed = await store.sandboxes.sealPlainRecords();
   if (sealed > 0) logger.info({ sealed }, 'store: sealed the engine keys of records written before sealing');
   const queue = new LifecycleQueue(redis, config.redisPrefix);
-  const transferRoot = path.join(config.dataDir, 'transfer');
-  const runtime = new DockerRuntime(docker, {
-    image: config.sandboxImage,
-    runtime: config.sandboxRuntime,
-    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
-    instance: config.redisPrefix,
-    logger,
-    transferRoot,
-    move: await mainEngineMove(config, docker, logger),
-  });
   const apps = new AppDirectory(
     redis,
     config.redisPrefix,
     logger.child({ part: 'apps' }),
-    (sandbox, pid) => runtime.procNetTcp(sandbox, pid),
+    (sandbox, pid) => procNetTcp(runtime.exec, sandbox, pid),
     async (name) => (await store.sandboxes.get(name)) !== undefined,
   );
   await apps.start();
@@ -124,8 +110,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   await queue.startReconciling();
   await lifecycle.reconcile();
   const rearm = rearmReconciling(queue, lifecycle, logger);
-  const sandboxExec = new SandboxExec(docker);
-  const files = new SandboxFiles(sandboxExec, lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
+  const files = new SandboxFiles(runtime.exec, lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
   const registry: Registry = await startRegistry({ config, store, logger, metrics });
   const scanning = startScanning({ config, store, versions: registry.catalog, blobs: registry.upstream, logger, metrics, ...(scanRules ? { rules: scanRules } : {}) });
   metrics?.observe({
@@ -134,7 +119,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   });
   const api = await buildApi({
     config, store, lifecycle, files, logger,
-    commands: new SandboxCommands(sandboxExec, lifecycle),
+    commands: new SandboxCommands(runtime.exec, lifecycle),
     usage: new SandboxUsage(runtime),
     sessions: new WebSessions(redis, config.redisPrefix),
     signInGuard: new SignInGuard(redis, config.redisPrefix),
@@ -147,13 +132,13 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     passwordSignIn: config.passwordSignIn,
     sseHeartbeatMs: config.sseHeartbeatMs,
     ops: {
-      readiness: () => readiness(serviceChecks({ redis, store, sandboxEngine: docker, registryUpstream: registry.upstream })),
+      readiness: () => readiness(serviceChecks({ redis, store, sandboxEngine: runtime, registryUpstream: registry.upstream })),
       metrics,
     },
   });
   await api.ready();
   // sandboxes reach the service's public port (registry pushes from inside), and nothing else of the host
-  const closePort = config.sandboxRuntime === 'userns' ? await openPort(config.httpsPort) : async () => undefined;
+  const closePort = await openServicePort(config.httpsPort);
   const edge = await startEdge({
     config,
     backend: new LifecycleEdgeBackend(lifecycle, apps, wakeLimits, logger),
@@ -171,7 +156,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     lifecycle,
     api,
     edge,
-    docker,
+    runtime,
     registry,
     metrics,
     scanning,
@@ -201,52 +186,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   };
 }
 
-/**
- * The engine that runs sandbox containers. `userns`: the service's own (scripts/sandbox-engine.sh), which
- * must remap root; its egress rules are installed here. `unisolated`: the main engine, with a warning.
- */
-async function sandboxEngine(config: Config, logger: Logger): Promise<Docker> {
-  const unisolated = config.sandboxRuntime === 'unisolated';
-  // DOCKER_HOST or the local socket for the main engine, as the docker CLI does
-  const docker = unisolated ? new Docker() : engineClient(config.sandboxDockerHost);
-  let security: string[];
-  try {
-    security = (await docker.info()).SecurityOptions ?? [];
-  } catch (err) {
-    throw new Error(unisolated
-      ? `no container engine answers (${(err as Error).message}); run "npm run setup" or set DOCKER_HOST`
-      : `the sandbox engine at ${config.sandboxDockerHost} does not answer (${(err as Error).message}); run "npm run setup" (it starts it with scripts/sandbox-engine.sh)`);
-  }
-  if (unisolated) {
-    logger.warn('SVC_SANDBOX_RUNTIME=unisolated: root in every sandbox is root on this host; use it only on a machine of your own');
-  } else if (config.sandboxRuntime === 'userns') {
-    if (!security.some((o) => o.includes('name=userns'))) {
-      throw new Error(`the sandbox engine at ${config.sandboxDockerHost} does not remap root (no --userns-remap): refusing to run sandboxes as host root; start it with scripts/sandbox-engine.sh`);
-    }
-    await installEgressRules(logger);
-  }
-  return docker;
-}
-
-/**
- * In userns mode, sandboxes made on the main engine (before isolation) move to the sandbox engine at
- * their next creation (lifecycle/runtime/engine-move.ts). Nothing to move from where no main engine runs.
- */
-async function mainEngineMove(config: Config, sandboxEngine: Docker, logger: Logger): Promise<DockerRuntimeOptions['move']> {
-  if (config.sandboxRuntime !== 'userns') return undefined;
-  const main = new Docker();
-  if (!(await main.ping().then(() => true, () => false))) {
-    logger.info('no main engine answers: no sandboxes to move from it');
-    return undefined;
-  }
-  // the remapped root's uid names the data root: /var/lib/svc-sandbox-docker/100000.100000
-  const root = /\/(\d+)\.\d+$/.exec((await sandboxEngine.info()).DockerRootDir ?? '');
-  if (!root) throw new Error('the sandbox engine does not say which uid its root maps to (DockerRootDir without <uid>.<gid>)');
-  return { from: main, rootId: Number(root[1]), stateDir: path.join(config.dataDir, 'moved') };
-}
-
 /** Sandboxes by status for the metrics: the store's records against the engine's containers. */
-async function sandboxCounts(store: Store, runtime: DockerRuntime): Promise<SandboxCounts> {
+async function sandboxCounts(store: Store, runtime: SandboxRuntime): Promise<SandboxCounts> {
   const [records, containers] = await Promise.all([store.sandboxes.listAll(), runtime.list()]);
   const running = new Map(containers.map((c) => [c.name, c.running]));
   const counts: SandboxCounts = { running: 0, asleep: 0, deep_sleep: 0, archived: 0 };

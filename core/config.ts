@@ -8,6 +8,11 @@ export interface Config {
   /** 0 turns the port-80 redirect off. */
   httpPort: number;
   dataDir: string;
+  /**
+   * Where deleted sandboxes' archives go (SVC_ARCHIVE_DIR, default `<dataDir>/archive`): one folder
+   * that every service process can share, whichever of them runs the DELETE.
+   */
+  archiveDir: string;
   redisUrl: string;
   /** `sqlite://…` (default, in the data folder) or `postgres://…`. */
   storeUrl: string;
@@ -190,6 +195,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     httpsPort: int(env, 'SVC_HTTPS_PORT', 443),
     httpPort: int(env, 'SVC_HTTP_PORT', 80),
     dataDir,
+    archiveDir: path.resolve(env.SVC_ARCHIVE_DIR || path.join(dataDir, 'archive')),
     redisUrl: env.REDIS_URL || redisUrlFromFile(env.SVC_REDIS_URL_FILE || '/etc/svc/redis.url') || 'redis://127.0.0.1:6379',
     storeUrl: env.SVC_STORE_URL || `sqlite://${path.join(dataDir, 'svc.sqlite')}`,
     storeTable: env.SVC_STORE_TABLE || 'svc_store',

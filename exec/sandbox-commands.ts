@@ -1,7 +1,7 @@
 import { PassThrough, type Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { Lifecycle } from '../lifecycle/index.ts';
-import type { SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
+import type { SandboxExecutor } from '../lifecycle/index.ts';
 
 export const DEFAULT_TIMEOUT_S = 60;
 export const MAX_TIMEOUT_S = 3600;
@@ -57,7 +57,7 @@ export interface RunningCommand {
  */
 export class SandboxCommands {
   constructor(
-    private readonly exec: SandboxExec,
+    private readonly exec: SandboxExecutor,
     private readonly lifecycle: Lifecycle,
   ) {}
 

@@ -2,10 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { PassThrough, Readable, type Writable } from 'node:stream';
 import tar from 'tar-stream';
 import { errors } from '../core/errors.ts';
-import { statusInWords, type SandboxStatus } from '../core/sandbox-status.ts';
+import { notRunning } from '../core/sandbox-status.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
-import type { RuntimeState } from '../lifecycle/runtime/docker-runtime.ts';
-import type { SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
+import type { RuntimeState, SandboxExecutor } from '../lifecycle/index.ts';
 import { leafName, parseSandboxPath, type SandboxPath } from './paths.ts';
 import { pump } from './pump.ts';
 import { ScriptRunner, ShellGone, type ScriptResult } from './script-runner.ts';
@@ -39,7 +38,7 @@ export class SandboxFiles {
   private readonly scripts: ScriptRunner;
 
   constructor(
-    private readonly exec: SandboxExec,
+    private readonly exec: SandboxExecutor,
     private readonly lifecycle: Lifecycle,
     private readonly pipes: TransferPipes,
     readonly maxUpload: number,
@@ -307,9 +306,6 @@ function parentOf(p: SandboxPath): string {
   return [p.root, ...p.parts.slice(0, -1)].join('/');
 }
 
-export function notRunning(sandbox: string, status: SandboxStatus): Error {
-  return new errors.SandboxNotRunning(sandbox, statusInWords(status), sandbox);
-}
 
 /**
  * The `size` bytes that SEND writes into a transfer pipe, as a stream that ends after the last

@@ -1,4 +1,4 @@
-import type { ExecProcess, SandboxExec } from '../lifecycle/runtime/sandbox-exec.ts';
+import type { ExecProcess, SandboxExecutor } from '../lifecycle/index.ts';
 import { SHELL_SERVER, type Operation } from './scripts.ts';
 
 export interface ScriptRunnerOptions {
@@ -37,7 +37,7 @@ export class ScriptRunner {
   private readonly opts: ScriptRunnerOptions;
 
   constructor(
-    private readonly exec: Pick<SandboxExec, 'start'>,
+    private readonly exec: Pick<SandboxExecutor, 'start'>,
     opts: Partial<ScriptRunnerOptions> = {},
   ) {
     this.opts = { ...DEFAULTS, ...opts };

@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { processAlive } from '../core/process-alive.ts';
-import { TRANSFER_MOUNT, transferFolder } from '../lifecycle/runtime/host-config.ts';
+import { TRANSFER_MOUNT, transferFolder } from '../lifecycle/index.ts';
 
 const run = promisify(execFile);
 

@@ -1,9 +1,5 @@
-import type Docker from 'dockerode';
-import { errors } from '../core/errors.ts';
 import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../lifecycle/apps/app-labels.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
-import { innerEngine } from '../lifecycle/runtime/inner-engine.ts';
-import { notRunning } from './sandbox-files.ts';
 
 /** A row of GET volumes (spec 2.4). */
 export interface VolumeInfo {
@@ -14,21 +10,9 @@ export interface VolumeInfo {
   containers: Array<{ name: string; service: string | null; running: boolean; mount: string }>;
 }
 
-/**
- * A client of a running sandbox's own engine, or 409 (asleep, or engine access not enabled).
- * `timeoutMs: 0` for streams that may stay quiet.
- */
-export async function runningEngine(lifecycle: Lifecycle, sandbox: string, opts: { timeoutMs?: number } = {}): Promise<Docker> {
-  const record = await lifecycle.record(sandbox);
-  if (!record.certs) throw new errors.EngineAccessDisabled(sandbox, sandbox);
-  const state = await lifecycle.status(sandbox);
-  if (state.status !== 'running' || !state.address) throw notRunning(sandbox, state.status);
-  return innerEngine(sandbox, state.address, record.certs, opts);
-}
-
 /** Local-driver volumes of the sandbox's engine, each with the containers that mount it. */
 export async function listVolumes(lifecycle: Lifecycle, sandbox: string): Promise<VolumeInfo[]> {
-  const engine = await runningEngine(lifecycle, sandbox);
+  const engine = await lifecycle.runningEngine(sandbox);
   const [{ Volumes }, containers] = await Promise.all([engine.listVolumes(), engine.listContainers({ all: true })]);
   return (Volumes ?? [])
     .filter((v) => v.Driver === 'local')

@@ -2,7 +2,7 @@ import type { EdgeBackend, ResolvedApp, ResolvedSandbox } from '../edge/backend.
 import type { Logger } from '../core/logger.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
 import type { Lifecycle } from './controller.ts';
-import type { RuntimeState } from './runtime/docker-runtime.ts';
+import type { RuntimeState } from './runtime/sandbox-runtime.ts';
 import type { WakeLimits } from './wake-limits.ts';
 
 /**

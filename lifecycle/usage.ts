@@ -1,8 +1,8 @@
 import { errors } from '../core/errors.ts';
 import { SingleFlight } from '../core/keyed-lock.ts';
-import type { DiskUse, ResourceUse } from './runtime/docker-runtime.ts';
+import type { DiskUse, ResourceUse } from './runtime/sandbox-runtime.ts';
 
-/** What the sampler reads from the engine (DockerRuntime's methods of these names). */
+/** What the sampler reads from the runtime (SandboxRuntime's methods of these names). */
 export interface UsageSource {
   resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined>;
   diskUse(name: string): Promise<DiskUse>;

@@ -1,7 +1,7 @@
 import type { SandboxRecord } from '../store/records.ts';
 import { parseDuration } from './durations.ts';
 import type { SandboxStatus } from '../core/sandbox-status.ts';
-import type { RuntimeState } from './runtime/docker-runtime.ts';
+import type { RuntimeState } from './runtime/sandbox-runtime.ts';
 import type { IdleSession } from './sessions.ts';
 
 export interface EngineAccess {

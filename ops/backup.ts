@@ -4,6 +4,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import type { Config } from '../core/config.ts';
 import { openStore, type AuditRow, type Store } from '../store/index.ts';
 import { Backend, redactUrl } from '../store/kv.ts';
+import { archiveFolder } from '../lifecycle/archive.ts';
 
 /**
  * `svc backup` and `svc restore` (docs/operations.md). One file holds what the store holds: every
@@ -79,7 +80,7 @@ export async function writeBackup(config: Config, file: string, opts: { withSecr
     audit = await allAuditRows(store);
     archives = (await store.sandboxes.listAll())
       .filter((s) => s.archive_path)
-      .map((s) => ({ sandbox: s.name, path: s.archive_path!, bytes: folderBytes(path.join(config.dataDir, s.archive_path!)) }));
+      .map((s) => ({ sandbox: s.name, path: s.archive_path!, bytes: folderBytes(archiveFolder(config.archiveDir, s.archive_path!)) }));
   } finally {
     await store.close();
   }
@@ -182,9 +183,9 @@ function readBackup(file: string): BackupFile {
 /** What the backup points at that is not in it, and not (yet) where the restored service looks. */
 function missingParts(config: Config, backup: BackupFile): string[] {
   const missing: string[] = [];
-  const absent = backup.archives.filter((a) => !fs.existsSync(path.join(config.dataDir, a.path)));
+  const absent = backup.archives.filter((a) => !fs.existsSync(archiveFolder(config.archiveDir, a.path)));
   if (absent.length) {
-    missing.push(`archives: ${absent.length} of ${backup.archives.length} are not under ${config.dataDir}: copy ${absent.map((a) => a.path).join(', ')} from the old data folder (same relative paths)`);
+    missing.push(`archives: ${absent.length} of ${backup.archives.length} are not in ${config.archiveDir} (SVC_ARCHIVE_DIR): copy ${absent.map((a) => a.path.replace(/^archive\//, '')).join(', ')} there from the old archive folder`);
   }
   const versions = backup.records.filter(([key]) => key.startsWith('registry-versions:')).length;
   if (versions > 0 && !config.registryUpstream && !fs.existsSync(path.join(config.dataDir, 'registry', 'storage', 'docker'))) {

@@ -72,6 +72,6 @@ export interface SandboxRecord {
   /** Password of the management tool's `admin` (template `manager`), shown as extras.manager_password. */
   manager_password?: string;
   archived_at?: string;
-  /** Where the archive of an archived sandbox lies, relative to the data folder. */
+  /** Where the archive of an archived sandbox lies: `archive/<name>-<time>`, `archive/` standing for SVC_ARCHIVE_DIR (lifecycle/archive.ts). */
   archive_path?: string;
 }

@@ -6,7 +6,6 @@ import { authorizeSandbox, type Caller } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
 import { MAX_TIMEOUT_S, OUTPUT_LIMIT, type SandboxCommands } from '../../exec/index.ts';
 import { listVolumes, type SandboxFiles } from '../../files/index.ts';
-import { runningEngine } from '../../files/volumes.ts';
 import { MAX_RECENT_LINES, recentLogs } from '../../logs/index.ts';
 import type { Lifecycle, SandboxView } from '../../lifecycle/index.ts';
 import type { Store } from '../../store/index.ts';
@@ -85,7 +84,7 @@ export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
       tail: z.number().int().min(1).max(MAX_RECENT_LINES).optional().describe('Lines (default 100)'),
       container: z.string().min(1).max(128).optional().describe('Only this container (name or id prefix)'),
     },
-  }, ({ sandbox, tail, container }) => result(async () => recentLogs(await runningEngine(lifecycle, await sandboxOf(sandbox)), { tail: tail ?? 100, container })));
+  }, ({ sandbox, tail, container }) => result(async () => recentLogs(await lifecycle.runningEngine(await sandboxOf(sandbox)), { tail: tail ?? 100, container })));
 
   server.registerTool('list_sandbox_files', {
     description: 'List a folder: entries with name, type (dir, file, link, other), size and mtime, folders first.',

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { errors } from '../../core/errors.ts';
-import { runningEngine } from '../../files/volumes.ts';
 import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../../lifecycle/apps/app-labels.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
 import type { SandboxUsage } from '../../lifecycle/usage.ts';
@@ -61,7 +60,7 @@ export const containerRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycl
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
-    const engine = await runningEngine(lifecycle, record.name);
+    const engine = await lifecycle.runningEngine(record.name);
     const addresses = lifecycle.appAddresses(record.name);
     const urlOf = (container: string, port: { public: number; protocol: string }) =>
       (port.protocol === 'tcp' && addresses.find((a) => a.container === container && a.hostPort === port.public)?.url) || null;
@@ -109,7 +108,7 @@ export const containerRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycl
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
-    const engine = await runningEngine(lifecycle, record.name);
+    const engine = await lifecycle.runningEngine(record.name);
     const container = engine.getContainer(request.params.id);
     try {
       const { action } = request.params;

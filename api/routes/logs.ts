@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { errors } from '../../core/errors.ts';
-import { runningEngine } from '../../files/volumes.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
 import { MAX_RECENT_LINES, parseEventId, parseTime, recentLogs, SandboxLogStream, type Cursor, type LogStreamHandlers } from '../../logs/index.ts';
 import type { Store } from '../../store/index.ts';
@@ -52,7 +51,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
-    const engine = await runningEngine(lifecycle, record.name);
+    const engine = await lifecycle.runningEngine(record.name);
     return recentLogs(engine, { tail: Number(request.query.tail ?? 100), container: request.query.container });
   });
 
@@ -81,7 +80,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
       since = parseTime(request.query.since) ?? undefined;
       if (since === undefined) throw new errors.BadRequest('since must be an RFC 3339 time or unix seconds');
     }
-    const engine = await runningEngine(lifecycle, record.name, { timeoutMs: 0 });
+    const engine = await lifecycle.runningEngine(record.name, { timeoutMs: 0 });
     const name = record.name;
     const res = reply.raw;
     let closed = false;

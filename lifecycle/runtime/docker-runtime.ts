@@ -7,61 +7,22 @@ import { createHash } from 'node:crypto';
 import type { SandboxRuntimeMode } from '../../core/config.ts';
 import { onJsonLines } from '../../core/json-lines.ts';
 import type { Logger } from '../../core/logger.ts';
+import type { EngineCerts } from '../../store/records.ts';
 import { resourceNames } from '../names.ts';
 import { delegateCgroups } from './cgroup-delegation.ts';
-import { statusCode } from './engine-client.ts';
+import { guarded, statusCode, unreachableReason } from './engine-client.ts';
 import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
 import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
+import { innerEngine } from './inner-engine.ts';
 import { SandboxExec } from './sandbox-exec.ts';
+import type { ContainerSpec, DiskUse, Inspection, ResourceUse, SandboxRuntime } from './sandbox-runtime.ts';
 
-import type { SandboxStatus } from '../../core/sandbox-status.ts';
-
-/** What the host engine says about one sandbox right now: the truth, never the record's wish. */
-export interface RuntimeState {
-  status: SandboxStatus;
-  /** Address of the sandbox container on its own network, while running. */
-  address?: string;
-  startedAt?: string;
-  finishedAt?: string;
-  exitCode?: number;
-  /**
-   * The host folder behind the container's TRANSFER_MOUNT (the process that made the container
-   * chose it); absent for containers made before transfer folders existed.
-   */
-  transferFolder?: string;
-}
-
-/** One reading of a running sandbox's CPU and memory (see DockerRuntime.resourceUse). */
-export interface ResourceUse {
-  /** When the engine read it (ms since the epoch). */
-  at: number;
-  /** CPU time used since the container started, in nanoseconds: a rate needs two readings. */
-  cpuNs: number;
-  /** Cores the sandbox may use. */
-  cpuLimit: number;
-  memoryBytes: number;
-  memoryLimitBytes: number;
-}
-
-export interface DiskUse {
-  usedBytes: number;
-  /** Free space on the file system that holds the sandbox's folders (shared with the host's other data). */
-  freeBytes: number;
-  /** False when `du` was cut off at DISK_SCAN_S: usedBytes counts only the folders it finished. */
-  complete: boolean;
-}
-
+/** How long an inspect waits for the engine before it answers "unreachable". */
+const INSPECT_TIMEOUT_MS = 10_000;
 /** Where the sandbox's volumes are mounted (host-config.ts): what its disk use counts. */
 const VOLUME_FOLDERS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker'] as const;
 /** Longest a disk use scan may run inside a sandbox. */
 const DISK_SCAN_S = 20;
-
-export interface ContainerSpec {
-  name: string;
-  env: Record<string, string>;
-  /** This sandbox's own memory and CPU limits (its owner's quota allows them); the defaults where absent. */
-  limits?: { memoryMb?: number; cpus?: number };
-}
 
 /** An admin's list of every sandbox must not wait long on the engine's name. */
 const HOST_ASK_MS = 2000;
@@ -93,11 +54,11 @@ export interface DockerRuntimeOptions {
 }
 
 /**
- * The only code that creates, starts, stops or removes sandbox containers on the host engine.
- * Every call is idempotent: "already started", "already stopped", "already gone" are success.
+ * The sandbox runtime on one Docker engine of this host: the only code that creates, starts, stops
+ * or removes sandbox containers there (SandboxExec, its `exec`, runs commands in them).
  */
-export class DockerRuntime {
-  private readonly exec: SandboxExec;
+export class DockerRuntime implements SandboxRuntime {
+  readonly exec: SandboxExec;
   private engineName?: Promise<string>;
 
   constructor(
@@ -124,9 +85,9 @@ export class DockerRuntime {
     }
   }
 
-  async inspect(name: string): Promise<RuntimeState> {
+  async inspect(name: string): Promise<Inspection> {
     try {
-      const info = await this.docker.getContainer(resourceNames(name).container).inspect();
+      const info = await this.docker.getContainer(resourceNames(name).container).inspect({ abortSignal: AbortSignal.timeout(INSPECT_TIMEOUT_MS) });
       const running = info.State.Running && !info.State.Restarting;
       const net = info.NetworkSettings.Networks[resourceNames(name).network];
       return {
@@ -139,62 +100,68 @@ export class DockerRuntime {
       };
     } catch (err) {
       if (statusCode(err) === 404) return { status: 'deep_sleep' };
+      const reason = unreachableReason(err);
+      if (reason) return { status: 'unreachable', reason };
       throw err;
     }
   }
 
   /** Creates volumes (kept), network and container of a sandbox; does not start it. */
-  async create(spec: ContainerSpec): Promise<void> {
-    const names = resourceNames(spec.name);
-    const labels = { [LABEL_SANDBOX]: spec.name, [LABEL_INSTANCE]: this.opts.instance };
-    if (this.opts.move) {
-      await moveFromMainEngine(spec.name, { ...this.opts.move, to: this.docker, labels: () => labels, logger: this.opts.logger });
-    }
-    await Promise.all(
-      Object.values(names.volumes).map((volume) => this.docker.createVolume({ Name: volume, Labels: labels })),
-    );
-    try {
-      await this.docker.createNetwork({
-        Name: names.network, Driver: 'bridge', Labels: labels, CheckDuplicate: true,
-        Options: { 'com.docker.network.bridge.name': sandboxBridge(names.network) },
-      });
-    } catch (err) {
-      if (statusCode(err) !== 409) throw err;
-    }
-    // 0711: the pipes in it have unguessable names (user-namespaced runtimes reach them as others)
-    const transfer = transferFolder(this.opts.transferRoot, spec.name);
-    await fs.promises.mkdir(transfer, { recursive: true, mode: 0o711 });
-    try {
-      await this.docker.createContainer(
-        sandboxContainerOptions({
-          name: names.container,
-          image: this.opts.image,
-          network: names.network,
-          volumes: names.volumes,
-          transferFolder: transfer,
-          env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-          labels,
-          runtime: this.opts.runtime,
-          limits: {
-            ...this.opts.limits,
-            memoryMb: spec.limits?.memoryMb ?? this.opts.limits.memoryMb,
-            cpus: spec.limits?.cpus ?? this.opts.limits.cpus,
-          },
-        }),
+  create(spec: ContainerSpec): Promise<void> {
+    return guarded(async () => {
+      const names = resourceNames(spec.name);
+      const labels = { [LABEL_SANDBOX]: spec.name, [LABEL_INSTANCE]: this.opts.instance };
+      if (this.opts.move) {
+        await moveFromMainEngine(spec.name, { ...this.opts.move, to: this.docker, labels: () => labels, logger: this.opts.logger });
+      }
+      await Promise.all(
+        Object.values(names.volumes).map((volume) => this.docker.createVolume({ Name: volume, Labels: labels })),
       );
-    } catch (err) {
-      if (statusCode(err) !== 409) throw err;
-    }
-    this.opts.logger.debug({ sandbox: spec.name }, 'sandbox container created');
+      try {
+        await this.docker.createNetwork({
+          Name: names.network, Driver: 'bridge', Labels: labels, CheckDuplicate: true,
+          Options: { 'com.docker.network.bridge.name': sandboxBridge(names.network) },
+        });
+      } catch (err) {
+        if (statusCode(err) !== 409) throw err;
+      }
+      // 0711: the pipes in it have unguessable names (user-namespaced runtimes reach them as others)
+      const transfer = transferFolder(this.opts.transferRoot, spec.name);
+      await fs.promises.mkdir(transfer, { recursive: true, mode: 0o711 });
+      try {
+        await this.docker.createContainer(
+          sandboxContainerOptions({
+            name: names.container,
+            image: this.opts.image,
+            network: names.network,
+            volumes: names.volumes,
+            transferFolder: transfer,
+            env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+            labels,
+            runtime: this.opts.runtime,
+            limits: {
+              ...this.opts.limits,
+              memoryMb: spec.limits?.memoryMb ?? this.opts.limits.memoryMb,
+              cpus: spec.limits?.cpus ?? this.opts.limits.cpus,
+            },
+          }),
+        );
+      } catch (err) {
+        if (statusCode(err) !== 409) throw err;
+      }
+      this.opts.logger.debug({ sandbox: spec.name }, 'sandbox container created');
+    });
   }
 
-  async start(name: string): Promise<void> {
-    try {
-      await this.docker.getContainer(resourceNames(name).container).start();
-    } catch (err) {
-      if (statusCode(err) !== 304) throw err;
-    }
-    await this.settle(name);
+  start(name: string): Promise<void> {
+    return guarded(async () => {
+      try {
+        await this.docker.getContainer(resourceNames(name).container).start();
+      } catch (err) {
+        if (statusCode(err) !== 304) throw err;
+      }
+      await this.settle(name);
+    });
   }
 
   /**
@@ -202,25 +169,29 @@ export class DockerRuntime {
    * its restart policy, an engine restart): in a user namespace, its own cgroups. Idempotent and cheap;
    * reconcile calls it for every running sandbox.
    */
-  async settle(name: string): Promise<void> {
-    if (this.opts.runtime !== 'userns') return;
-    const info = await this.docker.getContainer(resourceNames(name).container).inspect().catch((err) => {
-      if (statusCode(err) === 404) return null;
-      throw err;
-    });
-    if (!info?.State.Running || !info.State.Pid) return;
-    await delegateCgroups(info.State.Pid).catch((err: NodeJS.ErrnoException) => {
-      // the container stopped meanwhile: its cgroups are gone
-      if (err.code !== 'ENOENT' && err.code !== 'ESRCH') throw err;
+  settle(name: string): Promise<void> {
+    return guarded(async () => {
+      if (this.opts.runtime !== 'userns') return;
+      const info = await this.docker.getContainer(resourceNames(name).container).inspect().catch((err) => {
+        if (statusCode(err) === 404) return null;
+        throw err;
+      });
+      if (!info?.State.Running || !info.State.Pid) return;
+      await delegateCgroups(info.State.Pid).catch((err: NodeJS.ErrnoException) => {
+        // the container stopped meanwhile: its cgroups are gone
+        if (err.code !== 'ENOENT' && err.code !== 'ESRCH') throw err;
+      });
     });
   }
 
-  async stop(name: string): Promise<void> {
-    try {
-      await this.docker.getContainer(resourceNames(name).container).stop();
-    } catch (err) {
-      if (statusCode(err) !== 304 && statusCode(err) !== 404) throw err;
-    }
+  stop(name: string): Promise<void> {
+    return guarded(async () => {
+      try {
+        await this.docker.getContainer(resourceNames(name).container).stop();
+      } catch (err) {
+        if (statusCode(err) !== 304 && statusCode(err) !== 404) throw err;
+      }
+    });
   }
 
   /**
@@ -259,78 +230,76 @@ export class DockerRuntime {
   }
 
   /** Deep sleep: container and network go, volumes stay. */
-  async takeDown(name: string): Promise<void> {
-    const names = resourceNames(name);
-    try {
-      await this.docker.getContainer(names.container).remove({ force: true });
-    } catch (err) {
-      if (statusCode(err) !== 404) throw err;
-    }
-    try {
-      await this.docker.getNetwork(names.network).remove();
-    } catch (err) {
-      if (statusCode(err) !== 404) throw err;
-    }
+  takeDown(name: string): Promise<void> {
+    return guarded(async () => {
+      const names = resourceNames(name);
+      try {
+        await this.docker.getContainer(names.container).remove({ force: true });
+      } catch (err) {
+        if (statusCode(err) !== 404) throw err;
+      }
+      try {
+        await this.docker.getNetwork(names.network).remove();
+      } catch (err) {
+        if (statusCode(err) !== 404) throw err;
+      }
+    });
   }
 
   /**
    * Writes the persistent folders of a sandbox as gzipped tars into `dir`, read through a
    * container that is created with the sandbox's volumes but never started.
    */
-  async archiveVolumes(name: string, dir: string): Promise<void> {
-    const names = resourceNames(name);
-    const reader = await this.docker.createContainer({
-      name: `${name}-archiver-${Date.now()}`,
-      Image: this.opts.image,
-      Entrypoint: ['/bin/true'],
-      Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance },
-      HostConfig: {
-        NetworkMode: 'none',
-        Binds: [
-          `${names.volumes.root}:/root`,
-          `${names.volumes.home}:/home`,
-          `${names.volumes.srv}:/srv`,
-          `${names.volumes.opt}:/opt`,
-          `${names.volumes.docker}:/var/lib/docker`,
-        ],
-      },
+  archiveVolumes(name: string, dir: string): Promise<void> {
+    return guarded(async () => {
+      await this.removeArchivers(name);
+      const names = resourceNames(name);
+      const reader = await this.docker.createContainer({
+        name: `${name}-archiver-${Date.now()}`,
+        Image: this.opts.image,
+        Entrypoint: ['/bin/true'],
+        Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance },
+        HostConfig: {
+          NetworkMode: 'none',
+          Binds: [
+            `${names.volumes.root}:/root`,
+            `${names.volumes.home}:/home`,
+            `${names.volumes.srv}:/srv`,
+            `${names.volumes.opt}:/opt`,
+            `${names.volumes.docker}:/var/lib/docker`,
+          ],
+        },
+      });
+      try {
+        await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 }); // the sandbox's files: the service's alone
+        for (const folder of ARCHIVED_PATHS) {
+          const file = path.join(dir, `${folder.slice(1).replaceAll('/', '-')}.tar.gz`);
+          try {
+            const tar = await reader.getArchive({ path: folder });
+            await pipeline(tar, createGzip(), fs.createWriteStream(file, { mode: 0o600 }));
+          } catch (err) {
+            if (statusCode(err) !== 404) throw err;
+          }
+        }
+      } finally {
+        await reader.remove({ force: true });
+      }
     });
-    try {
-      await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 }); // the sandbox's files: the service's alone
-      for (const folder of ARCHIVED_PATHS) {
-        const file = path.join(dir, `${folder.slice(1).replaceAll('/', '-')}.tar.gz`);
+  }
+
+  /** Removes what a sandbox keeps on the host beyond its container: volumes, archivers holding them, transfer folder. */
+  removeVolumes(name: string): Promise<void> {
+    return guarded(async () => {
+      await this.removeArchivers(name);
+      await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
+      for (const volume of Object.values(resourceNames(name).volumes)) {
         try {
-          const tar = await reader.getArchive({ path: folder });
-          await pipeline(tar, createGzip(), fs.createWriteStream(file, { mode: 0o600 }));
+          await this.docker.getVolume(volume).remove();
         } catch (err) {
           if (statusCode(err) !== 404) throw err;
         }
       }
-    } finally {
-      await reader.remove({ force: true });
-    }
-  }
-
-  /** Removes what a sandbox keeps on the host beyond its container: volumes and transfer folder. */
-  async removeVolumes(name: string): Promise<void> {
-    await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
-    for (const volume of Object.values(resourceNames(name).volumes)) {
-      try {
-        await this.docker.getVolume(volume).remove();
-      } catch (err) {
-        if (statusCode(err) !== 404) throw err;
-      }
-    }
-  }
-
-  /**
-   * Replaces root's authorized_keys in a running sandbox (the owner's registered keys, exactly).
-   * Written through the host engine, so it works whatever the user did to the sandbox's sshd.
-   */
-  async writeAuthorizedKeys(name: string, keys: string): Promise<void> {
-    const script = 'umask 077; mkdir -p /root/.ssh && cat > /root/.ssh/authorized_keys.svc-new && mv -f /root/.ssh/authorized_keys.svc-new /root/.ssh/authorized_keys';
-    const { exitCode, stderr } = await this.exec.run(resourceNames(name).container, ['sh', '-c', script], keys ? keys + '\n' : '');
-    if (exitCode !== 0) throw new Error(`writing authorized_keys failed (exit ${exitCode}): ${stderr}`);
+    });
   }
 
   /**
@@ -338,28 +307,30 @@ export class DockerRuntime {
    * engine's one-shot stats, which answer at once instead of waiting a second for a second sample.
    * Undefined when it is not running.
    */
-  async resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined> {
-    const container = this.docker.getContainer(resourceNames(name).container);
-    try {
-      const [info, stats] = await Promise.all([
-        container.inspect({ abortSignal: signal } as object),
-        container.stats({ stream: false, 'one-shot': true, abortSignal: signal } as { stream: false; 'one-shot': true }),
-      ]);
-      if (!info.State.Running) return undefined;
-      const memory = stats.memory_stats;
-      // as `docker stats` counts it: without the page cache the kernel can drop (cgroup v1 names it total_)
-      const cache = memory.stats?.total_inactive_file ?? memory.stats?.inactive_file ?? 0;
-      return {
-        at: Date.parse(stats.read) || Date.now(),
-        cpuNs: stats.cpu_stats.cpu_usage.total_usage,
-        cpuLimit: info.HostConfig.NanoCpus ? info.HostConfig.NanoCpus / 1e9 : stats.cpu_stats.online_cpus ?? 1,
-        memoryBytes: cache < memory.usage ? memory.usage - cache : memory.usage,
-        memoryLimitBytes: memory.limit,
-      };
-    } catch (err) {
-      if (statusCode(err) === 404 || statusCode(err) === 409) return undefined;
-      throw err;
-    }
+  resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined> {
+    return guarded(async () => {
+      const container = this.docker.getContainer(resourceNames(name).container);
+      try {
+        const [info, stats] = await Promise.all([
+          container.inspect({ abortSignal: signal } as object),
+          container.stats({ stream: false, 'one-shot': true, abortSignal: signal } as { stream: false; 'one-shot': true }),
+        ]);
+        if (!info.State.Running) return undefined;
+        const memory = stats.memory_stats;
+        // as `docker stats` counts it: without the page cache the kernel can drop (cgroup v1 names it total_)
+        const cache = memory.stats?.total_inactive_file ?? memory.stats?.inactive_file ?? 0;
+        return {
+          at: Date.parse(stats.read) || Date.now(),
+          cpuNs: stats.cpu_stats.cpu_usage.total_usage,
+          cpuLimit: info.HostConfig.NanoCpus ? info.HostConfig.NanoCpus / 1e9 : stats.cpu_stats.online_cpus ?? 1,
+          memoryBytes: cache < memory.usage ? memory.usage - cache : memory.usage,
+          memoryLimitBytes: memory.limit,
+        };
+      } catch (err) {
+        if (statusCode(err) === 404 || statusCode(err) === 409) return undefined;
+        throw err;
+      }
+    });
   }
 
   /**
@@ -369,7 +340,7 @@ export class DockerRuntime {
    */
   async diskUse(name: string): Promise<DiskUse> {
     const script = `df -kP /var/lib/docker | tail -n 1; timeout -s KILL ${DISK_SCAN_S} nice -n 19 du -skx ${VOLUME_FOLDERS.join(' ')}`;
-    const { stdout } = await this.exec.run(resourceNames(name).container, ['sh', '-c', script]);
+    const { stdout } = await this.exec.run(name, ['sh', '-c', script]);
     const [df = '', ...du] = stdout.toString('utf8').trim().split('\n');
     const fields = df.trim().split(/\s+/);
     const folders = du.map((line) => /^(\d+)\s/.exec(line)).filter((m) => m !== null);
@@ -381,29 +352,33 @@ export class DockerRuntime {
     };
   }
 
-  /** The TCP sockets of a process inside a sandbox, as its /proc shows them. */
-  async procNetTcp(name: string, pid: number): Promise<string> {
-    const { stdout } = await this.exec.run(resourceNames(name).container, ['cat', `/proc/${pid}/net/tcp`, `/proc/${pid}/net/tcp6`]);
-    return stdout.toString('utf8');
-  }
-
   /** The svc.inputs label of an image on the engine that runs sandboxes (which build it is); undefined if it is missing. */
-  async imageInputs(image: string): Promise<string | undefined> {
-    try {
-      return (await this.docker.getImage(image).inspect()).Config.Labels?.['svc.inputs'] ?? '';
-    } catch (err) {
-      if (statusCode(err) === 404) return undefined;
-      throw err;
-    }
+  imageInputs(image: string): Promise<string | undefined> {
+    return guarded(async () => {
+      try {
+        return (await this.docker.getImage(image).inspect()).Config.Labels?.['svc.inputs'] ?? '';
+      } catch (err) {
+        if (statusCode(err) === 404) return undefined;
+        throw err;
+      }
+    });
   }
 
   /** `docker save` of an image of the engine that runs sandboxes, to load into a sandbox's own engine. */
   saveImage(image: string): Promise<NodeJS.ReadableStream> {
-    return this.docker.getImage(image).get();
+    return guarded(() => this.docker.getImage(image).get());
+  }
+
+  innerEngine(name: string, address: string, certs: EngineCerts, opts: { timeoutMs?: number } = {}): Docker {
+    return innerEngine(name, address, certs, opts);
+  }
+
+  async ping(): Promise<void> {
+    await guarded(() => this.docker.ping());
   }
 
   /** Removes archiver containers a killed archive left behind (they hold the sandbox's volumes). */
-  async removeArchivers(name: string): Promise<void> {
+  private async removeArchivers(name: string): Promise<void> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`, `${LABEL_SANDBOX}=${name}`] } });
     for (const c of containers.filter((c) => c.Names.some((n) => n.includes('-archiver-')))) {
       try {
@@ -415,19 +390,24 @@ export class DockerRuntime {
   }
 
   /** Sandboxes of this instance that still have volumes on the host engine (with or without a container). */
-  async withVolumes(): Promise<string[]> {
-    const { Volumes } = await this.docker.listVolumes({ filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
-    return [...new Set((Volumes ?? []).map((v) => v.Labels?.[LABEL_SANDBOX]).filter((n): n is string => !!n))];
+  withVolumes(): Promise<string[]> {
+    return guarded(async () => {
+      const { Volumes } = await this.docker.listVolumes({ filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
+      return [...new Set((Volumes ?? []).map((v) => v.Labels?.[LABEL_SANDBOX]).filter((n): n is string => !!n))];
+    });
   }
 
   /** Sandbox containers of this instance that the host engine knows, with their state. */
-  async list(): Promise<Array<{ name: string; running: boolean }>> {
-    const containers = await this.docker.listContainers({
-      all: true,
-      filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] },
+  list(): Promise<Array<{ name: string; running: boolean }>> {
+    return guarded(async () => {
+      const containers = await this.docker.listContainers({
+        all: true,
+        filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] },
+      });
+      return containers
+        .filter((c) => !c.Names.some((n) => n.includes('-archiver-')))
+        .map((c) => ({ name: c.Labels[LABEL_SANDBOX]!, running: c.State === 'running' }));
     });
-    return containers
-      .filter((c) => !c.Names.some((n) => n.includes('-archiver-')))
-      .map((c) => ({ name: c.Labels[LABEL_SANDBOX]!, running: c.State === 'running' }));
   }
 }
+

@@ -1,4 +1,5 @@
 import Docker from 'dockerode';
+import { RuntimeUnreachable } from './sandbox-runtime.ts';
 
 /** A dockerode client for an engine address: `unix:///path/to.sock` or `tcp://host:port`. */
 export function engineClient(url: string): Docker {
@@ -10,4 +11,25 @@ export function engineClient(url: string): Docker {
 /** The HTTP status of an engine error (404 no such object, 409 exists already, 304 no change). */
 export function statusCode(err: unknown): number | undefined {
   return (err as { statusCode?: number } | null)?.statusCode;
+}
+
+/**
+ * Why an engine could not be asked at all (refused, no socket, no route, no answer before our own
+ * deadline), or undefined for any other failure: only a call that never reached the engine counts.
+ */
+export function unreachableReason(err: unknown): string | undefined {
+  const e = err as { code?: string; syscall?: string; message?: string } | null;
+  if (e?.syscall === 'connect') return e.message;
+  if (e?.code === 'ABORT_ERR') return 'no answer in time'; // only our own deadlines abort engine calls
+  return undefined;
+}
+
+/** Runs an engine call; one that never reached the engine rejects with RuntimeUnreachable. */
+export async function guarded<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    const reason = unreachableReason(err);
+    throw reason ? new RuntimeUnreachable(reason) : err;
+  }
 }

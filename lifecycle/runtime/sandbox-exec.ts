@@ -2,6 +2,8 @@ import { PassThrough, Writable, type Duplex, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import { FrameReader } from '../../core/engine-frames.ts';
 import { resourceNames } from '../names.ts';
+import { guarded } from './engine-client.ts';
+import type { ExecProcess, ExecResult, SandboxExecutor } from './sandbox-runtime.ts';
 
 /** Most of a failed command's stderr that is kept for its error message. */
 const STDERR_LIMIT = 64 * 1024;
@@ -9,31 +11,12 @@ const MB = 1024 * 1024;
 /** Most stdout that `run` collects (its callers read small things: /proc files, a size). */
 export const RUN_OUTPUT_LIMIT = 4 * MB;
 
-export interface ExecResult {
-  exitCode: number;
-  /** The command's stderr, cut at 64 KB. */
-  stderr: string;
-}
-
-/** A command running inside a sandbox container. */
-export interface ExecProcess {
-  /** The command's stdout, demultiplexed, with backpressure down to the engine connection. */
-  stdout: Readable;
-  /**
-   * The command's stdin (only when asked for). Ending it, or destroying it, closes the command's
-   * stdin; it never cuts the connection, so `done` still reports how the command ended.
-   */
-  stdin: Writable | undefined;
-  /** Resolves once the command has exited and its output has been read. */
-  done: Promise<ExecResult>;
-}
-
 /**
  * Commands inside a sandbox container, through the host engine (beside DockerRuntime: the only
  * other code that touches sandbox containers). Output is streamed, never collected whole, so the
  * file routes can move any amount of data in flat memory.
  */
-export class SandboxExec {
+export class SandboxExec implements SandboxExecutor {
   constructor(private readonly docker: Docker) {}
 
   /**
@@ -41,7 +24,7 @@ export class SandboxExec {
    * `workingDir` defaults to /.
    */
   async start(sandbox: string, cmd: string[], opts: { stdin?: boolean; workingDir?: string; onStderr?: (chunk: Buffer) => void } = {}): Promise<ExecProcess> {
-    const exec = await this.docker.getContainer(resourceNames(sandbox).container).exec({
+    const exec = await guarded(() => this.docker.getContainer(resourceNames(sandbox).container).exec({
       Cmd: cmd,
       AttachStdin: Boolean(opts.stdin),
       AttachStdout: true,
@@ -49,7 +32,7 @@ export class SandboxExec {
       Tty: false,
       User: '0:0',
       WorkingDir: opts.workingDir ?? '/',
-    });
+    }));
     const socket = (await exec.start({ hijack: true, stdin: Boolean(opts.stdin) })) as unknown as Duplex;
     const stdout = new PassThrough({ highWaterMark: 256 * 1024 });
     let stderr = '';
@@ -67,10 +50,10 @@ export class SandboxExec {
    * frames), `resize` for the terminal's size. Ending the stream hangs the terminal up.
    */
   async startTerminal(sandbox: string, cmd: string[], size: { cols: number; rows: number }): Promise<{ stream: Duplex; resize(size: { cols: number; rows: number }): Promise<void> }> {
-    const exec = await this.docker.getContainer(resourceNames(sandbox).container).exec({
+    const exec = await guarded(() => this.docker.getContainer(resourceNames(sandbox).container).exec({
       Cmd: cmd, AttachStdin: true, AttachStdout: true, AttachStderr: true, Tty: true, User: '0:0', WorkingDir: '/root',
       Env: ['TERM=xterm-256color'],
-    });
+    }));
     const stream = (await exec.start({ hijack: true, stdin: true, Tty: true })) as unknown as Duplex;
     const resize = async ({ cols, rows }: { cols: number; rows: number }) => { await exec.resize({ w: cols, h: rows }); };
     await resize(size).catch(() => undefined); // the first resize may come before the engine has started it
@@ -82,7 +65,7 @@ export class SandboxExec {
    * resolves the path inside the container, never on the host. Callers check the path first.
    */
   async getArchive(sandbox: string, path: string): Promise<Readable> {
-    return (await this.docker.getContainer(resourceNames(sandbox).container).getArchive({ path })) as unknown as Readable;
+    return (await guarded(() => this.docker.getContainer(resourceNames(sandbox).container).getArchive({ path }))) as unknown as Readable;
   }
 
   /**

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { PassThrough, Writable } from 'node:stream';
 import { describe, it } from 'node:test';
-import type { ExecProcess, ExecResult } from '../../lifecycle/runtime/sandbox-exec.ts';
+import type { ExecProcess, ExecResult } from '../../lifecycle/runtime/sandbox-runtime.ts';
 import { ScriptRunner, ShellGone } from '../../files/script-runner.ts';
 
 /**

@@ -4,7 +4,7 @@ import { chmod, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { ExecProcess, SandboxExec } from '../../lifecycle/runtime/sandbox-exec.ts';
+import type { ExecProcess, SandboxExecutor } from '../../lifecycle/runtime/sandbox-runtime.ts';
 import { ScriptRunner } from '../../files/script-runner.ts';
 
 /**
@@ -12,7 +12,7 @@ import { ScriptRunner } from '../../files/script-runner.ts';
  * machine, run as root like in a sandbox: races between operations of one sandbox, which the
  * route tests meet only now and then under load.
  */
-function localExec(env: NodeJS.ProcessEnv = process.env): Pick<SandboxExec, 'start'> {
+function localExec(env: NodeJS.ProcessEnv = process.env): Pick<SandboxExecutor, 'start'> {
   return {
     async start(_sandbox, cmd): Promise<ExecProcess> {
       const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['pipe', 'pipe', 'pipe'], env });

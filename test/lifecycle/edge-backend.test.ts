@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import type { AppDirectory } from '../../lifecycle/apps/app-directory.ts';
 import type { Lifecycle } from '../../lifecycle/controller.ts';
 import { LifecycleEdgeBackend } from '../../lifecycle/edge-backend.ts';
-import type { RuntimeState } from '../../lifecycle/runtime/docker-runtime.ts';
+import type { RuntimeState } from '../../lifecycle/runtime/sandbox-runtime.ts';
 import type { WakeLimits } from '../../lifecycle/wake-limits.ts';
 
 /** The backend's state memory (pure logic): stand-ins for the lifecycle core and the app table. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SAMPLE_EVERY_MS, SandboxUsage, type UsageSource } from '../../lifecycle/usage.ts';
-import type { DiskUse, ResourceUse } from '../../lifecycle/runtime/docker-runtime.ts';
+import type { DiskUse, ResourceUse } from '../../lifecycle/runtime/sandbox-runtime.ts';
 
 /** An engine of readings made up here (pure logic: the real engine is read in test/ui/terminal.test.ts). */
 function fakeEngine(clock: { now: number }) {

@@ -245,7 +245,7 @@ describe('a manager sandbox through the edge', () => {
     assert.deepEqual(res.body.extras, {});
     const engine = innerEngine(own, (await t.service.lifecycle.status(own)).address!, (await t.service.store.sandboxes.get(own))!.certs!, { timeoutMs: 120_000 });
     const image = t.config.managerImage;
-    const loaded = await engine.loadImage(await t.service.docker.getImage(image).get(), { quiet: true });
+    const loaded = await engine.loadImage(await t.service.runtime.saveImage(image), { quiet: true });
     await new Promise((resolve, reject) => engine.modem.followProgress(loaded, (err: Error | null) => (err ? reject(err) : resolve(null))));
     const runTool = async (containerName: string, hostIp: string, hostPort: string) => {
       const c = await engine.createContainer({

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { launchChromium } from '../../harness/browser.ts';
 import { EngineCli } from '../../harness/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { sandboxDocker } from '../../harness/sandbox-engine.ts';
 import { shortName } from '../../lifecycle/names.ts';
 
 /** The sandbox panel's terminal and containers in Chromium, through the edge, signed in with the session cookie. */
@@ -137,7 +138,7 @@ describe('terminal and containers in the sandbox panel', () => {
     const memory = page.locator('.meter.memory dd');
     await cpu.waitFor({ timeout: 20_000 });
     // the limits are the sandbox container's own, as the host engine set them
-    const { HostConfig } = await t.service.docker.getContainer(name).inspect();
+    const { HostConfig } = await sandboxDocker().getContainer(name).inspect();
     assert.match(await cpu.innerText(), new RegExp(` of ${HostConfig.NanoCpus! / 1e9} cores `));
     const api = (await t.api('GET', `/api/sandboxes/${name}/usage`, token)).body;
     assert.equal(api.memory.limit_bytes, HostConfig.Memory);

@@ -5,9 +5,11 @@ import type Docker from 'dockerode';
 import {
   RuntimeUnreachable,
   type ContainerSpec,
+  type DiskUse,
   type ExecProcess,
   type Inspection,
   type SandboxExecutor,
+  type ResourceUse,
   type SandboxRuntime,
 } from '../../lifecycle/runtime/sandbox-runtime.ts';
 
@@ -143,6 +145,18 @@ export class MemoryRuntime implements SandboxRuntime {
   async saveImage(image: string): Promise<NodeJS.ReadableStream> {
     await this.reach();
     throw Object.assign(new Error(`no such image: ${image}`), { statusCode: 404 });
+  }
+
+  async resourceUse(name: string): Promise<ResourceUse | undefined> {
+    await this.reach();
+    const s = this.sandboxes.get(name);
+    if (!s?.running) return undefined;
+    return { at: Date.now(), cpuNs: 0, cpuLimit: s.spec?.limits?.cpus ?? 1, memoryBytes: 0, memoryLimitBytes: (s.spec?.limits?.memoryMb ?? 1024) * 1024 * 1024 };
+  }
+
+  async diskUse(name: string): Promise<DiskUse> {
+    await this.command(name);
+    return { usedBytes: 0, freeBytes: 1 << 30, complete: true };
   }
 
   /** A container started behind the service's back (its restart policy, a user on the host). */

@@ -68,6 +68,8 @@ export function runtimeContract(
       assert.ok('startedAt' in state && state.startedAt);
       await s.runtime.settle(name);
       assert.deepEqual((await s.runtime.list()).filter((c) => c.name === name), [{ name, running: true }]);
+      const use = await s.runtime.resourceUse(name);
+      assert.ok(use && use.cpuLimit > 0 && use.memoryLimitBytes > 0 && use.at > 0, 'a reading of a running sandbox, with its limits');
     });
 
     if (opts.runsCommands) it('runs commands: exit code, stdout and stderr apart, stdin in, and reads an archive of a path', async () => {
@@ -77,6 +79,8 @@ export function runtimeContract(
       assert.deepEqual([fed.exitCode, fed.stdout.toString()], [0, 'kept over deep sleep\n']);
       const entries = await tarEntries(await s.runtime.exec.getArchive(name, '/root/contract.txt'));
       assert.deepEqual(entries, [{ name: 'contract.txt', text: 'kept over deep sleep\n' }]);
+      const disk = await s.runtime.diskUse(name);
+      assert.ok(disk.usedBytes > 0 && disk.freeBytes > 0 && disk.complete, 'its folders take room');
     });
 
     it('stops (twice: idempotent) to exited with the time it stopped', async () => {
@@ -86,6 +90,7 @@ export function runtimeContract(
       assert.equal(state.status, 'exited');
       assert.ok('finishedAt' in state && state.finishedAt && Date.parse(state.finishedAt) > 0, 'a stop time');
       assert.ok(!('address' in state && state.address), 'no address while stopped');
+      assert.equal(await s.runtime.resourceUse(name), undefined, 'no reading while stopped');
     });
 
     it('takes down (twice: idempotent) to deep_sleep and keeps the volumes; a new container finds them', async () => {
@@ -134,6 +139,7 @@ export function runtimeContract(
         () => s.unreachable.list(),
         () => s.unreachable.withVolumes(),
         () => s.unreachable.ping(),
+        () => s.unreachable.resourceUse(name),
         () => s.unreachable.exec.run(name, ['true']),
       ]) {
         await assert.rejects(call(), (err: unknown) => {

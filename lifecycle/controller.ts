@@ -12,7 +12,8 @@ import { issueEngineCerts } from './engine-certs.ts';
 import { KeyedLock, SingleFlight } from '../core/keyed-lock.ts';
 import type { RedisLeases } from '../core/redis-lease.ts';
 import { NAME_PREFIX, sandboxName } from './names.ts';
-import { reachable, type RuntimeState, type SandboxRuntime } from './runtime/sandbox-runtime.ts';
+import { reachable, type ContainerSpec, type RuntimeState, type SandboxRuntime } from './runtime/sandbox-runtime.ts';
+import { containerSpec } from './container-spec.ts';
 import { waitForInnerEngine } from './runtime/inner-engine.ts';
 import type { IdleSessions } from './sessions.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
@@ -202,7 +203,7 @@ export class Lifecycle {
     let state = await this.status(record.name);
     const from: WakeKind | null = state.status === 'running' ? null : state.status === 'deep_sleep' ? 'deep_sleep' : 'asleep';
     if (state.status === 'deep_sleep') {
-      await runtime.create({ name: record.name, env: await this.containerEnv(record), limits: limitsOf(record) });
+      await runtime.create(await this.containerSpec(record));
     }
     if (state.status !== 'running') {
       await runtime.start(record.name);
@@ -240,19 +241,8 @@ export class Lifecycle {
     }
   }
 
-  private async containerEnv(record: SandboxRecord): Promise<Record<string, string>> {
-    const owner = await this.deps.store.users.get(record.owner_id);
-    const env: Record<string, string> = {
-      SVC_SANDBOX: record.name,
-      SVC_DNS: this.deps.config.sandboxDns.join(','),
-      SVC_SSH_AUTHORIZED_KEYS: (owner?.ssh_keys ?? []).map((k) => k.key).join('\n'),
-    };
-    if (record.certs) {
-      env.SVC_TLS_CA = record.certs.ca_cert;
-      env.SVC_TLS_CERT = record.certs.server_cert;
-      env.SVC_TLS_KEY = record.certs.server_key;
-    }
-    return env;
+  private async containerSpec(record: SandboxRecord): Promise<ContainerSpec> {
+    return containerSpec(record, await this.deps.store.users.get(record.owner_id), this.deps.config);
   }
 
   /** Opens or extends the idle session to now + idle_timeout, and makes sure a timer fires by then. */
@@ -405,7 +395,7 @@ export class Lifecycle {
       await this.deps.store.sandboxes.put(updated);
       this.deps.apps.unwatch(name);
       await this.deps.runtime.takeDown(name);
-      if (state.status === 'exited') await this.deps.runtime.create({ name, env: await this.containerEnv(updated), limits: limitsOf(updated) });
+      if (state.status === 'exited') await this.deps.runtime.create(await this.containerSpec(updated));
       this.log.info({ sandbox: name }, 'engine access enabled');
       return { updated, wasRunning: state.status === 'running' };
     });
@@ -436,9 +426,4 @@ export class Lifecycle {
   private finishArchive(record: SandboxRecord): Promise<void> {
     return finishArchive({ ...this.deps, archiveDir: this.deps.config.archiveDir }, record);
   }
-}
-
-/** The container limits chosen at create; a record from before quotas takes the runtime's defaults. */
-function limitsOf(record: SandboxRecord): { memoryMb?: number; cpus?: number } {
-  return { memoryMb: record.memory_mb, cpus: record.cpus };
 }

@@ -137,6 +137,10 @@ export class MemoryRuntime implements SandboxRuntime {
     await this.reach();
   }
 
+  async hostOf(): Promise<string | null> {
+    return this.unreachable ? null : 'memory';
+  }
+
   async imageInputs(): Promise<string | undefined> {
     await this.reach();
     return undefined;

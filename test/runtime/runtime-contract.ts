@@ -70,6 +70,7 @@ export function runtimeContract(
       assert.deepEqual((await s.runtime.list()).filter((c) => c.name === name), [{ name, running: true }]);
       const use = await s.runtime.resourceUse(name);
       assert.ok(use && use.cpuLimit > 0 && use.memoryLimitBytes > 0 && use.at > 0, 'a reading of a running sandbox, with its limits');
+      assert.ok(await s.runtime.hostOf(name), 'names the host it runs on');
     });
 
     if (opts.runsCommands) it('runs commands: exit code, stdout and stderr apart, stdin in, and reads an archive of a path', async () => {
@@ -130,6 +131,7 @@ export function runtimeContract(
       const answer: Inspection = await s.unreachable.inspect(name);
       assert.equal(answer.status, 'unreachable');
       assert.ok('reason' in answer && answer.reason.length > 0, 'says why');
+      assert.equal(await s.unreachable.hostOf(name), null, 'no host name from an engine that cannot be asked');
       for (const call of [
         () => s.unreachable.create({ name, env: {} }),
         () => s.unreachable.start(name),

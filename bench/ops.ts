@@ -2,19 +2,21 @@
  * What metrics cost (docs/operations.md#metrics): metrics on against metrics off (the baseline) in
  * one run, every lane in a process of its own (bench/support/ops-lane.ts).
  *
- * 1. Edge: two edge processes, one with the service's metrics (prom-client's default metrics
- *    included) and one without, in front of the same keep-alive app (this process), each loaded by
- *    a load generator process of its own (autocannon) at the same time: whatever else the machine
- *    runs meanwhile (on a shared 2-core machine, a lot) hits both lanes alike, which runs one after
- *    the other do not guarantee. Per round: each edge's requests/s and its process's CPU time per
- *    request (the cost itself; requests/s also depends on how the scheduler shares the cores).
- *    The generators swap edges each round.
+ * 1. Edge: three edge processes in front of the same keep-alive app (this process): one with the
+ *    service's metrics (prom-client's default metrics included), one without, and a second one
+ *    without as the control (the same code twice: how far this machine's noise goes). Each is
+ *    loaded by a load generator process of its own (autocannon; they rotate by round), all at the
+ *    same time: whatever else the machine runs meanwhile (on a shared 2-core machine, a lot) hits
+ *    every lane alike, which runs one after the other do not guarantee. Per round: each edge's
+ *    requests/s, its process's CPU time per request (the cost itself; requests/s also depends on
+ *    how the scheduler shares the cores), and from V8's profiler the share of its busy time with
+ *    metrics code on the stack, which the machine's load hardly moves.
  * 2. Wake: two whole services (SVC_METRICS on and off), one sandbox each, put to sleep and started
  *    again, one after the other, which goes first alternating by round; from the call until the
  *    sandbox's engine answers.
  *
- * Each figure: the median over ROUNDS of each lane, and the median of the rounds' own on/off ratios
- * with their range (a round compares two runs seconds apart). Target: within 3 %.
+ * Each figure: the median over ROUNDS of each lane with its range, and the median of the rounds'
+ * own ratios (on/off, control/off) with their range. Target: within 3 %.
  *
  *   npm run bench:ops            (ROUNDS=9 SECONDS=5 CONNECTIONS=20 by default)
  */

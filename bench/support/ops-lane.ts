@@ -79,9 +79,19 @@ const cpuUs = () => {
 
 async function main(): Promise<void> {
   const [kind, ...args] = process.argv.slice(2);
-  let handle: Handler;
-  let close: () => Promise<void>;
+  // a bench that dies (an error, Ctrl-C), even while this lane starts, leaves no service, sandbox or
+  // edge behind: the lane closes what it has set up and exits
+  let close: () => Promise<void> = async () => undefined;
+  let closing: Promise<void> | undefined;
+  const closeOnce = () => (closing ??= close());
+  let started = false;
+  let gone = false;
+  process.once('disconnect', () => {
+    gone = true;
+    if (started) closeOnce().finally(() => process.exit(0));
+  });
   let ready: object = {};
+  let handle: Handler;
   if (kind === 'edge') {
     const [appPort, label, mode] = args;
     const backend = new TestBackend();
@@ -92,6 +102,7 @@ async function main(): Promise<void> {
     ready = { port: edge.port };
   } else if (kind === 'service') {
     const t = await startTestService({ metrics: args[0] === 'on' });
+    close = () => t.close();
     const sb = await openEdgeSandbox(t, 'bench-ops');
     const { lifecycle } = t.service;
     handle = async (req) => {
@@ -117,7 +128,6 @@ async function main(): Promise<void> {
       } as autocannon.Options);
       return { requests: r.requests.total, errors: r.errors, non2xx: r.non2xx } satisfies LoadResult;
     };
-    close = async () => undefined;
   } else {
     throw new Error(`unknown lane ${kind}`);
   }
@@ -134,7 +144,7 @@ async function main(): Promise<void> {
       return;
     }
     if (req.op === 'close') {
-      close().finally(() => {
+      closeOnce().finally(() => {
         reply(req.id, {});
         process.disconnect();
       });
@@ -146,6 +156,11 @@ async function main(): Promise<void> {
       (err: Error) => reply(req.id, { error: err.message }),
     );
   });
+  started = true;
+  if (gone) {
+    await closeOnce();
+    process.exit(0);
+  }
   process.send!({ id: 0, ...ready });
 }
 

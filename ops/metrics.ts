@@ -138,7 +138,7 @@ export class ServiceMetrics {
       },
     });
     this.waitingPages = new Counter({ name: 'svc_edge_waiting_pages_total', help: 'Waiting pages served for apps whose sandbox is waking or starting', registers });
-    this.scans = new Counter({ name: 'svc_scans_total', help: 'Image scans finished, by result', labelNames: ['result'], registers });
+    this.scans = new Counter({ name: 'svc_scans_total', help: 'Scan job attempts finished, by result (failed: the attempt threw and is retried, twice at most)', labelNames: ['result'], registers });
     this.scanSeconds = new Histogram({
       name: 'svc_scan_duration_seconds', help: 'Duration of one image scan job', registers,
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
@@ -195,11 +195,14 @@ export class ServiceMetrics {
     const i = routeSlot(kind);
     const edge = this.edge;
     edge.connections[i]! += 1;
-    socket.once('close', () => {
+    const closed = () => {
       edge.closed[i]! += 1;
       edge.bytesIn[i]! += socket.bytesRead;
       edge.bytesOut[i]! += socket.bytesWritten;
-    });
+    };
+    // a client gone between its ClientHello and the dispatch: its close was before, no listener would hear it
+    if (socket.closed) closed();
+    else socket.once('close', closed);
   }
 
   /** Counts the HTTP requests one of the edge's own servers gets. */

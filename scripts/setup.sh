@@ -151,8 +151,8 @@ compose_v2() { docker compose version --short 2> /dev/null | grep -q '^v\?2\.'; 
 if compose_v2 && docker buildx version > /dev/null 2>&1 && command -v gitleaks > /dev/null; then
     say "compose: $(docker compose version --short), buildx and gitleaks present"
 else
-    # on Debian 13 itself the pin changes nothing: these are its own packages
-    add_trixie_source
+    # on Debian 13 they are its own packages: no source, no pin (a pin would hold back its point releases)
+    (. /etc/os-release && [ "${VERSION_CODENAME:-}" = trixie ]) || add_trixie_source
     step trixie "apt-get install ${TRIXIE_PACKAGES[*]} (from trixie)" \
         install_packages "${TRIXIE_PACKAGES[@]}" \
         || fail "could not install ${TRIXIE_PACKAGES[*]} from trixie, log in /var/log/svc-apt.log"

@@ -72,7 +72,8 @@ export class ServiceMetrics {
   private readonly findings: Counter<'family'>;
   private readonly pushes: Counter;
   private readonly pulls: Counter;
-  private readonly apiRequests: Counter<'method' | 'route' | 'status'>;
+  /** API requests by method, status and route pattern, counted as plain numbers read at each scrape (as the edge's). */
+  private readonly api = new Map<string, { labels: { method: string; route: string; status: string }; n: number }>();
   private readonly apiSeconds: Histogram<'route'>;
   private readonly storeErrors: Counter;
   private readonly redisErrors: Counter;
@@ -153,8 +154,13 @@ export class ServiceMetrics {
     });
     this.pushes = new Counter({ name: 'svc_registry_pushes_total', help: 'Image manifests pushed (accepted by the upstream)', registers });
     this.pulls = new Counter({ name: 'svc_registry_pulls_total', help: 'Image manifests pulled (GET of a manifest the caller may read)', registers });
-    this.apiRequests = new Counter({
+    const api = this.api;
+    new Counter({
       name: 'svc_api_requests_total', help: 'API requests by method, route pattern and status (both ports)', labelNames: ['method', 'route', 'status'], registers,
+      collect() {
+        this.reset();
+        for (const { labels, n } of api.values()) this.inc(labels, n);
+      },
     });
     this.apiSeconds = new Histogram({
       name: 'svc_api_request_duration_seconds', help: 'API response time by route pattern', labelNames: ['route'], registers,
@@ -236,7 +242,11 @@ export class ServiceMetrics {
   /** `route`: the route pattern (`/api/sandboxes/:name`), or undefined when no route matched. */
   apiRequest(method: string, route: string | undefined, status: number, ms: number): void {
     const pattern = route ?? '(unmatched)';
-    this.apiRequests.inc({ method: HTTP_METHODS.has(method) ? method : 'other', route: pattern, status: String(status) });
+    const known = HTTP_METHODS.has(method) ? method : 'other';
+    const key = `${known} ${status} ${pattern}`;
+    const counted = this.api.get(key);
+    if (counted) counted.n += 1;
+    else this.api.set(key, { labels: { method: known, route: pattern, status: String(status) }, n: 1 });
     this.apiSeconds.observe({ route: pattern }, ms / 1000);
   }
 

@@ -1,5 +1,5 @@
-import { errors } from '../core/errors.ts';
 import { SingleFlight } from '../core/keyed-lock.ts';
+import { notRunning } from '../core/sandbox-status.ts';
 import type { DiskUse, ResourceUse } from './runtime/sandbox-runtime.ts';
 
 /** What the sampler reads from the runtime (SandboxRuntime's methods of these names). */
@@ -44,7 +44,11 @@ const READING_TIMEOUT_MS = 5_000;
 interface Ring {
   points: UsagePoint[];
   last?: ResourceUse;
+  /** This process's clock when `last` was read: the cadence never trusts the engine's clock (skewed, or Go's zero time). */
+  sampledAt: number;
   disk?: DiskUse & { at: number };
+  /** When the last disk scan started, whatever its outcome: a failed or cut-off scan is not retried at once. */
+  diskTriedAt: number;
   readAt: number;
 }
 
@@ -64,14 +68,14 @@ export class SandboxUsage {
   /** The sandbox's usage now and what was sampled before; 409 when it is not running (never wakes it). */
   async read(name: string): Promise<UsageNow> {
     this.forgetUnread();
-    const ring = this.rings.get(name) ?? { points: [], readAt: 0 };
+    const ring = this.rings.get(name) ?? { points: [], sampledAt: 0, diskTriedAt: -Infinity, readAt: 0 };
     this.rings.set(name, ring);
     ring.readAt = this.now();
-    if (!ring.last || this.now() - ring.last.at >= SAMPLE_EVERY_MS) await this.readings.do(name, () => this.sample(name, ring));
+    if (!ring.last || this.now() - ring.sampledAt >= SAMPLE_EVERY_MS) await this.readings.do(name, () => this.sample(name, ring));
     const last = ring.last!;
     const disk = await this.disk(name, ring);
     return {
-      at: last.at,
+      at: ring.sampledAt,
       cpu: { cores: ring.points.at(-1)?.cpu ?? 0, limit: last.cpuLimit },
       memory: { bytes: last.memoryBytes, limit: last.memoryLimitBytes },
       disk,
@@ -90,44 +94,51 @@ export class SandboxUsage {
   }
 
   private async sample(name: string, ring: Ring): Promise<ResourceUse> {
-    let base = ring.last && this.now() - ring.last.at < RATE_BASE_MS ? ring.last : undefined;
+    let base = ring.last && this.now() - ring.sampledAt < RATE_BASE_MS ? { reading: ring.last, at: ring.sampledAt } : undefined;
     let reading = await this.reading(name);
+    let at = this.now();
     // a rate needs two readings; a restarted sandbox starts its CPU count from zero again
-    if (!base || reading.cpuNs < base.cpuNs) {
-      base = reading;
+    if (!base || reading.cpuNs < base.reading.cpuNs) {
+      base = { reading, at };
       await new Promise((resolve) => setTimeout(resolve, SECOND_READING_MS));
       reading = await this.reading(name);
+      at = this.now();
     }
-    const elapsedNs = Math.max(1, reading.at - base.at) * 1e6;
-    const cpu = Math.max(0, (reading.cpuNs - base.cpuNs) / elapsedNs);
-    ring.points.push({ at: reading.at, cpu: Math.round(cpu * 1000) / 1000, memoryBytes: reading.memoryBytes });
-    const oldest = reading.at - HISTORY_MS;
+    // the engine's read times match its CPU counts best; a clock that did not move (Go's zero time) falls back to ours
+    const engineMs = reading.at - base.reading.at;
+    const elapsedNs = Math.max(1, engineMs > 0 ? engineMs : at - base.at) * 1e6;
+    const cpu = Math.max(0, (reading.cpuNs - base.reading.cpuNs) / elapsedNs);
+    ring.points.push({ at, cpu: Math.round(cpu * 1000) / 1000, memoryBytes: reading.memoryBytes });
+    const oldest = at - HISTORY_MS;
     while (ring.points.length > HISTORY_POINTS || (ring.points[0] && ring.points[0].at < oldest)) ring.points.shift();
     ring.last = reading;
+    ring.sampledAt = at;
     return reading;
   }
 
+  /** One engine reading; an engine that does not answer in time is RuntimeUnreachable (the runtime's guard). */
   private async reading(name: string): Promise<ResourceUse> {
-    const reading = await this.source.resourceUse(name, AbortSignal.timeout(READING_TIMEOUT_MS)).catch((err: Error) => {
-      if (err.name === 'AbortError' || err.name === 'TimeoutError') throw new errors.Busy(5, `the engine did not say what sandbox "${name}" uses within ${READING_TIMEOUT_MS / 1000} s; try again`);
-      throw err;
-    });
+    const reading = await this.source.resourceUse(name, AbortSignal.timeout(READING_TIMEOUT_MS));
     if (!reading) {
       this.rings.delete(name);
-      throw new errors.SandboxNotRunning(name, 'not running', name);
+      throw notRunning(name, 'exited');
     }
     return reading;
   }
 
-  /** The last disk use; a new scan once it is DISK_EVERY_MS old, waited for at most DISK_WAIT_MS. */
+  /**
+   * The last disk use; a new scan once the last one started DISK_EVERY_MS ago (failed or not: a
+   * sandbox whose scan fails or is cut off does not run `du` on every read), waited for at most DISK_WAIT_MS.
+   */
   private async disk(name: string, ring: Ring): Promise<UsageNow['disk']> {
-    if (ring.disk && this.now() - ring.disk.at < DISK_EVERY_MS) return ring.disk;
+    if (this.now() - ring.diskTriedAt < DISK_EVERY_MS) return ring.disk ?? null;
+    ring.diskTriedAt = this.now();
     const scan = this.scans.do(name, async () => {
       const use = await this.source.diskUse(name);
       ring.disk = { ...use, at: this.now() };
       return use;
     });
-    scan.catch(() => undefined); // a failed scan leaves the last figure; the next read tries again
+    scan.catch(() => undefined); // a failed scan leaves the last figure; a read after DISK_EVERY_MS tries again
     await Promise.race([scan.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, DISK_WAIT_MS).unref())]);
     return ring.disk ?? null;
   }

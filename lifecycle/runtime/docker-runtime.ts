@@ -344,7 +344,8 @@ export class DockerRuntime implements SandboxRuntime {
     const [df = '', ...du] = stdout.toString('utf8').trim().split('\n');
     const fields = df.trim().split(/\s+/);
     const folders = du.map((line) => /^(\d+)\s/.exec(line)).filter((m) => m !== null);
-    if (fields.length < 4 || !/^\d+$/.test(fields[3]!) || folders.length === 0) throw new Error(`could not read the disk use of sandbox "${name}"`);
+    if (fields.length < 4 || !/^\d+$/.test(fields[3]!)) throw new Error(`could not read the disk use of sandbox "${name}"`);
+    // a `du` killed before it finished any folder is still an answer: nothing counted yet, complete false
     return {
       usedBytes: folders.reduce((sum, m) => sum + Number(m[1]) * 1024, 0),
       freeBytes: Number(fields[3]) * 1024,

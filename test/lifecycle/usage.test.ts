@@ -72,4 +72,42 @@ describe('sandbox usage sampler', () => {
     engine.stop();
     await assert.rejects(usage.read('svc-a'), (err: Error & { code?: string; statusCode?: number }) => err.code === 'SVC_SANDBOX_NOT_RUNNING' && err.statusCode === 409);
   });
+
+  it('keeps its cadence by its own clock, whatever time the engine reports (skewed, or Go\'s zero time)', async () => {
+    const clock = { now: 1_000_000 };
+    const engine = fakeEngine(clock);
+    const zeroTime = Date.parse('0001-01-01T00:00:00Z');
+    const usage = new SandboxUsage({ ...engine.source, resourceUse: async (n, s) => { clock.now += 1000; const r = await engine.source.resourceUse(n, s); return r && { ...r, at: zeroTime }; } }, () => clock.now);
+    const first = await usage.read('svc-a');
+    assert.equal(first.cpu.cores, 0.25, 'the rate falls back to this clock when the engine\'s did not move');
+    await usage.read('svc-a');
+    await usage.read('svc-a');
+    assert.equal(engine.calls.resources, 2, 'reads within the period share the last reading');
+    clock.now += SAMPLE_EVERY_MS;
+    await usage.read('svc-a');
+    assert.equal(engine.calls.resources, 3);
+  });
+
+  it('starts no new disk scan within the minute after one that failed, and shows a cut-off one', async () => {
+    const clock = { now: 1_000_000 };
+    const engine = fakeEngine(clock);
+    let fail = true;
+    const usage = new SandboxUsage({
+      ...engine.source,
+      diskUse: async () => {
+        engine.calls.disk++;
+        if (fail) throw new Error('could not read the disk use');
+        return { usedBytes: 0, freeBytes: 10 << 30, complete: false };
+      },
+    }, () => clock.now);
+    assert.equal((await usage.read('svc-a')).disk, null);
+    clock.now += SAMPLE_EVERY_MS;
+    assert.equal((await usage.read('svc-a')).disk, null);
+    assert.equal(engine.calls.disk, 1, 'one scan a minute, failed or not');
+    fail = false;
+    clock.now += 60_000;
+    const later = await usage.read('svc-a');
+    assert.equal(engine.calls.disk, 2);
+    assert.deepEqual(later.disk && { used: later.disk.usedBytes, complete: later.disk.complete }, { used: 0, complete: false });
+  });
 });

@@ -4,6 +4,7 @@ import { createUser, publicUser, requireUserByName, resetPassword, setDisabled, 
 import type { Admission } from '../../accounts/admission.ts';
 import { QUOTA_NAMES, setQuotas, type QuotaName } from '../../accounts/quotas.ts';
 import { errors } from '../../core/errors.ts';
+import { mapLimited } from '../../core/map-limited.ts';
 import { parseDuration, type Lifecycle } from '../../lifecycle/index.ts';
 import type { SandboxUsage } from '../../lifecycle/usage.ts';
 import type { Store, UserRecord } from '../../store/index.ts';
@@ -36,6 +37,8 @@ const AuditRowSchema = Type.Object({
   sandbox: Type.Optional(Type.String()), target: Type.Optional(Type.String()), detail: Type.Optional(Type.String()),
 });
 const MB = 1024 * 1024;
+/** Engine readings of memory under way at once for the list of every sandbox. */
+const MEMORY_READINGS_AT_ONCE = 8;
 const IsoTime = Type.String({ maxLength: 40, description: 'ISO 8601 time, e.g. 2026-11-26T05:00:00Z' });
 
 function requireAdmin(principal: Caller): void {
@@ -159,10 +162,12 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   }, async () => {
     const records = (await store.sandboxes.listAll()).filter((r) => !r.archived_at);
     const owners = new Map((await store.users.list()).map((u) => [u.id, u]));
+    const listed = lifecycle.list(records);
     const [summaries, hosts, memory] = await Promise.all([
-      lifecycle.list(records),
+      listed,
       Promise.all(records.map((r) => lifecycle.hostOf(r.name))),
-      Promise.all(records.map((r) => usage.memoryNow(r.name))),
+      // only a running sandbox uses memory; each reading is an inspect and a stats call: a few at a time
+      listed.then((all) => mapLimited(all, MEMORY_READINGS_AT_ONCE, (s) => (s.status === 'running' ? usage.memoryNow(s.name) : Promise.resolve(null)))),
     ]);
     const defaults = admission.quotasOf({});
     return summaries.map((s, i) => {

@@ -76,8 +76,12 @@ export async function userStore(backend: Backend, locks: KeyedLock): Promise<Use
     const id = await index.get(['oidc', subject]);
     const user = id === undefined ? undefined : await get(id);
     if (user?.oidc_subject === subject) return user;
-    // users linked before the subject index existed (insertForSubject adds their claim)
-    return (await list()).find((u) => u.oidc_subject === subject);
+    // a user linked before the subject index existed: found once by a scan of every user, then
+    // claimed, so their next sign-in is a lookup (a claim already there, left by a writer that
+    // died, stays: insertForSubject's caller owns that case under its lock)
+    const linked = (await list()).find((u) => u.oidc_subject === subject);
+    if (linked && id === undefined) await index.insertIfAbsent(['oidc', subject], linked.id);
+    return linked;
   }
 
   async function insertForSubject(u: UserRecord): Promise<{ user: UserRecord; created: boolean }> {
@@ -87,10 +91,7 @@ export async function userStore(backend: Backend, locks: KeyedLock): Promise<Use
     // claim whose user is still being written; the claim itself is the unique row.
     return locks.run(lock(`oidc:${subject}`), async () => {
       const holder = await getBySubject(subject);
-      if (holder) {
-        await index.insertIfAbsent(['oidc', subject], holder.id);
-        return { user: holder, created: false };
-      }
+      if (holder) return { user: holder, created: false };
       // No live writer holds the lock: a claim without its user was left by one that died.
       if (!(await index.insertIfAbsent(['oidc', subject], u.id))) await index.set(['oidc', subject], u.id);
       try {

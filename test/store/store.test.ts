@@ -93,6 +93,16 @@ function suite(backend: BackendName): void {
       assert.equal(await store.users.getByName('gina-2'), undefined);
     });
 
+    test('users: a user linked before the subject index is claimed on the first look-up, so the next one reads the index', async () => {
+      const subject = 'https://idp.example#hana';
+      const linked = user('hana', { oidc_subject: subject });
+      await store.users.put(linked); // the record alone, as the first single sign-on version wrote it
+      assert.equal((await store.users.getBySubject(subject))?.id, linked.id);
+      // a record a scan would find first: only a look-up by the claim still answers hana
+      await store.users.put(user('hana-older', { oidc_subject: subject, created_at: '2000-01-01T00:00:00.000Z' }));
+      assert.equal((await store.users.getBySubject(subject))?.id, linked.id);
+    });
+
     test('tokens: put, get, getByHash, listByUser only lists the user\'s own', async () => {
       const u1 = user('tok-owner-1');
       const u2 = user('tok-owner-2');

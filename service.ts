@@ -68,7 +68,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const peers = new Peers(redis, config.redisPrefix, config);
   let store: Store;
   try {
-    await peers.join();
+    for (const warning of await peers.join()) logger.warn(warning);
     const opened = await openStore(config.storeUrl, { table: config.storeTable, secretKeyFile: config.secretKeyFile });
     store = metrics ? countingStoreErrors(opened, () => metrics.storeError()) : opened;
   } catch (err) {

@@ -17,6 +17,8 @@ export interface Peer {
   store: 'sqlite' | 'postgres';
   /** Whether its registry upstream is one it spawned on its data folder. */
   spawnedRegistry: boolean;
+  /** Where it writes the archives of deleted sandboxes (SVC_ARCHIVE_DIR); absent from processes of before. */
+  archiveDir?: string;
   /** Until when it counts as alive (ms since the epoch). */
   until: number;
 }
@@ -32,7 +34,7 @@ export class Peers {
   private timer: NodeJS.Timeout | undefined;
   private readonly key: string;
 
-  constructor(private readonly redis: Redis, prefix: string, private readonly config: Pick<Config, 'dataDir' | 'storeUrl' | 'registryUpstream'>) {
+  constructor(private readonly redis: Redis, prefix: string, private readonly config: Pick<Config, 'dataDir' | 'archiveDir' | 'storeUrl' | 'registryUpstream'>) {
     this.key = `${prefix}:peers`;
   }
 
@@ -45,10 +47,18 @@ export class Peers {
     return all.filter((p) => p.until >= now && p.id !== this.id);
   }
 
-  /** Checks the shape against the processes that run, then registers this one and keeps it registered. */
-  async join(): Promise<void> {
+  /**
+   * Checks the shape against the processes that run, then registers this one and keeps it registered.
+   * Returns what works but an operator should know (for the log).
+   */
+  async join(): Promise<string[]> {
     const me = this.entry();
+    const warnings: string[] = [];
     for (const other of await this.others()) {
+      if (other.archiveDir !== undefined && other.archiveDir !== me.archiveDir) {
+        warnings.push(`another service process (${other.host}, pid ${other.pid}) writes the archives of deleted sandboxes to ${other.archiveDir}, this one to ${me.archiveDir}: ` +
+          'an archive lies where the process that ran its DELETE put it; set SVC_ARCHIVE_DIR to one folder all processes share');
+      }
       if (other.host === me.host && other.dataDir === me.dataDir) continue; // one data folder: one store, one registry
       const where = `another service process runs on this Redis prefix (${other.host}, pid ${other.pid}, data folder ${other.dataDir})`;
       if (me.store === 'sqlite' || other.store === 'sqlite') {
@@ -62,6 +72,7 @@ export class Peers {
     }
     await this.beat();
     this.timer = setInterval(() => void this.beat().catch(() => undefined), HEARTBEAT_MS);
+    return warnings;
   }
 
   private entry(): Peer {
@@ -72,6 +83,7 @@ export class Peers {
       dataDir: this.config.dataDir,
       store: this.config.storeUrl.startsWith('sqlite:') ? 'sqlite' : 'postgres',
       spawnedRegistry: !this.config.registryUpstream,
+      archiveDir: this.config.archiveDir,
       until: Date.now() + PEER_TTL_MS,
     };
   }

@@ -233,6 +233,7 @@ export class DockerRuntime implements SandboxRuntime {
   takeDown(name: string): Promise<void> {
     return guarded(async () => {
       const names = resourceNames(name);
+      const state = await this.inspect(name);
       try {
         await this.docker.getContainer(names.container).remove({ force: true });
       } catch (err) {
@@ -243,6 +244,10 @@ export class DockerRuntime implements SandboxRuntime {
       } catch (err) {
         if (statusCode(err) !== 404) throw err;
       }
+      // The pipes' folder goes with the container, whichever process's data folder it is in (the next
+      // container gets one of its maker's). Only a folder named for this sandbox, as transferFolder makes them.
+      const mounted = state.status === 'exited' || state.status === 'running' ? state.transferFolder : undefined;
+      if (mounted && path.basename(mounted) === name) await fs.promises.rm(mounted, { recursive: true, force: true });
     });
   }
 

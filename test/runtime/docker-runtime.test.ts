@@ -1,7 +1,9 @@
+import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { after, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { loadConfig } from '../../core/config.ts';
 import { DockerRuntime } from '../../lifecycle/runtime/docker-runtime.ts';
@@ -33,4 +35,38 @@ runtimeContract('DockerRuntime', { runsCommands: true }, async () => {
       fs.rmSync(transferRoot, { recursive: true, force: true });
     },
   };
+});
+
+/** What DockerRuntime keeps beside the container on the host: the transfer folder the container mounts. */
+describe('DockerRuntime: the transfer folder goes with the container', () => {
+  const config = loadConfig();
+  const instance = `svct${randomBytes(3).toString('hex')}`;
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
+  const runtimeOn = (transferRoot: string) => new DockerRuntime(sandboxDocker(), {
+    image: config.sandboxImage,
+    runtime: config.sandboxRuntime,
+    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
+    instance,
+    logger: pino({ level: 'silent' }),
+    transferRoot,
+  });
+  after(async () => {
+    await removeInstance(instance);
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  it('a take-down by a process on another data folder removes the folder the maker chose; the volumes stay', async () => {
+    const name = `svc-${instance}-transfer`;
+    const maker = runtimeOn(path.join(root, 'a', 'transfer'));
+    const other = runtimeOn(path.join(root, 'b', 'transfer'));
+    await maker.create({ name, env: { SVC_SANDBOX: name } });
+    const state = await maker.inspect(name);
+    const folder = 'transferFolder' in state ? state.transferFolder : undefined;
+    assert.equal(folder, path.join(root, 'a', 'transfer', name));
+    assert.ok(fs.existsSync(folder));
+    await other.takeDown(name);
+    assert.ok(!fs.existsSync(folder), 'the maker\'s folder is gone with its container');
+    assert.ok((await other.withVolumes()).includes(name), 'volumes kept');
+    await other.removeVolumes(name);
+  });
 });

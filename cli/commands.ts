@@ -5,6 +5,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { StringDecoder } from 'node:string_decoder';
 import tls from 'node:tls';
+import { isLocalDomain } from '../core/addresses.ts';
 import { Api, ApiError, readAll } from './api.ts';
 import { UsageError, type Settings } from './settings.ts';
 
@@ -72,14 +73,9 @@ function engineHost(ctx: Context): { host: string; port: number } {
   return { host: url.hostname, port: Number(url.port || 443) };
 }
 
-/** `*.localhost` names: a machine's own, which some systems resolve themselves (RFC 6761). */
-function localDomain(domain: string): boolean {
-  return domain === 'localhost' || domain.endsWith('.localhost');
-}
-
 /** How a machine gets the service's names, for the domain SVC_URL names; `hosts` says where the /etc/hosts line is. */
 function howToResolve(domain: string, hosts = 'the /etc/hosts line `svc names` prints'): string {
-  return localDomain(domain)
+  return isLocalDomain(domain)
     ? `names under ${domain} are the service's own machine: there, npm run setup makes every *.localhost resolve (libnss-myhostname; on another Linux: apt-get install libnss-myhostname); browsers and curl resolve them themselves; elsewhere add ${hosts}`
     : `a wildcard DNS record *.${domain} pointing at the service makes them resolve; until the operator adds one, add ${hosts}`;
 }
@@ -175,9 +171,11 @@ export const commands: Record<string, Command> = {
       }
       if (!missing.length) return 0;
       // the address the API answered on; a local domain's names are the loopback address
-      const service = localDomain(domain) ? '127.0.0.1' : (await dns.lookup(domain, { family: 4 }).catch(() => dns.lookup(domain))).address;
+      const service = isLocalDomain(domain) ? '127.0.0.1' : await dns.lookup(domain, { family: 4 }).catch(() => dns.lookup(domain)).then((a) => a.address, () => undefined);
       note(howToResolve(domain, 'this line to /etc/hosts:'));
-      out(`${service} ${missing.join(' ')}`);
+      // the API answered through a proxy or a name this machine no longer resolves: the address is the operator's to give
+      if (!service) note(`${domain} itself does not resolve here either: write the service's IP address (ask its operator) in place of SERVICE-IP`);
+      out(`${service ?? 'SERVICE-IP'} ${missing.join(' ')}`);
       return 1;
     },
   },

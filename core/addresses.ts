@@ -16,6 +16,14 @@ export interface Addresses {
   registry: string;
 }
 
+/**
+ * `localhost` and `*.localhost`: names of a machine itself (RFC 6761), which some systems resolve
+ * on their own and no DNS record serves. The CLI bundles this too (keep it free of imports).
+ */
+export function isLocalDomain(domain: string): boolean {
+  return domain === 'localhost' || domain.endsWith('.localhost');
+}
+
 /** `https://<host>` with the port when it is not 443. */
 export function httpsUrl(host: string, port: number): string {
   return `https://${host}${port === 443 ? '' : `:${port}`}`;

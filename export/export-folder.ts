@@ -1,4 +1,4 @@
-import type { Addresses } from '../core/addresses.ts';
+import { isLocalDomain, type Addresses } from '../core/addresses.ts';
 import type { EngineCerts } from '../store/records.ts';
 import type { ManagerAccess } from './manager-access.ts';
 import type { ZipEntry } from './zip.ts';
@@ -60,7 +60,7 @@ docker/
 
 /** How a user's machine gets the service's names: the machine itself for *.localhost, else DNS. */
 function namesHow(domain: string): string {
-  if (domain === 'localhost' || domain.endsWith('.localhost')) {
+  if (isLocalDomain(domain)) {
     return `These are the service's own machine: use them there (or through a tunnel to it). On it
 \`npm run setup\` made every \`*.localhost\` name resolve (libnss-myhostname); on another Linux machine
 \`sudo apt-get install libnss-myhostname\` does the same. Browsers and curl resolve them themselves.`;

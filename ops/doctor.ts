@@ -8,6 +8,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { Redis } from 'ioredis';
+import { isLocalDomain } from '../core/addresses.ts';
 import type { Config } from '../core/config.ts';
 import { CA_FILE, caDir } from '../edge/certs/service-ca.ts';
 import { engineClient } from '../lifecycle/runtime/engine-client.ts';
@@ -53,7 +54,7 @@ const CHECK_TIMEOUT_MS = 5_000;
 export function doctorChecks(config: Config): DoctorCheck[] {
   const userns = config.sandboxRuntime === 'userns';
   const unisolated = config.sandboxRuntime === 'unisolated';
-  const localDomain = config.domain === 'localhost' || config.domain.endsWith('.localhost');
+  const localDomain = isLocalDomain(config.domain);
   const mainEngine = new Docker(); // DOCKER_HOST or the local socket, as the service and the docker CLI
   const sandboxEngine = unisolated ? mainEngine : engineClient(config.sandboxDockerHost);
   return [

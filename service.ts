@@ -6,6 +6,7 @@ import type { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { buildApi } from './api/app.ts';
 import { SignInGuard } from './api/sign-in-guard.ts';
+import { AuditOnce } from './api/audit-once.ts';
 import { WebSessions } from './accounts/index.ts';
 import { Admission } from './accounts/admission.ts';
 import { quotaDefaults } from './accounts/quotas.ts';
@@ -123,6 +124,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     usage: new SandboxUsage(runtime),
     sessions: new WebSessions(redis, config.redisPrefix),
     signInGuard: new SignInGuard(redis, config.redisPrefix),
+    auditOnce: new AuditOnce(redis, config.redisPrefix),
     caPem: () => serviceCaPem(config, store.serviceKeys),
     managerAccess: (record) => lifecycle.managerAccess(record),
     admission,

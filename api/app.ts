@@ -30,6 +30,7 @@ import { managerNotIncluded, type ManagerAccessProvider } from '../export/index.
 import { ErrorBody } from './schemas/common.ts';
 import type { WebSessions } from '../accounts/index.ts';
 import type { SignInGuard } from './sign-in-guard.ts';
+import type { AuditOnce } from './audit-once.ts';
 import { sessionRoutes } from './routes/session.ts';
 import { noTokenInUrlPlugin, reqSerializer } from './plugins/no-token-in-url.ts';
 import { uiPlugin } from './plugins/ui.ts';
@@ -66,6 +67,8 @@ export interface ApiDeps {
   /** Web UI sessions and the guard on password checks (sign-in, password change). */
   sessions: WebSessions;
   signInGuard: SignInGuard;
+  /** Audit rows of reads a page repeats, one per window across processes (a manager's password). */
+  auditOnce: AuditOnce;
   /** Quotas and what each user uses of them (GET /me, the admin routes). */
   admission: Admission;
   wakeLimits: WakeLimits;
@@ -120,7 +123,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(authPlugin, { store: deps.store, sessions: deps.sessions, siteOrigin: addresses.site });
       await api.register(sessionRoutes, { store: deps.store, sessions: deps.sessions, guard: deps.signInGuard, siteOrigin: addresses.site, passwordSignIn: deps.passwordSignIn ?? true });
       await api.register(oidcRoutes, { store: deps.store, sessions: deps.sessions, oidc: deps.oidc, passwordSignIn: deps.passwordSignIn ?? true });
-      await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle });
+      await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle, auditOnce: deps.auditOnce });
       await api.register(adminRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, sessions: deps.sessions, usage: deps.usage });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, wakeLimits: deps.wakeLimits });
       await api.register(registryRoutes, { store: deps.store });

@@ -4,25 +4,37 @@ import type { FastifyRequest } from 'fastify';
 import type { Lifecycle, SandboxView } from '../../lifecycle/index.ts';
 import type { Store } from '../../store/index.ts';
 import { authorizeSandbox, forbidLimited } from '../../accounts/index.ts';
+import type { AuditOnce } from '../audit-once.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
 import { ArchiveResult, CreateSandboxBody, PatchSandboxBody, Sandbox, SandboxSummary } from '../schemas/sandbox.ts';
 
 export interface SandboxRoutesOptions {
   store: Store;
   lifecycle: Lifecycle;
+  auditOnce: AuditOnce;
 }
+
+/** A caller who reads a manager sandbox's password again within this long writes no new row. */
+const REVEAL_ROW_EVERY_MS = 60_000;
 
 /**
  * A sandbox record that carries the management tool's password (a manager sandbox's) is a reveal
- * of it: an audit row, whichever route answered with it (the create answer's is its create row).
+ * of it: an audit row, whichever route answered with it (the create answer's is its create row),
+ * at most one per actor (a token; a web session's user) and sandbox per REVEAL_ROW_EVERY_MS.
  */
-async function revealed(request: FastifyRequest, view: SandboxView): Promise<SandboxView> {
-  if (view.extras.manager_password) await request.audit('sandbox.manager_password_read', { sandbox: view.name });
+async function revealed(request: FastifyRequest, auditOnce: AuditOnce, view: SandboxView): Promise<SandboxView> {
+  if (!view.extras.manager_password) return view;
+  const { principal } = request;
+  const actor = principal.token ? `token:${principal.token.id}` : `user:${principal.user.id}`;
+  if (await auditOnce.first(`manager_password_read:${actor}:${view.name}`, REVEAL_ROW_EVERY_MS)) {
+    await request.audit('sandbox.manager_password_read', { sandbox: view.name });
+  }
   return view;
 }
 
 /** Spec 4.1: the sandbox resource and its lifecycle verbs. Thin: authorise, then call lifecycle/. */
-export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = async (app, { store, lifecycle }) => {
+export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = async (app, { store, lifecycle, auditOnce }) => {
+  const reveal = (request: FastifyRequest, view: SandboxView) => revealed(request, auditOnce, view);
   app.addSchema(Sandbox);
   app.addSchema(SandboxSummary);
   const tags = ['sandboxes'];
@@ -52,7 +64,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   app.get('/sandboxes/:name', {
     schema: { tags, summary: 'The sandbox record', params, response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410) } },
   }, async (request) => {
-    return revealed(request, await lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use')));
+    return reveal(request, await lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use')));
   });
 
   app.post('/sandboxes/:name/start', {
@@ -65,12 +77,12 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
     await lifecycle.start(record.name);
-    return revealed(request, await lifecycle.view(record));
+    return reveal(request, await lifecycle.view(record));
   });
 
   app.post('/sandboxes/:name/keep-awake', {
     schema: { tags, params, summary: 'Restart the idle countdown (never wakes a sleeping sandbox)', response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410) } },
-  }, async (request) => revealed(request, await lifecycle.keepAwake((await authorizeSandbox(store, request.principal, request.params.name, 'use')).name)));
+  }, async (request) => reveal(request, await lifecycle.keepAwake((await authorizeSandbox(store, request.principal, request.params.name, 'use')).name)));
 
   app.patch('/sandboxes/:name', {
     schema: { tags, params, summary: 'Change idle_timeout and/or deep_sleep_after (owner or admin)', body: PatchSandboxBody, response: { 200: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 404, 409, 410) } },
@@ -78,7 +90,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
     const view = await lifecycle.updateSettings(record.name, request.body);
     await request.audit('sandbox.patch', { sandbox: record.name, detail: JSON.stringify(request.body) });
-    return revealed(request, view);
+    return reveal(request, view);
   });
 
   app.delete('/sandboxes/:name', {
@@ -100,6 +112,6 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
     const view = await lifecycle.enableEngineAccess(record.name);
     await request.audit('sandbox.enable_engine_access', { sandbox: record.name });
-    return revealed(request, view);
+    return reveal(request, view);
   });
 };

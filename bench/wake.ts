@@ -9,7 +9,7 @@
  * against the baseline: the same navigation to the app while its sandbox runs. The floor is the wake
  * itself, without edge or browser: from lifecycle.start until the app accepts a TCP connection at its
  * address (the inner engine restarts its container), with a connection attempt every 20 ms that never
- * waits for the one before; the same with attempts one after another shows what that saves. Medians of RUNS.
+ * waits for the one before; attempts one after another in the same wakes show what that saves. Medians of RUNS.
  *
  *   npm run bench:wake            (RUNS=5 asleep, DEEP_RUNS=3 deep sleep)
  */
@@ -24,6 +24,11 @@ const RUNS = Number(process.env.RUNS ?? 5);
 const DEEP_RUNS = Number(process.env.DEEP_RUNS ?? 3);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+/** p50 and largest of the differences of paired measurements. */
+const spread = (later: number[], first: number[]) => {
+  const d = later.map((x, i) => x - first[i]!);
+  return `${s(median(d))} / ${s(Math.max(...d))}`;
+};
 
 let networkChanges = 0;
 const t = await startTestService({ wakeHoldMs: 5_000 });
@@ -94,11 +99,13 @@ try {
     socket.once('timeout', () => done(false));
   });
   /**
-   * lifecycle.start until the app accepts at its address (8080 published on the sandbox's address).
-   * `overlap` false: each attempt waits for the one before, as the edge's look-out first did; the
-   * difference is what unanswered SYNs cost (sent again only after a second).
+   * lifecycle.start until the app accepts at its address (8080 published on the sandbox's address),
+   * seen by two lookers in the same wake: one sends a new attempt every 20 ms without waiting for the
+   * one before (the floor), the other waits for each attempt, as the edge's look-out first did. A SYN
+   * sent while the inner engine brings the container up goes unanswered and is sent again only a
+   * second later: the difference is what that cost.
    */
-  const floorMs = async (overlap: boolean): Promise<number> => {
+  const floorMs = async (): Promise<{ overlap: number; serial: number }> => {
     const began = Date.now();
     // a start that fails on a busy engine (it happens: EPIPE on its socket) is tried again, and counted
     const start = (): Promise<unknown> => t.service.lifecycle.start(sb.name).catch((err) => {
@@ -106,22 +113,34 @@ try {
       return start();
     });
     void start();
-    // a new attempt every 20 ms, never waiting for the one before: a SYN sent while the inner engine
-    // brings the container up goes unanswered and is sent again only a second later
-    let acceptedAt = 0;
-    while (!acceptedAt) {
-      const state = await t.service.lifecycle.status(sb.name);
-      if (state.status === 'running' && state.address) {
-        const attempt = accepts(state.address, 8080).then((ok) => { if (ok && !acceptedAt) acceptedAt = Date.now(); });
-        if (!overlap) await attempt;
+    const look = async (overlap: boolean): Promise<number> => {
+      let acceptedAt = 0;
+      while (!acceptedAt) {
+        const state = await t.service.lifecycle.status(sb.name);
+        if (state.status === 'running' && state.address) {
+          const attempt = accepts(state.address, 8080).then((ok) => { if (ok && !acceptedAt) acceptedAt = Date.now(); });
+          if (!overlap) await attempt;
+        }
+        await new Promise((r) => setTimeout(r, 20));
       }
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    return acceptedAt - began;
+      return acceptedAt - began;
+    };
+    const [overlap, serial] = await Promise.all([look(true), look(false)]);
+    return { overlap, serial };
   };
   const floors = { asleep: [] as number[], deep: [] as number[], asleepSerial: [] as number[], deepSerial: [] as number[] };
-  for (let i = 0; i < RUNS; i++) for (const overlap of [true, false]) { await asleep(); floors[overlap ? 'asleep' : 'asleepSerial'].push(await floorMs(overlap)); }
-  for (let i = 0; i < DEEP_RUNS; i++) for (const overlap of [true, false]) { await deepAsleep(); floors[overlap ? 'deep' : 'deepSerial'].push(await floorMs(overlap)); }
+  for (let i = 0; i < RUNS; i++) {
+    await asleep();
+    const f = await floorMs();
+    floors.asleep.push(f.overlap);
+    floors.asleepSerial.push(f.serial);
+  }
+  for (let i = 0; i < DEEP_RUNS; i++) {
+    await deepAsleep();
+    const f = await floorMs();
+    floors.deep.push(f.overlap);
+    floors.deepSerial.push(f.serial);
+  }
   await eventually(async () => (await sb.curl(`${sb.name}-web`)).includes('hello-app'), 'the app', 60_000, 250);
 
   const awake = await measure(RUNS, async () => undefined, true);
@@ -137,7 +156,7 @@ try {
   console.log(`baseline: the app while its sandbox runs ${s(awake)}`);
   if (networkChanges) console.log(`(${networkChanges} navigations dropped by Chromium on a network change were started again)`);
   console.log(`floor: start until the app accepts at its address, no edge, no browser: asleep ${s(median(floors.asleep))}, deep sleep ${s(median(floors.deep))}`);
-  console.log(`  the same, each connection attempt waiting for the one before (an unanswered SYN is sent again after 1 s): asleep ${s(median(floors.asleepSerial))}, deep sleep ${s(median(floors.deepSerial))}\n`);
+  console.log(`  seen in the same wakes by attempts one after another (an unanswered SYN is sent again after 1 s): asleep ${s(median(floors.asleepSerial))}, deep sleep ${s(median(floors.deepSerial))}; later by (p50 / most) ${spread(floors.asleepSerial, floors.asleep)} and ${spread(floors.deepSerial, floors.deep)}\n`);
   console.log('| | asleep | deep sleep | asleep / old | deep / old | asleep / floor | deep / floor |');
   console.log('|---|---|---|---|---|---|---|');
   const floor = { asleep: median(floors.asleep), deep: median(floors.deep) };

@@ -15,7 +15,7 @@ import { OidcSignIn } from './accounts/oidc.ts';
 import { addressesOf } from './core/addresses.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
-import { IdleSessions, Lifecycle, openDockerRuntime, procNetTcp, startLifecycleWorker, type SandboxRuntime } from './lifecycle/index.ts';
+import { IdleSessions, Lifecycle, openDockerRuntime, SshKeyMarks, procNetTcp, startLifecycleWorker, type SandboxRuntime } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
@@ -105,7 +105,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const owner = await store.users.get(ownerId);
     return owner ? admission.quotasOf(owner).wakes_per_hour : config.wakesPerHour;
   }, metrics);
-  const lifecycle = new Lifecycle({ config, store, runtime, sessions, leases, queue, apps, logger, admission, metrics });
+  const sshKeyMarks = new SshKeyMarks(redis, config.redisPrefix);
+  const lifecycle = new Lifecycle({ config, store, runtime, sessions, sshKeyMarks, leases, queue, apps, logger, admission, metrics });
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   const stopWatchingStarts = runtime.watchStarts();
   await queue.startReconciling();

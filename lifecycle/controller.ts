@@ -16,6 +16,7 @@ import { reachable, type ContainerSpec, type RuntimeState, type SandboxRuntime }
 import { containerSpec } from './container-spec.ts';
 import { waitForInnerEngine } from './runtime/inner-engine.ts';
 import type { IdleSessions } from './sessions.ts';
+import type { SshKeyMarks } from './ssh-key-marks.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
 import type { AppEntry } from './apps/app-labels.ts';
 import { generatePassword } from '../accounts/passwords.ts';
@@ -54,6 +55,8 @@ export interface LifecycleDeps {
   store: Store;
   runtime: SandboxRuntime;
   sessions: IdleSessions;
+  /** Sandboxes whose SSH keys a change could not reach: reconcile writes them. */
+  sshKeyMarks: SshKeyMarks;
   /** Sandbox leases across processes (`<prefix>:lease:<sandbox>`). */
   leases: RedisLeases;
   queue: LifecycleQueue;
@@ -233,11 +236,37 @@ export class Lifecycle {
     await writeAuthorizedKeys(this.deps.runtime.exec, record.name, (owner?.ssh_keys ?? []).map((k) => k.key).join('\n'));
   }
 
-  /** The owner's SSH keys changed: running sandboxes accept exactly the new set at once; others on wake. */
+  /**
+   * The owner's SSH keys changed (the store already says so): running sandboxes accept exactly the
+   * new set at once; others on wake. Each sandbox on its own: one whose engine does not answer is
+   * marked (SshKeyMarks) and the next reconcile pass writes its keys; the others are written now.
+   */
   async syncSshKeys(ownerId: string): Promise<void> {
     for (const record of await this.deps.store.sandboxes.listByOwner(ownerId)) {
-      if (record.archived_at || (await this.status(record.name)).status !== 'running') continue;
-      await this.exclusive(record.name, () => this.pushSshKeys(record));
+      if (record.archived_at) continue;
+      try {
+        await this.exclusive(record.name, async () => {
+          if ((await this.status(record.name)).status === 'running') await this.pushSshKeys(record);
+        });
+      } catch (err) {
+        this.log.warn({ sandbox: record.name, err }, 'SSH keys not written; the next reconcile pass writes them');
+        await this.deps.sshKeyMarks.mark(record.name);
+      }
+    }
+  }
+
+  /** A reconcile pass: a marked sandbox gets its owner's keys now if it runs (a sleeping one gets them on wake). */
+  private async pushMarkedSshKeys(record: SandboxRecord, running: boolean): Promise<void> {
+    if (!(await this.deps.sshKeyMarks.take(record.name))) return;
+    try {
+      if (running) {
+        await this.exclusive(record.name, async () => {
+          if ((await this.status(record.name)).status === 'running') await this.pushSshKeys(record);
+        });
+      }
+    } catch (err) {
+      await this.deps.sshKeyMarks.mark(record.name);
+      throw err;
     }
   }
 
@@ -367,6 +396,7 @@ export class Lifecycle {
       onIdleCheck: (name, at) => this.onIdleCheck(name, at),
       onDeepSleep: (name, at) => this.onDeepSleep(name, at),
       finishArchive: (record) => this.finishArchive(record),
+      pushMarkedSshKeys: (record, running) => this.pushMarkedSshKeys(record, running),
     });
   }
 

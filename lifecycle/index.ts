@@ -6,6 +6,7 @@ export { procNetTcp } from './host-commands.ts';
 export type { SandboxRuntime, SandboxExecutor, RuntimeState, ExecProcess } from './runtime/sandbox-runtime.ts';
 export type { SandboxStatus } from '../core/sandbox-status.ts';
 export { IdleSessions } from './sessions.ts';
+export { SshKeyMarks } from './ssh-key-marks.ts';
 export { parseDuration, normaliseIdleTimeout, normaliseDeepSleepAfter, displayDuration, IDLE_OFF } from './durations.ts';
 export { sandboxName, shortName } from './names.ts';
 export type { SandboxView, SandboxSummary } from './view.ts';

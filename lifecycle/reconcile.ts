@@ -20,12 +20,15 @@ export interface ReconcileTransitions {
   onIdleCheck(name: string, at: number): Promise<void>;
   onDeepSleep(name: string, at: number): Promise<void>;
   finishArchive(record: SandboxRecord): Promise<void>;
+  /** Writes the owner's SSH keys into a sandbox a key change could not reach (SshKeyMarks). */
+  pushMarkedSshKeys(record: SandboxRecord, running: boolean): Promise<void>;
 }
 
 /**
  * Compares what runs with sessions and timers (spec 3, rules 3 and 4): a sandbox started outside
  * the service gets an idle session; one stopped outside loses its session and gets its deep-sleep
- * timer; an archive a killed process left half done is finished. Idempotent. An engine that cannot
+ * timer; an archive a killed process left half done is finished; a sandbox an SSH key change could
+ * not reach gets its owner's keys. Idempotent. An engine that cannot
  * be asked fails the pass (or that sandbox) and changes nothing: its sandboxes are never taken for
  * stopped or gone.
  */
@@ -70,6 +73,7 @@ async function reconcileOne(
   const name = record.name;
   const session = await sessions.get(name);
   if (running) await runtime.settle(name);
+  await machine.pushMarkedSshKeys(record, running);
   if (running && !session) {
     parts.log.info({ sandbox: name }, 'sandbox running without an idle session (started outside the service); opening one');
     await machine.openSession(record);

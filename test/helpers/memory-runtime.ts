@@ -40,6 +40,8 @@ export class MemoryRuntime implements SandboxRuntime {
   readonly calls: RuntimeCall[] = [];
   /** Set to a reason: the engine cannot be asked (inspect answers unreachable, every other call rejects). */
   unreachable: string | undefined;
+  /** Sandboxes whose engine alone cannot be asked (another host is away), with the reason. */
+  readonly unreachableSandboxes = new Map<string, string>();
   /** Held calls wait for this before they change anything (to put concurrent callers in the middle of a wake). */
   gate: Promise<void> = Promise.resolve();
 
@@ -60,7 +62,8 @@ export class MemoryRuntime implements SandboxRuntime {
   };
 
   async inspect(name: string): Promise<Inspection> {
-    if (this.unreachable) return { status: 'unreachable', reason: this.unreachable };
+    const reason = this.unreachable ?? this.unreachableSandboxes.get(name);
+    if (reason) return { status: 'unreachable', reason };
     const s = this.sandboxes.get(name);
     if (!s?.container) return { status: 'deep_sleep' };
     return s.running
@@ -190,9 +193,10 @@ export class MemoryRuntime implements SandboxRuntime {
   }
 
   private async reach(call?: RuntimeCall): Promise<void> {
-    if (this.unreachable) throw new RuntimeUnreachable(this.unreachable);
+    const down = () => this.unreachable ?? (call && this.unreachableSandboxes.get(call.split(' ')[1]));
+    if (down()) throw new RuntimeUnreachable(down()!);
     await this.gate;
-    if (this.unreachable) throw new RuntimeUnreachable(this.unreachable);
+    if (down()) throw new RuntimeUnreachable(down()!);
     if (call) this.calls.push(call);
   }
 

@@ -168,4 +168,24 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     assert.ok(!m.runtime.hasVolumes(name));
     assert.ok(!(await m.runtime.list()).some((c) => c.name === name));
   });
+
+  it('writes SSH keys to every running sandbox it can reach; one whose engine is away is marked and reconcile writes it', async () => {
+    for (const { name, running: on } of await m.runtime.list()) if (on) await m.lifecycle.sleep(name, 'room under the running quota');
+    const away = await running();
+    const near = await running();
+    const writes = (name: string) => m.runtime.count('exec', name);
+    const [awayBefore, nearBefore] = [writes(away), writes(near)];
+    m.runtime.unreachableSandboxes.set(away, 'connect ECONNREFUSED 10.0.0.9:2376');
+    try {
+      await m.lifecycle.syncSshKeys(m.owner.id); // the store change happened: no 503
+      assert.equal(writes(near), nearBefore + 1, 'the reachable sandbox got the new keys at once');
+      assert.equal(writes(away), awayBefore, 'the engine that is away was not written');
+    } finally {
+      m.runtime.unreachableSandboxes.delete(away);
+    }
+    await m.lifecycle.reconcile();
+    assert.equal(writes(away), awayBefore + 1, 'reconcile wrote the marked sandbox');
+    await m.lifecycle.reconcile();
+    assert.equal(writes(away), awayBefore + 1, 'the mark is cleared: written once');
+  });
 });

@@ -150,10 +150,12 @@ export interface SandboxExecutor {
 /**
  * The engine that runs a sandbox cannot be asked. A 503 (SVC_BUSY) with Retry-After: nothing was
  * changed, and the sandbox is not taken for gone (with several hosts, the host may be away).
+ * The message is the same text whatever failed: `reason` (a socket path, a host's address) is for
+ * the server's log only (api/plugins/errors.ts logs the error with it), never for clients.
  */
 export class RuntimeUnreachable extends errors.Busy {
   constructor(readonly reason: string) {
-    super(RETRY_UNREACHABLE_S, `the engine that runs sandboxes does not answer (${reason}); nothing was changed, try again shortly`);
+    super(RETRY_UNREACHABLE_S, 'the engine that runs sandboxes does not answer; nothing was changed, try again shortly');
   }
 }
 

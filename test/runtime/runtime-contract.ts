@@ -148,6 +148,8 @@ export function runtimeContract(
           assert.ok(err instanceof RuntimeUnreachable, `RuntimeUnreachable, not ${String(err)}`);
           assert.equal((err as RuntimeUnreachable).statusCode, 503);
           assert.equal((err as RuntimeUnreachable).code, 'SVC_BUSY');
+          const { reason, message } = err as RuntimeUnreachable;
+          assert.ok(reason.length > 0 && !message.includes(reason), `the reason (a host path or address) stays out of the message: ${message}`);
           return true;
         });
       }

@@ -30,6 +30,20 @@ const HOST_ASK_MS = 2000;
 /** Labels on everything the runtime creates, so a reconcile pass or a clean-up finds it. */
 export const LABEL_SANDBOX = 'svc.sandbox';
 export const LABEL_INSTANCE = 'svc.instance';
+/** `archiver` on the containers that read a sandbox's volumes for its archive: never a sandbox. */
+const LABEL_ROLE = 'svc.role';
+const ROLE_ARCHIVER = 'archiver';
+
+/**
+ * Whether a container of this instance is an archiver, by its label, never by a name a user chose
+ * (a sandbox may be called `x-archiver-1`). Archivers made before the label are known by the exact
+ * name `<their sandbox>-archiver-<digits>`, which no sandbox's own container has.
+ */
+function isArchiver(c: Docker.ContainerInfo): boolean {
+  if (c.Labels[LABEL_ROLE] === ROLE_ARCHIVER) return true;
+  const sandbox = c.Labels[LABEL_SANDBOX];
+  return !!sandbox && c.Names.some((n) => n.startsWith(`/${sandbox}-archiver-`) && /^\d+$/.test(n.slice(sandbox.length + '/-archiver-'.length)));
+}
 
 /** Folders of a sandbox that persist, in the order they are archived. */
 const ARCHIVED_PATHS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker/volumes'] as const;
@@ -263,7 +277,7 @@ export class DockerRuntime implements SandboxRuntime {
         name: `${name}-archiver-${Date.now()}`,
         Image: this.opts.image,
         Entrypoint: ['/bin/true'],
-        Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance },
+        Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance, [LABEL_ROLE]: ROLE_ARCHIVER },
         HostConfig: {
           NetworkMode: 'none',
           Binds: [
@@ -386,7 +400,7 @@ export class DockerRuntime implements SandboxRuntime {
   /** Removes archiver containers a killed archive left behind (they hold the sandbox's volumes). */
   private async removeArchivers(name: string): Promise<void> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`, `${LABEL_SANDBOX}=${name}`] } });
-    for (const c of containers.filter((c) => c.Names.some((n) => n.includes('-archiver-')))) {
+    for (const c of containers.filter(isArchiver)) {
       try {
         await this.docker.getContainer(c.Id).remove({ force: true });
       } catch (err) {
@@ -411,7 +425,7 @@ export class DockerRuntime implements SandboxRuntime {
         filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] },
       });
       return containers
-        .filter((c) => !c.Names.some((n) => n.includes('-archiver-')))
+        .filter((c) => !isArchiver(c))
         .map((c) => ({ name: c.Labels[LABEL_SANDBOX]!, running: c.State === 'running' }));
     });
   }

@@ -41,6 +41,8 @@ describe('quotas per user', () => {
   let alice: { id: string; token: string; name: string };
   let bob: { id: string; token: string; name: string };
   let mcp: Client;
+  /** Alice's first sandbox, named like an archiver: still a sandbox, counted against max_running. */
+  const A = 'a-archiver-1';
   const sandbox = (short: string) => `svc-${short}-${t.config.redisPrefix}`;
   const create = (who: { token: string }, short: string, extra: Record<string, unknown> = {}) =>
     call(t, 'POST', '/api/sandboxes', who.token, { name: `${short}-${t.config.redisPrefix}`, idle_timeout: '1h', ...extra });
@@ -97,9 +99,9 @@ describe('quotas per user', () => {
     assert.deepEqual(await containers(t), []);
     assert.deepEqual((await call(t, 'GET', '/api/sandboxes', alice.token)).body, []);
 
-    const small = await create(alice, 'a', { memory_mb: 256 });
+    const small = await create(alice, A, { memory_mb: 256 });
     assert.equal(small.status, 201, answerOf(small));
-    const host = (await docker.getContainer(sandbox('a')).inspect()).HostConfig;
+    const host = (await docker.getContainer(sandbox(A)).inspect()).HostConfig;
     assert.equal(host.Memory, 256 * MB, 'the container has the memory asked for');
     assert.equal(host.NanoCpus, 0.5e9, 'and the CPU quota');
   });
@@ -111,16 +113,16 @@ describe('quotas per user', () => {
     assert.match(second.body.error.message, /quota max_running \(1 sandboxes running at once\) reached/);
     const retry = Number(second.headers.get('retry-after'));
     assert.ok(retry > 0 && retry <= 3600, 'Retry-After: when the running sandbox falls asleep if idle (1 h)');
-    assert.deepEqual(await containers(t), [sandbox('a')]);
+    assert.deepEqual(await containers(t), [sandbox(A)]);
     assert.equal((await t.service.store.sandboxes.get(sandbox('b'))), undefined, 'no record: the name stays free');
 
-    await t.service.lifecycle.sleep(sandbox('a'), 'test');
+    await t.service.lifecycle.sleep(sandbox(A), 'test');
     const b = await create(alice, 'b');
     assert.equal(b.status, 201, answerOf(b));
-    const viaMcp = await tool('start_sandbox', { sandbox: sandbox('a') });
+    const viaMcp = await tool('start_sandbox', { sandbox: sandbox(A) });
     assert.ok(viaMcp.isError, 'MCP start over the quota is a tool error');
     assert.match(viaMcp.text, /^SVC_QUOTA_RUNNING: quota max_running \(1 sandboxes/);
-    assert.equal((await t.service.lifecycle.status(sandbox('a'))).status, 'exited', 'still asleep');
+    assert.equal((await t.service.lifecycle.status(sandbox(A))).status, 'exited', 'still asleep');
   });
 
   it('over max_sandboxes: 403 naming the quota; another user is unaffected', async () => {
@@ -145,7 +147,7 @@ describe('quotas per user', () => {
 
     const bobs = await create(bob, 'bob1');
     assert.equal(bobs.status, 201, answerOf(bobs));
-    assert.deepEqual(await containers(t), [sandbox('a'), sandbox('b'), sandbox('bob1')].sort());
+    assert.deepEqual(await containers(t), [sandbox(A), sandbox('b'), sandbox('bob1')].sort());
   });
 
   it('two concurrent creates for the last place: one passes, one is refused', async () => {
@@ -159,11 +161,11 @@ describe('quotas per user', () => {
   });
 
   it('lowering a quota below use stops new starts and stops nothing running', async () => {
-    const running = (await containers(t)).filter((n) => n !== sandbox('a') && n !== sandbox('bob1'));
+    const running = (await containers(t)).filter((n) => n !== sandbox(A) && n !== sandbox('bob1'));
     assert.equal(running.length, 2, 'alice runs b and the concurrent winner');
     await cli('user', 'set', alice.name, '--max-running', '1');
     for (const name of running) assert.equal((await t.service.lifecycle.status(name)).status, 'running', `${name} keeps running`);
-    const start = await call(t, 'POST', `/api/sandboxes/${sandbox('a')}/start`, alice.token);
+    const start = await call(t, 'POST', `/api/sandboxes/${sandbox(A)}/start`, alice.token);
     assert.equal(start.status, 429, answerOf(start));
     assert.match(start.body.error.message, /quota max_running \(1 sandboxes running at once\) reached: 2 of your sandboxes are running/);
     assert.deepEqual((await me()).usage, { sandboxes: 3, running: 2, wakes_this_hour: 0 });
@@ -172,7 +174,7 @@ describe('quotas per user', () => {
 
     await cli('user', 'set', alice.name, '--max-running', 'default');
     assert.equal((await me()).quotas.max_running, 5, 'back to the operator default');
-    const again = await call(t, 'POST', `/api/sandboxes/${sandbox('a')}/start`, alice.token);
+    const again = await call(t, 'POST', `/api/sandboxes/${sandbox(A)}/start`, alice.token);
     assert.equal(again.status, 200, answerOf(again));
   });
 });

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { loadConfig } from '../../core/config.ts';
-import { DockerRuntime } from '../../lifecycle/runtime/docker-runtime.ts';
+import { DockerRuntime, LABEL_INSTANCE, LABEL_SANDBOX } from '../../lifecycle/runtime/docker-runtime.ts';
 import { engineClient } from '../../lifecycle/runtime/engine-client.ts';
 import { removeInstance } from '../../harness/service.ts';
 import { sandboxDocker } from '../../harness/sandbox-engine.ts';
@@ -68,5 +68,42 @@ describe('DockerRuntime: the transfer folder goes with the container', () => {
     assert.ok(!fs.existsSync(folder), 'the maker\'s folder is gone with its container');
     assert.ok((await other.withVolumes()).includes(name), 'volumes kept');
     await other.removeVolumes(name);
+  });
+});
+
+/** Archivers are known by their label, never by a name a user can choose. */
+describe('DockerRuntime: a sandbox named like an archiver is a sandbox', () => {
+  const config = loadConfig();
+  const instance = `svct${randomBytes(3).toString('hex')}`;
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
+  const runtime = new DockerRuntime(sandboxDocker(), {
+    image: config.sandboxImage,
+    runtime: config.sandboxRuntime,
+    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
+    instance,
+    logger: pino({ level: 'silent' }),
+    transferRoot: path.join(root, 'transfer'),
+  });
+  after(async () => {
+    await removeInstance(instance);
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  it('is listed (so counted and reconciled); an archiver, labelled or left by an older version, is not, and goes with its sandbox', async () => {
+    const owner = `svc-${instance}-x`;
+    const lookalike = `${owner}-archiver-1`;
+    await runtime.create({ name: owner, env: { SVC_SANDBOX: owner } });
+    await runtime.create({ name: lookalike, env: { SVC_SANDBOX: lookalike } });
+    await runtime.archiveVolumes(owner, path.join(root, 'archive')); // removes its archiver when done
+    // an archiver an older version left behind (killed mid-archive): its sandbox's label, no role label
+    await sandboxDocker().createContainer({
+      name: `${owner}-archiver-1700000000000`, Image: config.sandboxImage, Entrypoint: ['/bin/true'],
+      Labels: { [LABEL_SANDBOX]: owner, [LABEL_INSTANCE]: instance },
+    });
+    assert.deepEqual((await runtime.list()).map((c) => c.name).sort(), [owner, lookalike].sort());
+    await runtime.takeDown(owner);
+    await runtime.removeVolumes(owner);
+    const left = await sandboxDocker().listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${instance}`] } });
+    assert.deepEqual(left.map((c) => c.Names[0]), [`/${lookalike}`], 'the old archiver went with its sandbox; the look-alike sandbox stays');
   });
 });

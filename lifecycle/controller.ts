@@ -12,7 +12,7 @@ import { issueEngineCerts } from './engine-certs.ts';
 import { KeyedLock, SingleFlight } from '../core/keyed-lock.ts';
 import type { RedisLeases } from '../core/redis-lease.ts';
 import { NAME_PREFIX, sandboxName } from './names.ts';
-import { reachable, type ContainerSpec, type RuntimeState, type SandboxRuntime } from './runtime/sandbox-runtime.ts';
+import { reachable, RuntimeUnreachable, type ContainerSpec, type RuntimeState, type SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { containerSpec } from './container-spec.ts';
 import { waitForInnerEngine } from './runtime/inner-engine.ts';
 import type { IdleSessions } from './sessions.ts';
@@ -125,10 +125,13 @@ export class Lifecycle {
       });
     } catch (err) {
       this.log.error({ sandbox: name, err }, 'sandbox creation failed; rolling back');
+      // An engine that does not answer keeps what it has: the archived record (no archive_path) makes
+      // the next reconcile pass that can ask it take the container and volumes away.
       await this.deps.runtime.takeDown(name).catch(() => undefined);
       await this.deps.runtime.removeVolumes(name).catch(() => undefined);
       await this.deps.sessions.close(name);
       await this.deps.store.sandboxes.put({ ...record, archived_at: new Date().toISOString() });
+      if (err instanceof RuntimeUnreachable) throw err; // 503, its fixed text: never the connect error
       throw new errors.SandboxFailed(name, (err as Error).message);
     } finally {
       await admitted();
@@ -422,10 +425,12 @@ export class Lifecycle {
       if (current.certs) throw new errors.Conflict(`engine access of "${name}" is already enabled`);
       const updated = { ...current, certs: await issueEngineCerts(name, engineHost(name, this.deps.config.domain)) };
       const state = await this.status(name);
-      await this.deps.store.sandboxes.put(updated);
       this.deps.apps.unwatch(name);
       await this.deps.runtime.takeDown(name);
       if (state.status === 'exited') await this.deps.runtime.create(await this.containerSpec(updated));
+      // Saved once the old container is gone and any new one has the certs: an engine lost before
+      // leaves the record without them (a retry does it all again), never certs with a container without TLS.
+      await this.deps.store.sandboxes.put(updated);
       this.log.info({ sandbox: name }, 'engine access enabled');
       return { updated, wasRunning: state.status === 'running' };
     });
@@ -440,6 +445,7 @@ export class Lifecycle {
   async archive(name: string): Promise<{ name: string; archive: string }> {
     return this.exclusive(name, async () => {
       const current = await this.record(name);
+      await this.status(name); // an engine that cannot be asked: 503 before the record changes
       const now = new Date();
       // Recorded before anything is removed: a service killed halfway finds an archived sandbox
       // with leftovers, and its reconcile finishes the archive (never a live one with lost parts).
@@ -448,7 +454,14 @@ export class Lifecycle {
       this.log.info({ sandbox: name, archive: record.archive_path }, 'archiving sandbox');
       await this.deps.sessions.close(name);
       this.renewals.delete(name);
-      await this.finishArchive(record);
+      try {
+        await this.finishArchive(record);
+      } catch (err) {
+        // The record says archived (a retry would be 410): lost mid-way, the engine's part is the
+        // reconcile pass's, which finishes every archived sandbox that still has a container or volumes.
+        if (!(err instanceof RuntimeUnreachable)) throw err;
+        this.log.warn({ sandbox: name, err }, 'archive recorded; the engine stopped answering, a reconcile pass finishes it');
+      }
       return { name, archive: record.archive_path! };
     });
   }

@@ -42,6 +42,8 @@ export class MemoryRuntime implements SandboxRuntime {
   unreachable: string | undefined;
   /** Sandboxes whose engine alone cannot be asked (another host is away), with the reason. */
   readonly unreachableSandboxes = new Map<string, string>();
+  /** Calls that find the engine gone, with the reason: `stop x` fails while `inspect x` answers (lost in between). */
+  readonly unreachableCalls = new Map<RuntimeCall, string>();
   /** Held calls wait for this before they change anything (to put concurrent callers in the middle of a wake). */
   gate: Promise<void> = Promise.resolve();
 
@@ -193,7 +195,7 @@ export class MemoryRuntime implements SandboxRuntime {
   }
 
   private async reach(call?: RuntimeCall): Promise<void> {
-    const down = () => this.unreachable ?? (call && this.unreachableSandboxes.get(call.split(' ')[1]));
+    const down = () => this.unreachable ?? (call && (this.unreachableSandboxes.get(call.split(' ')[1]) ?? this.unreachableCalls.get(call)));
     if (down()) throw new RuntimeUnreachable(down()!);
     await this.gate;
     if (down()) throw new RuntimeUnreachable(down()!);

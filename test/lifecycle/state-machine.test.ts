@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { archiveFolder } from '../../lifecycle/archive.ts';
+import { sandboxName } from '../../lifecycle/names.ts';
 import { RuntimeUnreachable } from '../../lifecycle/runtime/sandbox-runtime.ts';
 import { memoryLifecycle, type MemoryLifecycle } from '../helpers/memory-lifecycle.ts';
 
@@ -188,5 +189,62 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     assert.equal(writes(away), awayBefore + 1, 'reconcile wrote the marked sandbox');
     await m.lifecycle.reconcile();
     assert.equal(writes(away), awayBefore + 1, 'the mark is cleared: written once');
+  });
+
+  it('DELETE with the engine away: 503 and the record unchanged; lost after the record is written: the archive answer, reconcile finishes it', async () => {
+    for (const { name, running: on } of await m.runtime.list()) if (on) await m.lifecycle.sleep(name, 'room under the running quota');
+    const name = await running();
+    m.runtime.unreachable = 'connect ECONNREFUSED 10.0.0.9:2376';
+    try {
+      await assert.rejects(m.lifecycle.archive(name), RuntimeUnreachable);
+    } finally {
+      m.runtime.unreachable = undefined;
+    }
+    assert.equal((await m.store.sandboxes.get(name))!.archived_at, undefined, 'not archived: the retry can DELETE');
+
+    m.runtime.unreachableCalls.set(`stop ${name}`, 'connect ECONNREFUSED 10.0.0.9:2376');
+    let archive: string;
+    try {
+      ({ archive } = await m.lifecycle.archive(name));
+    } finally {
+      m.runtime.unreachableCalls.clear();
+    }
+    assert.ok((await m.store.sandboxes.get(name))!.archived_at, 'archived');
+    assert.ok(m.runtime.hasVolumes(name), 'the engine\'s part is left');
+    await m.lifecycle.reconcile();
+    assert.ok(fs.existsSync(path.join(archiveFolder(m.config.archiveDir, archive), 'sandbox.json')), 'reconcile wrote the archive');
+    assert.ok(!m.runtime.hasVolumes(name));
+  });
+
+  it('enabling engine access with the engine lost mid-way saves no certs (the retry works, no 409)', async () => {
+    for (const { name, running: on } of await m.runtime.list()) if (on) await m.lifecycle.sleep(name, 'room under the running quota');
+    const name = await running();
+    const { certs: _certs, ...withoutCerts } = (await m.store.sandboxes.get(name))!;
+    await m.store.sandboxes.put(withoutCerts);
+    await m.lifecycle.sleep(name, 'test');
+    m.runtime.unreachableCalls.set(`create ${name}`, 'connect ECONNREFUSED 10.0.0.9:2376');
+    try {
+      await assert.rejects(m.lifecycle.enableEngineAccess(name), RuntimeUnreachable);
+    } finally {
+      m.runtime.unreachableCalls.clear();
+    }
+    assert.equal((await m.store.sandboxes.get(name))!.certs, undefined, 'no certs saved for a container made without them');
+    await m.lifecycle.enableEngineAccess(name);
+    assert.ok((await m.store.sandboxes.get(name))!.certs, 'the retry enables it');
+  });
+
+  it('a create whose engine is lost is a 503 (not 502), and what the engine kept is taken away by reconcile', async () => {
+    for (const { name, running: on } of await m.runtime.list()) if (on) await m.lifecycle.sleep(name, 'room under the running quota');
+    const name = sandboxName(`sm${++n}`);
+    for (const call of ['start', 'takeDown', 'removeVolumes'] as const) m.runtime.unreachableCalls.set(`${call} ${name}`, 'connect ECONNREFUSED 10.0.0.9:2376');
+    try {
+      await assert.rejects(m.lifecycle.create(m.owner, { name }), (err: unknown) => err instanceof RuntimeUnreachable && err.statusCode === 503);
+    } finally {
+      m.runtime.unreachableCalls.clear();
+    }
+    assert.ok((await m.store.sandboxes.get(name))!.archived_at, 'the record is archived: the name is reserved until its leftovers are gone');
+    assert.ok(m.runtime.hasVolumes(name), 'the engine kept its part');
+    await m.lifecycle.reconcile();
+    assert.ok(!m.runtime.hasVolumes(name) && !(await m.runtime.list()).some((c) => c.name === name), 'reconcile took it away');
   });
 });

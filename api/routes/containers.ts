@@ -56,7 +56,7 @@ export const containerRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycl
     schema: {
       tags, params: SandboxParams,
       summary: 'The containers in the sandbox (docker ps -a), by compose project and name',
-      response: { 200: Type.Array(Container), ...errorResponses(401, 404, 409, 410) },
+      response: { 200: Type.Array(Container), ...errorResponses(401, 404, 409, 410, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -104,7 +104,7 @@ export const containerRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycl
       tags,
       params: Type.Object({ ...ContainerParams.properties, action: Type.Union([Type.Literal('restart'), Type.Literal('stop'), Type.Literal('start')]) }),
       summary: 'Restart, stop or start one container in the sandbox',
-      response: { 200: Type.Object({ id: Type.String(), state: Type.String() }), ...errorResponses(401, 404, 409, 410) },
+      response: { 200: Type.Object({ id: Type.String(), state: Type.String() }), ...errorResponses(401, 404, 409, 410, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');

@@ -56,7 +56,7 @@ export const execRoutes: FastifyPluginAsyncTypebox<ExecRoutesOptions> = async (a
       tags, params, body: ExecBody,
       summary: 'Run a command as root in the sandbox and answer with its exit code and output',
       description: `Runs in /root with the sandbox's environment. Each of stdout and stderr is cut at ${OUTPUT_LIMIT} bytes (\`truncated\`). An asleep sandbox is woken first (a few seconds; about 30 s from deep sleep); the timeout starts once the command runs.`,
-      response: { 200: ExecResult, ...errorResponses(400, 401, 404, 409, 410, 502) },
+      response: { 200: ExecResult, ...errorResponses(400, 401, 404, 409, 410, 502, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -69,7 +69,7 @@ export const execRoutes: FastifyPluginAsyncTypebox<ExecRoutesOptions> = async (a
       summary: 'Run a command and stream its output (NDJSON)',
       description: STREAM_DESCRIPTION,
       produces: ['application/x-ndjson'],
-      response: { 200: { type: 'string', description: 'application/x-ndjson' }, ...errorResponses(400, 401, 404, 409, 410, 502) },
+      response: { 200: { type: 'string', description: 'application/x-ndjson' }, ...errorResponses(400, 401, 404, 409, 410, 502, 503) },
     },
   }, async (request, reply) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');

@@ -13,7 +13,7 @@ export const exportRoutes: FastifyPluginAsyncTypebox<{ exportDeps: ExportDeps; l
       description: 'Every download mints a new access token limited to the sandbox, listed under the owner\'s tokens as "export of <sandbox>, <time>". '
         + 'The zip keeps svc.env and docker/key.pem at mode 0600. Answers 409 for a sandbox whose engine access needs certificates (enable it first).',
       produces: ['application/zip'],
-      response: { 200: { type: 'string', format: 'binary', description: 'application/zip' }, ...errorResponses(401, 403, 404, 409, 410) },
+      response: { 200: { type: 'string', format: 'binary', description: 'application/zip' }, ...errorResponses(401, 403, 404, 409, 410, 503) },
     },
   }, async (request, reply) => {
     const record = await authorizeSandbox(exportDeps.store, request.principal, request.params.name, 'use');

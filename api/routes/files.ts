@@ -49,7 +49,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<FileRoutesOptions> = async (a
     schema: {
       tags, params, querystring: PathQuery,
       summary: 'List a folder: folders first, then files, by name',
-      response: { 200: Type.Array(Type.Ref('FileEntry')), ...errorResponses(400, 401, 403, 404, 409, 410) },
+      response: { 200: Type.Array(Type.Ref('FileEntry')), ...errorResponses(400, 401, 403, 404, 409, 410, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -62,7 +62,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<FileRoutesOptions> = async (a
       summary: 'Download a file, or a folder as a tar archive',
       description: 'A file comes as `application/octet-stream` with its length; a folder as an `application/x-tar` stream whose entries start with the folder name. Links inside are stored as links, never followed.',
       produces: ['application/octet-stream', 'application/x-tar'],
-      response: { 200: { ...Binary, description: 'The bytes' }, ...errorResponses(400, 401, 403, 404, 409, 410) },
+      response: { 200: { ...Binary, description: 'The bytes' }, ...errorResponses(400, 401, 403, 404, 409, 410, 503) },
     },
   }, async (request, reply) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -83,7 +83,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<FileRoutesOptions> = async (a
     schema: {
       tags, params, querystring: RequiredPathQuery,
       summary: 'Read a UTF-8 text file of up to 1 MB',
-      response: { 200: Type.Object({ path: Type.String(), text: Type.String() }), ...errorResponses(400, 401, 403, 404, 409, 410, 422) },
+      response: { 200: Type.Object({ path: Type.String(), text: Type.String() }), ...errorResponses(400, 401, 403, 404, 409, 410, 422, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -95,7 +95,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<FileRoutesOptions> = async (a
       tags, params,
       summary: 'Create a folder (and missing parents); owner root, mode 0644',
       body: Type.Object({ path: Type.String({ minLength: 1, maxLength: 4096 }) }, { additionalProperties: false }),
-      response: { 201: Type.Object({ path: Type.String() }), ...errorResponses(400, 401, 403, 404, 409, 410) },
+      response: { 201: Type.Object({ path: Type.String() }), ...errorResponses(400, 401, 403, 404, 409, 410, 503) },
     },
   }, async (request, reply) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -107,7 +107,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<FileRoutesOptions> = async (a
     schema: {
       tags, params, querystring: RequiredPathQuery,
       summary: 'Delete a file, a link, or a folder with everything in it (never a top folder or a volume\'s own folder)',
-      response: { 200: Type.Object({ path: Type.String(), deleted: Type.Literal(true) }), ...errorResponses(400, 401, 403, 404, 409, 410) },
+      response: { 200: Type.Object({ path: Type.String(), deleted: Type.Literal(true) }), ...errorResponses(400, 401, 403, 404, 409, 410, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -126,7 +126,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<FileRoutesOptions> = async (a
         summary: 'Upload a file: the request body is the raw bytes',
         description: `Streamed to a temporary file beside the target and put in its place when complete, so a stopped upload leaves nothing under the final name. Owner root, mode 0644. Larger than FILES_MAX_UPLOAD (${files.maxUpload} bytes here): 413.`,
         consumes: ['application/octet-stream'],
-        response: { 200: Type.Object({ path: Type.String(), size: Type.Number() }), ...errorResponses(400, 401, 403, 404, 409, 410, 413) },
+        response: { 200: Type.Object({ path: Type.String(), size: Type.Number() }), ...errorResponses(400, 401, 403, 404, 409, 410, 413, 503) },
       },
     }, async (request) => {
       const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');

@@ -47,7 +47,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
     schema: {
       tags: ['logs'], params: SandboxParams, querystring: RecentLogsQuery,
       summary: 'The last lines of the sandbox\'s app containers (running or stopped), in time order',
-      response: { 200: Type.Array(RecentLine), ...errorResponses(400, 401, 404, 409, 410) },
+      response: { 200: Type.Array(RecentLine), ...errorResponses(400, 401, 404, 409, 410, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -66,7 +66,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
       }, { additionalProperties: false }),
       headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 100 })) }),
       produces: ['text/event-stream'],
-      response: { 200: { type: 'string', description: 'text/event-stream' }, ...errorResponses(400, 401, 404, 409, 410) },
+      response: { 200: { type: 'string', description: 'text/event-stream' }, ...errorResponses(400, 401, 404, 409, 410, 503) },
     },
   }, async (request, reply) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');

@@ -41,7 +41,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   const params = SandboxParams;
 
   app.get('/sandboxes', {
-    schema: { tags, summary: "The caller's sandboxes (with a limited token, only that one)", response: { 200: Type.Array(Type.Ref('SandboxSummary')), ...errorResponses(401) } },
+    schema: { tags, summary: "The caller's sandboxes (with a limited token, only that one)", response: { 200: Type.Array(Type.Ref('SandboxSummary')), ...errorResponses(401, 503) } },
   }, async (request) => {
     const { principal } = request;
     const records = principal.sandbox
@@ -51,7 +51,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   });
 
   app.post('/sandboxes', {
-    schema: { tags, summary: 'Create a sandbox', body: CreateSandboxBody, response: { 201: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 409, 422, 502) } },
+    schema: { tags, summary: 'Create a sandbox', body: CreateSandboxBody, response: { 201: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 409, 422, 502, 503) } },
   }, async (request, reply) => {
     forbidLimited(request.principal, 'create sandboxes');
     const view = await lifecycle.create(request.principal.user, request.body);
@@ -62,7 +62,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   });
 
   app.get('/sandboxes/:name', {
-    schema: { tags, summary: 'The sandbox record', params, response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410) } },
+    schema: { tags, summary: 'The sandbox record', params, response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410, 503) } },
   }, async (request) => {
     return reveal(request, await lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use')));
   });
@@ -72,7 +72,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
       tags, params,
       summary: 'Wake the sandbox',
       description: 'Answers once the sandbox runs and its engine answers: a few seconds from asleep, longer from deep sleep.',
-      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410, 502) },
+      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410, 502, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
@@ -81,11 +81,11 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   });
 
   app.post('/sandboxes/:name/keep-awake', {
-    schema: { tags, params, summary: 'Restart the idle countdown (never wakes a sleeping sandbox)', response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410) } },
+    schema: { tags, params, summary: 'Restart the idle countdown (never wakes a sleeping sandbox)', response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410, 503) } },
   }, async (request) => reveal(request, await lifecycle.keepAwake((await authorizeSandbox(store, request.principal, request.params.name, 'use')).name)));
 
   app.patch('/sandboxes/:name', {
-    schema: { tags, params, summary: 'Change idle_timeout and/or deep_sleep_after (owner or admin)', body: PatchSandboxBody, response: { 200: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 404, 409, 410) } },
+    schema: { tags, params, summary: 'Change idle_timeout and/or deep_sleep_after (owner or admin)', body: PatchSandboxBody, response: { 200: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 404, 409, 410, 503) } },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');
     const view = await lifecycle.updateSettings(record.name, request.body);
@@ -94,7 +94,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   });
 
   app.delete('/sandboxes/:name', {
-    schema: { tags, params, summary: 'Archive the sandbox (configuration and data kept in the archive)', response: { 200: ArchiveResult, ...errorResponses(401, 403, 404, 409, 410) } },
+    schema: { tags, params, summary: 'Archive the sandbox (configuration and data kept in the archive)', response: { 200: ArchiveResult, ...errorResponses(401, 403, 404, 409, 410, 503) } },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'delete');
     const result = await lifecycle.archive(record.name);
@@ -106,7 +106,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     schema: {
       tags, params,
       summary: 'Enable engine access for a needs-certs sandbox (issues certificates, restarts the sandbox)',
-      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 403, 404, 409, 410) },
+      response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 403, 404, 409, 410, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'configure');

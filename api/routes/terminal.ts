@@ -40,7 +40,7 @@ export const terminalRoutes: FastifyPluginAsyncTypebox<TerminalRoutesOptions> = 
         cols: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$' })),
         rows: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$' })),
       }, { additionalProperties: false }),
-      response: { 101: { description: 'Switching to a websocket' }, ...errorResponses(401, 403, 404, 410) },
+      response: { 101: { description: 'Switching to a websocket' }, ...errorResponses(401, 403, 404, 410, 503) },
     },
     preValidation: async (request) => {
       if (request.principal.session && request.headers.origin !== siteOrigin) throw new errors.Forbidden(`a terminal opened with the session cookie must come from the web UI at ${siteOrigin}`);

@@ -28,7 +28,7 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: 
     schema: {
       tags: ['files'], params: SandboxParams,
       summary: 'Local-driver volumes of the sandbox engine, with the containers that mount them',
-      response: { 200: Type.Array(Type.Ref('Volume')), ...errorResponses(401, 404, 409, 410) },
+      response: { 200: Type.Array(Type.Ref('Volume')), ...errorResponses(401, 404, 409, 410, 503) },
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');

@@ -254,6 +254,19 @@ describe('error contract: every code, its status and what triggers it', () => {
     assert.ok(checked >= 8, `${checked} routes with a body`);
   });
 
+  it('declares 503 (an engine that cannot be asked) on every route of a sandbox that asks its engine', async () => {
+    const paths = (await t.api('GET', '/api/swagger/json', undefined)).body.paths as Record<string, Record<string, { responses: Record<string, unknown> }>>;
+    let checked = 0;
+    for (const [route, methods] of Object.entries(paths)) {
+      if (!route.startsWith('/api/sandboxes') || route.endsWith('/registry')) continue; // the registry's view asks no engine
+      for (const [method, op] of Object.entries(methods)) {
+        assert.ok(op.responses['503'], `${method.toUpperCase()} ${route} declares 503`);
+        checked++;
+      }
+    }
+    assert.ok(checked >= 20, `${checked} sandbox routes`);
+  });
+
   it('has a real request for every code, or says why not', () => {
     for (const { code } of table) assert.ok((code in triggers) !== (code in notByRequest), `${code}: a trigger, or a reason there is none (not both)`);
     for (const code of Object.keys(triggers)) assert.ok(statusOf.has(code), `${code} is not in docs/api.md`);

@@ -16,9 +16,17 @@ export function newArchivePath(sandbox: string, at: Date): string {
   return path.join(ARCHIVE_PREFIX, `${sandbox}-${at.toISOString().replace(/[:.]/g, '-')}`);
 }
 
-/** Where the archive a record names lies: `archive/<x>` is `<archiveDir>/<x>`. */
+/**
+ * Where the archive a record names lies: `archive/<x>` is `<archiveDir>/<x>`. A path that is absolute
+ * or leaves the archive folder (a restored backup's record may carry one) is refused: an archive is
+ * written there and listed by backups, never anywhere else on the host.
+ */
 export function archiveFolder(archiveDir: string, archivePath: string): string {
-  return path.join(archiveDir, path.relative(ARCHIVE_PREFIX, archivePath));
+  const inside = path.relative(ARCHIVE_PREFIX, archivePath);
+  if (path.isAbsolute(archivePath) || !inside || inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside)) {
+    throw new Error(`the archive path "${archivePath}" is not inside the archive folder (SVC_ARCHIVE_DIR): it must be archive/<folder>`);
+  }
+  return path.join(archiveDir, inside);
 }
 
 /**

@@ -247,4 +247,12 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     await m.lifecycle.reconcile();
     assert.ok(!m.runtime.hasVolumes(name) && !(await m.runtime.list()).some((c) => c.name === name), 'reconcile took it away');
   });
+
+  it('refuses an archive path that is absolute or leaves the archive folder (a restored record may carry one)', () => {
+    for (const bad of ['/etc/cron.d', 'archive/../../etc', '../outside', 'archive', 'archive/..', 'other/../../x']) {
+      assert.throws(() => archiveFolder(m.config.archiveDir, bad), /not inside the archive folder/, bad);
+    }
+    assert.equal(archiveFolder(m.config.archiveDir, 'archive/x-2026'), path.join(m.config.archiveDir, 'x-2026'));
+    assert.equal(archiveFolder(m.config.archiveDir, 'archive/..x'), path.join(m.config.archiveDir, '..x'), 'a folder named with dots is inside');
+  });
 });

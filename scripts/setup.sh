@@ -161,7 +161,10 @@ fi
 
 # --- node_modules --------------------------------------------------------------------------------------
 command -v node > /dev/null || fail "Node.js 20 is not installed"
-if [ ! -f "$ROOT/node_modules/.package-lock.json" ] \
+if [ -L "$ROOT/node_modules" ]; then
+    # a git worktree borrowing another checkout's modules: npm ci would empty that checkout's folder
+    say "node modules: $ROOT/node_modules is a link to $(readlink -f "$ROOT/node_modules"); left as it is"
+elif [ ! -f "$ROOT/node_modules/.package-lock.json" ] \
     || [ "$ROOT/package-lock.json" -nt "$ROOT/node_modules/.package-lock.json" ]; then
     npm_ci() { (cd "$ROOT" && npm ci --no-audit --no-fund > /tmp/svc-npm-ci.log 2>&1); }
     # npm ci refuses a lock file that is out of step with package.json; install from it anyway (the lock

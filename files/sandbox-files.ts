@@ -79,8 +79,9 @@ export class SandboxFiles {
     const p = parseSandboxPath(path);
     const name = p.parts.at(-1) ?? p.root.split('/').filter(Boolean).at(-1)!;
     const state = await this.ensureRunning(sandbox);
-    if (!state.transferFolder) return this.downloadArchive(sandbox, p, name);
-    const pipe = await this.pipes.create(sandbox, 'download', state.transferFolder);
+    const transfer = transferOf(state);
+    if (!transfer) return this.downloadArchive(sandbox, p, name);
+    const pipe = await this.pipes.create('download', transfer);
     let announce!: (size: number) => void;
     const announced = new Promise<number>((resolve) => { announce = resolve; });
     const sent = settle(this.run(sandbox, p, 'SEND', [p.path, pipe.path], {
@@ -152,7 +153,8 @@ export class SandboxFiles {
     const dir = parentOf(p);
     const tmp = `.svc-upload-${randomBytes(8).toString('hex')}`;
     const args = [dir, name, tmp, ...(declaredLength === undefined ? [] : [String(declaredLength)])];
-    const writer = state.transferFolder ? await this.writeThroughPipe(sandbox, state.transferFolder, p, args) : await this.writeThroughStdin(sandbox, p, args);
+    const transfer = transferOf(state);
+    const writer = transfer ? await this.writeThroughPipe(sandbox, transfer, p, args) : await this.writeThroughStdin(sandbox, p, args);
     let received: number;
     let written: number;
     try {
@@ -180,8 +182,8 @@ export class SandboxFiles {
   }
 
   /** UPLOAD_WRITE fed by a transfer pipe: `cat` in the sandbox reads what the service writes. */
-  private async writeThroughPipe(sandbox: string, folder: string, p: SandboxPath, [dir, name, tmp, ...size]: string[]): Promise<UploadWriter> {
-    const pipe = await this.pipes.create(sandbox, 'upload', folder);
+  private async writeThroughPipe(sandbox: string, transfer: { folder: string; mount: string }, p: SandboxPath, [dir, name, tmp, ...size]: string[]): Promise<UploadWriter> {
+    const pipe = await this.pipes.create('upload', transfer);
     let reading!: () => void;
     const opened = new Promise<void>((resolve) => { reading = resolve; });
     const written = settle(this.run(sandbox, p, 'UPLOAD_WRITE', [dir!, name!, tmp!, pipe.path, ...size], { checked: true, transfer: true, onNotice: reading })
@@ -294,6 +296,11 @@ interface UploadWriter {
   /** Settles once `into` may be ended or destroyed. */
   closable?: Promise<unknown>;
   close(): Promise<void>;
+}
+
+/** The sandbox's transfer folder and where it sees it, or undefined when the runtime shares none with this service. */
+function transferOf(state: RuntimeState): { folder: string; mount: string } | undefined {
+  return state.transferFolder && state.transferMount ? { folder: state.transferFolder, mount: state.transferMount } : undefined;
 }
 
 /** A promise that may be awaited late without counting as unhandled meanwhile. */

@@ -5,7 +5,6 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { processAlive } from '../core/process-alive.ts';
-import { TRANSFER_MOUNT, transferFolder } from '../lifecycle/index.ts';
 
 const run = promisify(execFile);
 
@@ -73,10 +72,10 @@ export class TransferPipes {
 
   /**
    * A pipe for one transfer, in this process's folder inside the sandbox's transfer folder:
-   * `folder` is the host folder the sandbox has mounted (the runtime says which; another process
-   * on another data folder may have made the container), by default the one below this root.
+   * `folder` is the host folder the sandbox has mounted and `mount` where the sandbox sees it, as
+   * the runtime reports them (RuntimeState: another process on another data folder may have made the container).
    */
-  async create(sandbox: string, direction: 'upload' | 'download', folder = transferFolder(this.root, sandbox)): Promise<TransferPipe> {
+  async create(direction: 'upload' | 'download', { folder, mount }: { folder: string; mount: string }): Promise<TransferPipe> {
     const own = path.join(folder, OWN);
     await fs.promises.mkdir(own, { recursive: true, mode: 0o711 });
     // a pipe is renamed into place, so it is made on the same filesystem: below the folder's own root
@@ -102,7 +101,7 @@ export class TransferPipes {
     }
     const stream = new net.Socket({ fd, readable: direction === 'download', writable: direction === 'upload' });
     return {
-      path: `${TRANSFER_MOUNT}/${OWN}/${name}`,
+      path: `${mount}/${OWN}/${name}`,
       stream,
       close: async () => {
         stream.destroy();

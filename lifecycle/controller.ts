@@ -71,7 +71,9 @@ export interface LifecycleDeps {
  * The sandbox state machine of spec section 3. Every transition goes through here; the API,
  * the edge and the queue workers only call it. State is read from the runtime each time (never
  * cached), so a container that died or vanished behind our back is reported as it is. A runtime
- * that cannot be asked stops the transition with 503 (RuntimeUnreachable) and changes nothing: an
+ * that cannot be asked stops the transition with 503 (RuntimeUnreachable): each transition asks the
+ * engine before it changes a record, and an engine lost mid-way leaves what a retry or the reconcile
+ * pass finishes (a DELETE already recorded answers success; SSH keys not written are marked). An
  * unreachable sandbox is never taken for one in deep sleep (re-created) or asleep (timers).
  */
 export class Lifecycle {

@@ -45,6 +45,11 @@ function isArchiver(c: Docker.ContainerInfo): boolean {
   return !!sandbox && c.Names.some((n) => n.startsWith(`/${sandbox}-archiver-`) && /^\d+$/.test(n.slice(sandbox.length + '/-archiver-'.length)));
 }
 
+/** The transfer folder a container has mounted, with where the sandbox sees it; nothing when it has none. */
+function transferOf(folder: string | undefined): { transferFolder?: string; transferMount?: string } {
+  return folder ? { transferFolder: folder, transferMount: TRANSFER_MOUNT } : {};
+}
+
 /** Folders of a sandbox that persist, in the order they are archived. */
 const ARCHIVED_PATHS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker/volumes'] as const;
 
@@ -110,7 +115,7 @@ export class DockerRuntime implements SandboxRuntime {
         startedAt: info.State.StartedAt,
         finishedAt: info.State.FinishedAt,
         exitCode: info.State.ExitCode,
-        transferFolder: info.Mounts.find((m) => m.Destination === TRANSFER_MOUNT)?.Source,
+        ...transferOf(info.Mounts.find((m) => m.Destination === TRANSFER_MOUNT)?.Source),
       };
     } catch (err) {
       if (statusCode(err) === 404) return { status: 'deep_sleep' };

@@ -98,6 +98,8 @@ export interface RuntimeState {
    * it), where files/transfer-pipes.ts puts its pipes; absent where service and sandbox share no folder.
    */
   transferFolder?: string;
+  /** Where the sandbox sees transferFolder (the path its commands open a pipe at); set whenever transferFolder is. */
+  transferMount?: string;
 }
 
 /** The engine of this sandbox cannot be asked (refused, no socket, no answer in time): nothing is known. */

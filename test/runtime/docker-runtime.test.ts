@@ -63,6 +63,7 @@ describe('DockerRuntime: the transfer folder goes with the container', () => {
     const state = await maker.inspect(name);
     const folder = 'transferFolder' in state ? state.transferFolder : undefined;
     assert.equal(folder, path.join(root, 'a', 'transfer', name));
+    assert.equal('transferMount' in state ? state.transferMount : undefined, '/run/svc-transfer', 'where the sandbox sees it, reported with it');
     assert.ok(fs.existsSync(folder));
     await other.takeDown(name);
     assert.ok(!fs.existsSync(folder), 'the maker\'s folder is gone with its container');

@@ -21,7 +21,7 @@ it('a second process starting on the same transfer folder leaves the first one\'
   fs.mkdirSync(gone);
   fs.writeFileSync(path.join(gone, 'left.pipe'), '');
   const first = await TransferPipes.open(root);
-  const pipe = await first.create('svc-shared', 'upload');
+  const pipe = await first.create('upload', { folder, mount: '/run/svc-transfer' });
   const onHost = path.join(folder, pipe.path.replace('/run/svc-transfer/', ''));
   try {
     assert.ok(fs.statSync(onHost).isFIFO(), 'the upload\'s pipe is in place');

@@ -1,12 +1,9 @@
 import { SingleFlight } from '../core/keyed-lock.ts';
 import { notRunning } from '../core/sandbox-status.ts';
-import type { DiskUse, ResourceUse } from './runtime/sandbox-runtime.ts';
+import type { DiskUse, ResourceUse, SandboxRuntime } from './runtime/sandbox-runtime.ts';
 
-/** What the sampler reads from the runtime (SandboxRuntime's methods of these names). */
-export interface UsageSource {
-  resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined>;
-  diskUse(name: string): Promise<DiskUse>;
-}
+/** What the sampler reads from the runtime. */
+export type UsageSource = Pick<SandboxRuntime, 'resourceUse' | 'diskUse'>;
 
 /** One point of the history graph. */
 export interface UsagePoint {

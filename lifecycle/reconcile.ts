@@ -73,7 +73,8 @@ async function reconcileOne(
   const name = record.name;
   const session = await sessions.get(name);
   if (running) await runtime.settle(name);
-  await machine.pushMarkedSshKeys(record, running);
+  // its own failure: the mark stays for the next pass, and the session and timers below go on
+  await machine.pushMarkedSshKeys(record, running).catch((err) => parts.log.warn({ sandbox: name, err }, 'reconcile: SSH keys not written; next pass tries again'));
   if (running && !session) {
     parts.log.info({ sandbox: name }, 'sandbox running without an idle session (started outside the service); opening one');
     await machine.openSession(record);

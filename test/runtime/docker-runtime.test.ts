@@ -12,12 +12,10 @@ import { removeInstance } from '../../harness/service.ts';
 import { sandboxDocker } from '../../harness/sandbox-engine.ts';
 import { runtimeContract } from './runtime-contract.ts';
 
-/** The contract of lifecycle/runtime/sandbox-runtime.ts against DockerRuntime on the real sandbox engine. */
-runtimeContract('DockerRuntime', { runsCommands: true }, async () => {
+/** A DockerRuntime's options as the service would give them, for a test instance of its own. */
+function optionsFor(instance: string, transferRoot: string) {
   const config = loadConfig();
-  const instance = `svct${randomBytes(3).toString('hex')}`;
-  const transferRoot = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-transfer-`));
-  const options = {
+  return {
     image: config.sandboxImage,
     runtime: config.sandboxRuntime,
     limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
@@ -25,6 +23,13 @@ runtimeContract('DockerRuntime', { runsCommands: true }, async () => {
     logger: pino({ level: 'silent' }),
     transferRoot,
   };
+}
+
+/** The contract of lifecycle/runtime/sandbox-runtime.ts against DockerRuntime on the real sandbox engine. */
+runtimeContract('DockerRuntime', { runsCommands: true }, async () => {
+  const instance = `svct${randomBytes(3).toString('hex')}`;
+  const transferRoot = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-transfer-`));
+  const options = optionsFor(instance, transferRoot);
   return {
     runtime: new DockerRuntime(sandboxDocker(), options),
     // an engine socket that does not exist: the engine cannot be asked (ENOENT on connect)
@@ -39,17 +44,9 @@ runtimeContract('DockerRuntime', { runsCommands: true }, async () => {
 
 /** What DockerRuntime keeps beside the container on the host: the transfer folder the container mounts. */
 describe('DockerRuntime: the transfer folder goes with the container', () => {
-  const config = loadConfig();
   const instance = `svct${randomBytes(3).toString('hex')}`;
   const root = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
-  const runtimeOn = (transferRoot: string) => new DockerRuntime(sandboxDocker(), {
-    image: config.sandboxImage,
-    runtime: config.sandboxRuntime,
-    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
-    instance,
-    logger: pino({ level: 'silent' }),
-    transferRoot,
-  });
+  const runtimeOn = (transferRoot: string) => new DockerRuntime(sandboxDocker(), optionsFor(instance, transferRoot));
   after(async () => {
     await removeInstance(instance);
     fs.rmSync(root, { recursive: true, force: true });
@@ -74,17 +71,9 @@ describe('DockerRuntime: the transfer folder goes with the container', () => {
 
 /** Archivers are known by their label, never by a name a user can choose. */
 describe('DockerRuntime: a sandbox named like an archiver is a sandbox', () => {
-  const config = loadConfig();
   const instance = `svct${randomBytes(3).toString('hex')}`;
   const root = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
-  const runtime = new DockerRuntime(sandboxDocker(), {
-    image: config.sandboxImage,
-    runtime: config.sandboxRuntime,
-    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
-    instance,
-    logger: pino({ level: 'silent' }),
-    transferRoot: path.join(root, 'transfer'),
-  });
+  const runtime = new DockerRuntime(sandboxDocker(), optionsFor(instance, path.join(root, 'transfer')));
   after(async () => {
     await removeInstance(instance);
     fs.rmSync(root, { recursive: true, force: true });
@@ -98,7 +87,7 @@ describe('DockerRuntime: a sandbox named like an archiver is a sandbox', () => {
     await runtime.archiveVolumes(owner, path.join(root, 'archive')); // removes its archiver when done
     // an archiver an older version left behind (killed mid-archive): its sandbox's label, no role label
     await sandboxDocker().createContainer({
-      name: `${owner}-archiver-1700000000000`, Image: config.sandboxImage, Entrypoint: ['/bin/true'],
+      name: `${owner}-archiver-1700000000000`, Image: loadConfig().sandboxImage, Entrypoint: ['/bin/true'],
       Labels: { [LABEL_SANDBOX]: owner, [LABEL_INSTANCE]: instance },
     });
     assert.deepEqual((await runtime.list()).map((c) => c.name).sort(), [owner, lookalike].sort());

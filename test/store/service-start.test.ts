@@ -41,7 +41,10 @@ test('a start tightens the data folder and the store files and seals old plain e
   await sql(file, 'INSERT INTO svc_store (key, value) VALUES (?, ?), (?, ?)', [
     'sandboxes:svc-start-check', JSON.stringify({ value: record }), `sandboxes-idx:owner:${user.id}:svc-start-check`, JSON.stringify({ value: 1 }),
   ]);
-  for (const f of fs.readdirSync(dataDir)) fs.chmodSync(path.join(dataDir, f), 0o644);
+  for (const f of fs.readdirSync(dataDir)) {
+    // SQLite may remove its -shm and -wal files as the last connection closes, between the listing and here
+    try { fs.chmodSync(path.join(dataDir, f), 0o644); } catch (err) { if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err; }
+  }
 
   const t = await startTestService({ dataDir, storeUrl });
   try {

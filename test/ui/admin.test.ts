@@ -8,6 +8,7 @@ import { UI_DIST } from '../../api/plugins/ui.ts';
 import { launchChromium } from '../../harness/browser.ts';
 import { sandboxDocker } from '../../harness/sandbox-engine.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { navigate } from '../helpers/navigate.ts';
 
 const ARTIFACTS = path.resolve('test-artifacts/ui');
 const DESKTOP = { width: 1280, height: 900 };
@@ -22,18 +23,7 @@ describe('admin view in Chromium', () => {
   let alice: { page: Page; context: BrowserContext; name: string; token: string };
   let sandbox: string;
 
-  /** Chromium aborts a navigation with ERR_NETWORK_CHANGED when an engine makes a network: tried again. */
-  const goto = async (page: Page, url: string | null) => {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await (url === null ? page.reload() : page.goto(url));
-        return;
-      } catch (err) {
-        if (attempt === 3 || !String(err).includes('ERR_NETWORK_CHANGED')) throw err;
-        await page.waitForTimeout(500);
-      }
-    }
-  };
+  const goto = (page: Page, url: string | null) => navigate(page, () => (url === null ? page.reload() : page.goto(url)));
   const signedIn = async (name: string, password: string) => {
     const res = await fetch(`${t.url}/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, password }) });
     const cookie = /^__Host-svc_session=([^;]+)/.exec(res.headers.get('set-cookie') ?? '')?.[1];

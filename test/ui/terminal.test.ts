@@ -9,6 +9,7 @@ import { EngineCli } from '../../harness/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { sandboxDocker } from '../../harness/sandbox-engine.ts';
 import { shortName } from '../../lifecycle/names.ts';
+import { navigate } from '../helpers/navigate.ts';
 
 /** The sandbox panel's terminal and containers in Chromium, through the edge, signed in with the session cookie. */
 describe('terminal and containers in the sandbox panel', () => {
@@ -46,7 +47,7 @@ describe('terminal and containers in the sandbox panel', () => {
   });
 
   it('runs a command typed into it and shows its output; follows the terminal size', async () => {
-    await page.goto(`${site}/#/sandboxes/${name}`);
+    await navigate(page, () => page.goto(`${site}/#/sandboxes/${name}`));
     await page.locator('.terminal-screen[data-state="open"]').waitFor({ timeout: 30_000 });
     await page.locator('.xterm').click();
     await eventually(async () => /[#$] *$/m.test(await screen()), 'the prompt', 20_000, 100);
@@ -86,7 +87,7 @@ describe('terminal and containers in the sandbox panel', () => {
       await cli.docker(['create', '--name', 'idle', 'busybox-app', 'true']);
       const inside = async (format: string) => (await t.api('POST', `/api/sandboxes/${name}/exec`, token, { command: `docker ps -a --format '${format}'` })).body.stdout as string;
       const started = async () => (await cli.docker(['inspect', '-f', '{{.State.StartedAt}}', 'demo-web-1'])).stdout.trim();
-      await page.goto(`${site}/#/sandboxes/${name}`);
+      await navigate(page, () => page.goto(`${site}/#/sandboxes/${name}`));
       const table = page.locator('table.containers');
       await table.locator('tr[data-container="idle"]').waitFor({ timeout: 20_000 });
       const shown = (await table.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => `${tr.getAttribute('data-container')} ${tr.querySelector('.state')!.textContent}`))).sort();
@@ -132,8 +133,8 @@ describe('terminal and containers in the sandbox panel', () => {
     // 64 MB more on disk: the figure is measured once a minute, so it shows in a minute at most
     const diskBefore = await eventually(async () => (await t.api('GET', `/api/sandboxes/${name}/usage`, token)).body.disk as { used_bytes: number } | null, 'a disk figure', 30_000, 500);
     await run('head -c 64M /dev/urandom > /root/usage-test.bin');
-    await page.goto('about:blank');
-    await page.goto(`${site}/#/sandboxes/${name}`);
+    await navigate(page, () => page.goto('about:blank'));
+    await navigate(page, () => page.goto(`${site}/#/sandboxes/${name}`));
     const cpu = page.locator('.meter.cpu dd');
     const memory = page.locator('.meter.memory dd');
     await cpu.waitFor({ timeout: 20_000 });

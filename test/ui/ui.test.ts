@@ -11,6 +11,7 @@ import { UI_DIST } from '../../api/plugins/ui.ts';
 import { launchChromium } from '../../harness/browser.ts';
 import { EngineCli } from '../../harness/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { navigate } from '../helpers/navigate.ts';
 
 const run = promisify(execFile);
 const ARTIFACTS = path.resolve('test-artifacts/ui');
@@ -39,23 +40,8 @@ describe('web UI in Chromium', () => {
     }
     await page.setViewportSize(DESKTOP);
   };
-  /**
-   * Chromium aborts a navigation with ERR_NETWORK_CHANGED when an address appears on the machine,
-   * as it does whenever an engine makes a network (crbug 41465264): a navigation is tried again.
-   */
-  const go = async (p: Page, load: () => Promise<unknown>) => {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await load();
-        return;
-      } catch (err) {
-        if (attempt === 3 || !String(err).includes('ERR_NETWORK_CHANGED')) throw err;
-        await p.waitForTimeout(500);
-      }
-    }
-  };
-  const goto = (url: string, p: Page = page) => go(p, () => p.goto(url));
-  const reload = () => go(page, () => page.reload());
+  const goto = (url: string, p: Page = page) => navigate(p, () => p.goto(url));
+  const reload = () => navigate(page, () => page.reload());
   /** A UI test; a failing one leaves a screenshot of the page in test-artifacts/ui/. */
   const uiTest = (name: string, fn: () => Promise<void>) => it(name, async () => {
     try {

@@ -15,7 +15,7 @@ import { OidcSignIn } from './accounts/oidc.ts';
 import { addressesOf } from './core/addresses.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
-import { IdleSessions, Lifecycle, openDockerRuntime, SshKeyMarks, procNetTcp, startLifecycleWorker, type SandboxRuntime } from './lifecycle/index.ts';
+import { IdleSessions, Lifecycle, openDockerRuntime, openHostSet, SshKeyMarks, procNetTcp, startLifecycleWorker, type SandboxRuntime } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
@@ -56,7 +56,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   // An operator's scan rules file is checked first: a bad one stops the start before anything runs.
   const scanRules = config.scanRulesFile ? loadRulesFile(config.scanRulesFile) : undefined;
   const transferRoot = path.join(config.dataDir, 'transfer');
-  const { runtime, openServicePort } = await openDockerRuntime(config, logger, transferRoot);
+  const { runtime: localRuntime, openServicePort } = await openDockerRuntime(config, logger, transferRoot);
   // The data folder holds the store, the CA key, archives and the registry: the service's alone,
   // whatever mode an operator pre-created it with.
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -78,6 +78,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     workerRedis.disconnect();
     throw err;
   }
+  const runtime = openHostSet(localRuntime, store.hosts, config, logger, transferRoot);
   const sealed = await store.sandboxes.sealPlainRecords();
   if (sealed > 0) logger.info({ sealed }, 'store: sealed the engine keys of records written before sealing');
   const queue = new LifecycleQueue(redis, config.redisPrefix);

@@ -17,6 +17,8 @@
  *   svc doctor                        checks this host and the configuration (docs/operations.md)
  *   svc backup FILE [--with-secret-key] | svc restore FILE
  *                                     one backup file of the store; restored into an empty store
+ *   svc hosts add NAME ADDRESS [--port N] [--csr FILE] [--certs-out DIR] [--same-machine]
+ *   svc hosts list [--json] | svc hosts drain NAME | svc hosts undrain NAME | svc hosts remove NAME
  *
  * Uses the store of the service's configuration (SVC_STORE_URL, else the SQLite file in
  * SVC_DATA_DIR); safe to run while the service runs. A password or token appears on that one
@@ -38,6 +40,8 @@ import { writeFolder } from '../export/write-folder.ts';
 import { doctorChecks, runDoctor } from '../ops/doctor.ts';
 import { restoreBackup, writeBackup } from '../ops/backup.ts';
 import { redactUrl } from '../store/kv.ts';
+import { addHost, listHosts, removeHost, setDrained, writeHostFiles } from '../ops/hosts.ts';
+import { readFile } from 'node:fs/promises';
 
 const USAGE = `usage:
   svc user create NAME [--admin]      create a user; prints the new password (last line)
@@ -67,6 +71,13 @@ const USAGE = `usage:
                                       list of archives; the secret key file only with --with-secret-key
   svc restore FILE                    restore a backup into an empty store (SVC_STORE_URL, SVC_STORE_TABLE); says what
                                       else to copy (secret key, archives, registry blobs)
+  svc hosts add NAME ADDRESS [--port N] [--csr FILE] [--certs-out DIR] [--same-machine]
+                                      register a runner host (scripts/runner.sh prints this line): the service CA signs
+                                      its engine certificate (for the request in FILE, or a new key) and the service's
+                                      client certificate; ca.pem and cert.pem (key.pem) go to DIR (default ./NAME-certs)
+  svc hosts list [--json]             hosts with state, sandboxes, memory and CPU committed / total
+  svc hosts drain NAME                no new sandboxes on NAME ("local": this machine); undrain opens it again
+  svc hosts remove NAME               forget a host; refused while it holds sandboxes (docs/scale-out.md)
 
 a user's commands (status, ls, create, start, keep-awake, logs, exec, cp, ssh, docker-context, up, urls)
   are the user CLI's, with SVC_URL/SVC_TOKEN/SVC_SANDBOX or svc.env: svc status --help (docs/user-tools.md)
@@ -81,7 +92,7 @@ class UsageError extends Error {}
 
 type Options = {
   admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string;
-  'no-admin'?: boolean; 'with-secret-key'?: boolean; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
+  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
 };
 
 /** `svc user set` options and the quota each sets. */
@@ -153,6 +164,10 @@ async function run(argv: string[]): Promise<void> {
         'memory-mb': { type: 'string' },
         cpus: { type: 'string' },
         'wakes-per-hour': { type: 'string' },
+        port: { type: 'string' },
+        csr: { type: 'string' },
+        'certs-out': { type: 'string' },
+        'same-machine': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -169,7 +184,8 @@ async function run(argv: string[]): Promise<void> {
   const single = ['export', 'audit', 'doctor', 'backup', 'restore'].includes(group);
   const command = single ? group : `${group} ${action ?? ''}`.trim();
   if (single && action !== undefined) rest.unshift(action);
-  const known = ['user create', 'user list', 'user passwd', 'user set', 'user disable', 'user enable', 'audit', 'token create', 'token list', 'token revoke', 'export', 'doctor', 'backup', 'restore'];
+  const known = ['user create', 'user list', 'user passwd', 'user set', 'user disable', 'user enable', 'audit', 'token create', 'token list', 'token revoke', 'export', 'doctor', 'backup', 'restore',
+    'hosts add', 'hosts list', 'hosts drain', 'hosts undrain', 'hosts remove'];
   if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
 
   const config = loadConfig();
@@ -321,6 +337,51 @@ async function run(argv: string[]): Promise<void> {
         const token = await revokeToken(store, id!);
         await audit('token.revoke', token.id);
         out(`revoked token ${token.id} (at ${token.revoked_at})`);
+        return;
+      }
+      case 'hosts add': {
+        only(options, ['port', 'csr', 'certs-out', 'same-machine'], command);
+        const [name, address] = args(rest, 2, 'NAME ADDRESS', command);
+        if (options.port !== undefined && !/^[0-9]{1,5}$/.test(options.port)) throw new UsageError(`--port needs a port number, got "${options.port}"`);
+        const { record, files } = await addHost(store, config, {
+          name: name!, address: address!, sameMachine: options['same-machine'] === true,
+          ...(options.port ? { port: Number(options.port) } : {}),
+          ...(options.csr ? { csrPem: await readFile(options.csr === '-' ? '/dev/stdin' : options.csr, 'utf8') } : {}),
+        });
+        const dir = options['certs-out'] ?? `${record.name}-certs`;
+        await writeHostFiles(dir, files);
+        await audit('admin.host_add', record.name, `${record.address}:${record.port}`);
+        out(`host ${record.name} at ${record.address}:${record.port} (its certificate names ${record.server_name}); ` +
+          `wrote ${Object.keys(files).join(', ')} to ${dir}: the host's engine takes them (SVC_ENGINE_TLS_DIR, scripts/runner.sh --certs DIR)`);
+        return;
+      }
+      case 'hosts list': {
+        only(options, ['json'], command);
+        args(rest, 0, '', command);
+        const rows = await listHosts(store, config);
+        if (options.json) { out(JSON.stringify(rows)); return; }
+        const gb = (n: number) => (n / 2 ** 30).toFixed(1);
+        table([['NAME', 'STATE', 'SANDBOXES', 'RUNNING', 'MEMORY (GB, limits of running / host)', 'CPUS', 'ADDRESS'],
+          ...rows.map((h) => [h.name, h.state === 'away' ? `away: ${h.reason}` : h.state, String(h.sandboxes), h.running === undefined ? '-' : String(h.running),
+            h.memory ? `${gb(h.memory.committed_bytes)} / ${gb(h.memory.total_bytes)}` : '-', h.cpus ? `${h.cpus.committed} / ${h.cpus.total}` : '-', h.address])]);
+        return;
+      }
+      case 'hosts drain':
+      case 'hosts undrain': {
+        only(options, [], command);
+        const [name] = args(rest, 1, 'NAME', command);
+        const drain = command === 'hosts drain';
+        await setDrained(store, name!, drain);
+        await audit(drain ? 'admin.host_drain' : 'admin.host_undrain', name!);
+        out(drain ? `drained ${name}: no new sandboxes go there; its sandboxes stay` : `${name} takes new sandboxes again`);
+        return;
+      }
+      case 'hosts remove': {
+        only(options, [], command);
+        const [name] = args(rest, 1, 'NAME', command);
+        await removeHost(store, name!);
+        await audit('admin.host_remove', name!);
+        out(`removed host ${name}; stop its engine on that machine (scripts/runner.sh --stop)`);
         return;
       }
       case 'export': {

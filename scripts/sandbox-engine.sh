@@ -9,6 +9,19 @@
 #   data root  /var/lib/svc-sandbox-docker    (images, the sandboxes' volumes)
 #   log        /var/log/svc-sandbox-dockerd.log
 #
+# A runner host (docs/scale-out.md) runs the same engine, set by the environment: scripts/runner.sh and
+# scripts/test-hosts.sh give these; unset, the engine is the service machine's own, as above.
+#   SVC_ENGINE_NAME             names socket, data root, exec root, pidfile and log (/run/NAME.sock …)
+#   SVC_SANDBOX_ADDRESS_POOL    the sandboxes' pool (10.213.0.0/16): one of its own on every host
+#   SVC_ENGINE_BRIDGE_ADDRESS   the engine's default bridge (10.214.0.1/24)
+#   SVC_ENGINE_CGROUP_PARENT    (/svc-sandboxes)
+#   SVC_ENGINE_TLS_DIR          ca.pem, cert.pem, key.pem: the engine also listens on tcp 2376, mutual TLS
+#                               only (ca.pem is the service's CA: only a client cert it issued gets in)
+#   SVC_ENGINE_SERVICE_ADDRESS  the address the service dials from: the host's egress rules (the service
+#                               installs them itself on its own machine) let only it open connections to
+#                               sandboxes, and let sandboxes reach the internet, not this host nor its network
+#   SVC_ENGINE_PRIVATE_NETWORK  that network (CIDRs, comma-separated; the service's address alone if unset)
+#
 # Why these flags:
 #   --userns-remap=default   the dockremap user and its /etc/subuid range: the isolation itself
 #   --iptables=false         a second dockerd with iptables on rewrites the main engine's chains; the
@@ -21,18 +34,26 @@
 #                            systemd driver, which takes only slice names)
 set -euo pipefail
 
-SOCK=/run/svc-sandbox-docker.sock
-DATA=/var/lib/svc-sandbox-docker
-EXEC_ROOT=/run/svc-sandbox-docker
-PIDFILE=/run/svc-sandbox-docker.pid
-LOG=/var/log/svc-sandbox-dockerd.log
+NAME=${SVC_ENGINE_NAME:-svc-sandbox-docker}
+SOCK=/run/$NAME.sock
+DATA=/var/lib/$NAME
+EXEC_ROOT=/run/$NAME
+PIDFILE=/run/$NAME.pid
+LOG=/var/log/${NAME/%-docker/-dockerd}.log
 POOL=${SVC_SANDBOX_ADDRESS_POOL:-10.213.0.0/16}
+BRIDGE_ADDRESS=${SVC_ENGINE_BRIDGE_ADDRESS:-10.214.0.1/24}
+TLS_DIR=${SVC_ENGINE_TLS_DIR:-}
+SERVICE_ADDRESS=${SVC_ENGINE_SERVICE_ADDRESS:-}
+PRIVATE_NETWORK=${SVC_ENGINE_PRIVATE_NETWORK:-$SERVICE_ADDRESS}
 
-DOCKER0_FILE=/run/svc-sandbox-docker.docker0
+DOCKER0_FILE=/run/$NAME.docker0
 DOCKERD_ARGS=(--host "unix://$SOCK" --data-root "$DATA" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE"
     --userns-remap=default --iptables=false --ip6tables=false --ip-masq=false --bridge=svcb-default
-    --default-address-pool "base=$POOL,size=24" --cgroup-parent=/svc-sandboxes --exec-opt native.cgroupdriver=cgroupfs
-    --log-opt max-size=10m --log-opt max-file=2)
+    --default-address-pool "base=$POOL,size=24" --cgroup-parent="${SVC_ENGINE_CGROUP_PARENT:-/svc-sandboxes}"
+    --exec-opt native.cgroupdriver=cgroupfs --log-opt max-size=10m --log-opt max-file=2)
+if [ -n "$TLS_DIR" ]; then
+    DOCKERD_ARGS+=(--host tcp://0.0.0.0:2376 --tlsverify --tlscacert "$TLS_DIR/ca.pem" --tlscert "$TLS_DIR/cert.pem" --tlskey "$TLS_DIR/key.pem")
+fi
 
 say() { printf '[setup] %s\n' "$*"; }
 answers() { timeout 10 docker -H "unix://$SOCK" info --format '{{.ServerVersion}}' > /dev/null 2>&1; }
@@ -43,6 +64,27 @@ nat() {
     sysctl -qw net.ipv4.ip_forward=1
     iptables -w 5 -t nat -C POSTROUTING -s "$POOL" ! -o 'svcb+' -j MASQUERADE 2> /dev/null \
         || iptables -w 5 -t nat -A POSTROUTING -s "$POOL" ! -o 'svcb+' -j MASQUERADE
+    [ -z "$SERVICE_ADDRESS" ] || runner_egress
+}
+
+# A runner host's egress rules: lifecycle/runtime/egress-firewall.ts's, which the service installs on its
+# own machine only, plus the one way in: connections the service opens to its sandboxes (the edge).
+# Sandboxes reach the internet; not this host, not the private network (the service, other hosts), not
+# link-local addresses, not each other. The chains are made again whole on every run.
+runner_egress() {
+    local c
+    for c in SVC-SANDBOX-IN SVC-SANDBOX-FWD; do iptables -w 5 -N "$c" 2> /dev/null || iptables -w 5 -F "$c"; done
+    iptables -w 5 -A SVC-SANDBOX-IN -i 'svcb+' -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+    iptables -w 5 -A SVC-SANDBOX-IN -i 'svcb+' -j DROP
+    iptables -w 5 -A SVC-SANDBOX-FWD -o 'svcb+' -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+    iptables -w 5 -A SVC-SANDBOX-FWD -s "$SERVICE_ADDRESS" -o 'svcb+' -j ACCEPT
+    iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -o 'svcb+' -j DROP
+    iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d 169.254.0.0/16 -j DROP
+    for c in ${PRIVATE_NETWORK//,/ }; do iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d "$c" -j DROP; done
+    iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -j ACCEPT
+    iptables -w 5 -A SVC-SANDBOX-FWD -o 'svcb+' -j DROP
+    iptables -w 5 -C INPUT -j SVC-SANDBOX-IN 2> /dev/null || iptables -w 5 -I INPUT 1 -j SVC-SANDBOX-IN
+    iptables -w 5 -C FORWARD -j SVC-SANDBOX-FWD 2> /dev/null || iptables -w 5 -I FORWARD 1 -j SVC-SANDBOX-FWD
 }
 
 # This dockerd removes the interface docker0 when it starts (seen with --bridge=none and with a bridge of
@@ -59,7 +101,7 @@ prepare() {
     if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2> /dev/null; then rm -f "$PIDFILE"; fi
     if ! ip link show svcb-default > /dev/null 2>&1; then
         ip link add svcb-default type bridge
-        ip addr add 10.214.0.1/24 dev svcb-default
+        ip addr add "$BRIDGE_ADDRESS" dev svcb-default
         ip link set svcb-default up
     fi
     mkdir -p "$DATA" "$EXEC_ROOT"

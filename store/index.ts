@@ -7,9 +7,11 @@ import { userStore, type UserStore } from './users.ts';
 import { serviceKeyStore, type ServiceKeyStore } from './service-keys.ts';
 import { storeLock } from './lock.ts';
 import { auditStore, type AuditStore } from './audit.ts';
+import { hostStore, type HostStore } from './hosts.ts';
 
-export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts } from './records.ts';
-export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore };
+export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts, HostRecord } from './records.ts';
+export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore, HostStore };
+export { LOCAL_HOST } from './hosts.ts';
 export type { ServiceKeyName } from './service-keys.ts';
 export type { AuditStore, AuditRow, AuditFilter, AuditPage } from './audit.ts';
 export type { RegistryStore, RepoRecord, VersionRecord, LayerScanRecord, Finding, ScanState, ScanProgress } from './registry.ts';
@@ -24,6 +26,8 @@ export interface Store {
   serviceKeys: ServiceKeyStore;
   /** The audit log (issue 24): a table of its own. */
   audit: AuditStore;
+  /** Runner hosts and the host of each sandbox (issue 20). */
+  hosts: HostStore;
   /**
    * Runs `work` while no other writer, in this process or another on the same database, holds any
    * of `keys`: for a read-modify-write of a record (accounts' user changes).
@@ -55,6 +59,7 @@ export async function openStore(url: string, options: StoreOptions): Promise<Sto
       registry: await registryStore(backend),
       serviceKeys: await serviceKeyStore(backend, box),
       audit: await auditStore(backend),
+      hosts: await hostStore(backend, box),
       exclusive: (keys, work) => locks.run(keys, work),
       close: () => backend.close(),
     };

@@ -75,3 +75,26 @@ export interface SandboxRecord {
   /** Where the archive of an archived sandbox lies: `archive/<name>-<time>`, `archive/` standing for SVC_ARCHIVE_DIR (lifecycle/archive.ts). */
   archive_path?: string;
 }
+
+/** A runner host (issue 20, docs/scale-out.md): a Docker engine of the service's own on another machine. */
+export interface HostRecord {
+  name: string;
+  /** Where its engine listens (mutual TLS): an address on the private network; absent for the service's own machine. */
+  address?: string;
+  port?: number;
+  /** The name in the host's server certificate, checked on every connection (the address is not). */
+  server_name?: string;
+  /** The service's client certificate and key for this host's engine (the key sealed in the database). */
+  client_cert?: string;
+  client_key?: string;
+  /** The service CA that signed both ends. */
+  ca_cert?: string;
+  /**
+   * The host shares this machine's processes and files (a test host in a network namespace): the
+   * service does the host duties itself (cgroup hand-over, transfer folder) as for its own engine.
+   */
+  same_machine?: boolean;
+  /** Set while no new sandbox goes there (`svc hosts drain`). */
+  drained_at?: string;
+  created_at: string;
+}

@@ -250,6 +250,21 @@ export async function issueServerCert(
   opts: { keys?: CryptoKeyPair; days?: number } = {},
 ): Promise<{ certPem: string; keyPem: string; cert: x509.X509Certificate }> {
   const keys = opts.keys ?? (await generateKeys());
+  const { cert, certPem } = await issueCert(ca, names, keys.publicKey, { usage: 'server', days: opts.days });
+  return { cert, certPem, keyPem: await privateKeyPem(keys.privateKey) };
+}
+
+/**
+ * A certificate signed by the service CA for a public key whose private half may live elsewhere
+ * (a runner host's CSR): a server's (`serverAuth`) or a client's (`clientAuth`), for DNS names
+ * inside the CA's domain (its name constraints allow no other).
+ */
+export async function issueCert(
+  ca: ServiceCa,
+  names: string[],
+  publicKey: CryptoKey,
+  opts: { usage: 'server' | 'client'; days?: number },
+): Promise<{ certPem: string; cert: x509.X509Certificate }> {
   const now = Date.now();
   const cert = await x509.X509CertificateGenerator.create({
     serialNumber: randomSerial(),
@@ -258,15 +273,15 @@ export async function issueServerCert(
     notBefore: new Date(now - 3_600_000),
     notAfter: new Date(now + (opts.days ?? 365) * DAY_MS),
     signingAlgorithm: ALG,
-    publicKey: keys.publicKey,
+    publicKey,
     signingKey: ca.key,
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
+      new x509.ExtendedKeyUsageExtension([opts.usage === 'server' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth]),
       new x509.SubjectAlternativeNameExtension(names.map((value) => ({ type: 'dns' as const, value }))),
       await x509.AuthorityKeyIdentifierExtension.create(ca.cert),
     ],
   });
-  return { cert, certPem: cert.toString('pem') + '\n', keyPem: await privateKeyPem(keys.privateKey) };
+  return { cert, certPem: cert.toString('pem') + '\n' };
 }

@@ -67,10 +67,35 @@ export interface DockerRuntimeOptions {
   limits: { memoryMb: number; cpus: number; pids: number };
   instance: string;
   logger: Logger;
-  transferRoot: string;
+  /**
+   * Where sandboxes' transfer folders are made (files/transfer-pipes.ts); absent for an engine on
+   * another machine, which cannot mount a folder of the service's (files then go through exec stdin).
+   */
+  transferRoot?: string;
+  /**
+   * False for an engine on another machine: the host duties that need this machine's /proc and
+   * cgroups (the cgroup hand-over) are not the service's there (docs/scale-out.md). Default true.
+   */
+  hostDuties?: boolean;
   /** Where sandboxes made on the main engine come from at their next creation (userns mode). */
   move?: Omit<EngineMoveOptions, 'to' | 'labels' | 'logger'>;
 }
+
+/** What an engine holds and what it has room for: what placement (host-set-runtime.ts) scores. */
+export interface EngineCapacity {
+  memoryBytes: number;
+  cpus: number;
+  /** Sandbox containers, running or not: each holds a network of the engine's address pool. */
+  sandboxes: number;
+  running: number;
+  /** Memory and CPU limits of the running ones (what they may take). */
+  committedMemoryBytes: number;
+  committedCpus: number;
+}
+
+/** A sandbox container's own limits, as labels, so a capacity count needs no inspect of each. */
+const LABEL_MEMORY_MB = 'svc.memory-mb';
+const LABEL_CPUS = 'svc.cpus';
 
 /**
  * The sandbox runtime on one Docker engine of this host: the only code that creates, starts, stops
@@ -145,8 +170,13 @@ export class DockerRuntime implements SandboxRuntime {
         if (statusCode(err) !== 409) throw err;
       }
       // 0711: the pipes in it have unguessable names (user-namespaced runtimes reach them as others)
-      const transfer = transferFolder(this.opts.transferRoot, spec.name);
-      await fs.promises.mkdir(transfer, { recursive: true, mode: 0o711 });
+      const transfer = this.opts.transferRoot === undefined ? undefined : transferFolder(this.opts.transferRoot, spec.name);
+      if (transfer) await fs.promises.mkdir(transfer, { recursive: true, mode: 0o711 });
+      const limits = {
+        ...this.opts.limits,
+        memoryMb: spec.limits?.memoryMb ?? this.opts.limits.memoryMb,
+        cpus: spec.limits?.cpus ?? this.opts.limits.cpus,
+      };
       try {
         await this.docker.createContainer(
           sandboxContainerOptions({
@@ -156,13 +186,9 @@ export class DockerRuntime implements SandboxRuntime {
             volumes: names.volumes,
             transferFolder: transfer,
             env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-            labels,
+            labels: { ...labels, [LABEL_MEMORY_MB]: String(limits.memoryMb), [LABEL_CPUS]: String(limits.cpus) },
             runtime: this.opts.runtime,
-            limits: {
-              ...this.opts.limits,
-              memoryMb: spec.limits?.memoryMb ?? this.opts.limits.memoryMb,
-              cpus: spec.limits?.cpus ?? this.opts.limits.cpus,
-            },
+            limits,
           }),
         );
       } catch (err) {
@@ -190,7 +216,7 @@ export class DockerRuntime implements SandboxRuntime {
    */
   settle(name: string): Promise<void> {
     return guarded(async () => {
-      if (this.opts.runtime !== 'userns') return;
+      if (this.opts.runtime !== 'userns' || this.opts.hostDuties === false) return;
       const info = await this.docker.getContainer(resourceNames(name).container).inspect().catch((err) => {
         if (statusCode(err) === 404) return null;
         throw err;
@@ -219,7 +245,7 @@ export class DockerRuntime implements SandboxRuntime {
    * its entrypoint waits for the cgroups. Returns a function that stops watching.
    */
   watchStarts(): () => void {
-    if (this.opts.runtime !== 'userns') return () => undefined;
+    if (this.opts.runtime !== 'userns' || this.opts.hostDuties === false) return () => undefined;
     let stopped = false;
     let stream: NodeJS.ReadableStream | undefined;
     let again: NodeJS.Timeout | undefined;
@@ -315,7 +341,7 @@ export class DockerRuntime implements SandboxRuntime {
   removeVolumes(name: string): Promise<void> {
     return guarded(async () => {
       await this.removeArchivers(name);
-      await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
+      if (this.opts.transferRoot !== undefined) await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
       for (const volume of Object.values(resourceNames(name).volumes)) {
         try {
           await this.docker.getVolume(volume).remove();
@@ -400,6 +426,33 @@ export class DockerRuntime implements SandboxRuntime {
 
   async ping(): Promise<void> {
     await guarded(() => this.docker.ping());
+  }
+
+  /**
+   * The engine's machine (memory, cores) and what this instance's sandboxes hold of it: limits of the
+   * running ones (a sandbox made before the limit labels counts the defaults), networks of all.
+   * `signal` bounds the two engine calls.
+   */
+  capacity(signal?: AbortSignal): Promise<EngineCapacity> {
+    return guarded(async () => {
+      // dockerode passes abortSignal on to its requests, though its types do not list it here
+      const info = this.docker.info as unknown as (opts: { abortSignal?: AbortSignal }) => Promise<{ MemTotal: number; NCPU: number }>;
+      const [machine, containers] = await Promise.all([
+        info.call(this.docker, { abortSignal: signal }),
+        this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] }, abortSignal: signal } as Docker.ContainerListOptions),
+      ]);
+      const sandboxes = containers.filter((c) => !isArchiver(c));
+      const running = sandboxes.filter((c) => c.State === 'running');
+      const label = (c: Docker.ContainerInfo, key: string, fallback: number) => Number(c.Labels[key]) || fallback;
+      return {
+        memoryBytes: machine.MemTotal,
+        cpus: machine.NCPU,
+        sandboxes: sandboxes.length,
+        running: running.length,
+        committedMemoryBytes: running.reduce((sum, c) => sum + label(c, LABEL_MEMORY_MB, this.opts.limits.memoryMb) * 1024 * 1024, 0),
+        committedCpus: running.reduce((sum, c) => sum + label(c, LABEL_CPUS, this.opts.limits.cpus), 0),
+      };
+    });
   }
 
   /** Removes archiver containers a killed archive left behind (they hold the sandbox's volumes). */

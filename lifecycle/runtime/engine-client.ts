@@ -1,3 +1,4 @@
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import Docker from 'dockerode';
 import { RuntimeUnreachable } from './sandbox-runtime.ts';
 
@@ -32,4 +33,25 @@ export async function guarded<T>(call: () => Promise<T>): Promise<T> {
     const reason = unreachableReason(err);
     throw reason ? new RuntimeUnreachable(reason) : err;
   }
+}
+
+/** A runner host's engine, as the service reaches it: mutual TLS, its certificate checked for `serverName`. */
+export interface HostEngineAddress {
+  address: string;
+  port: number;
+  serverName: string;
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+/**
+ * A dockerode client of a runner host's engine. The host's certificate names the host
+ * (`<name>.hosts.<domain>`), not the address dialled, so it is checked against that name.
+ */
+export function hostEngineClient(host: HostEngineAddress): Docker {
+  return new Docker({
+    host: host.address, port: host.port, protocol: 'https', ca: host.ca, cert: host.cert, key: host.key,
+    checkServerIdentity: (_dialled: string, cert: PeerCertificate) => checkServerIdentity(host.serverName, cert),
+  } as Docker.DockerOptions);
 }

@@ -23,8 +23,8 @@ export interface SandboxContainerSpec {
   network: string;
   /** host volume names (or absolute host paths) backing the sandbox's persistent folders */
   volumes: { root: string; home: string; srv: string; opt: string; docker: string };
-  /** host folder mounted read-only at TRANSFER_MOUNT */
-  transferFolder: string;
+  /** host folder mounted read-only at TRANSFER_MOUNT; none on an engine of another machine */
+  transferFolder?: string;
   env: string[];
   labels: Record<string, string>;
   /** see SandboxRuntimeMode: how the container is isolated from the host */
@@ -46,7 +46,7 @@ export function sandboxContainerOptions(spec: SandboxContainerSpec): Docker.Cont
       `${volumes.srv}:/srv`,
       `${volumes.opt}:/opt`,
       `${volumes.docker}:/var/lib/docker`,
-      `${spec.transferFolder}:${TRANSFER_MOUNT}:ro`,
+      ...(spec.transferFolder ? [`${spec.transferFolder}:${TRANSFER_MOUNT}:ro`] : []),
     ],
     // After a host engine restart the engine brings back sandboxes that were running and leaves those
     // that lifecycle/ stopped (asleep) alone: a stop through the API counts as "manually stopped".

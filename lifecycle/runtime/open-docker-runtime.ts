@@ -2,9 +2,43 @@ import path from 'node:path';
 import Docker from 'dockerode';
 import type { Config } from '../../core/config.ts';
 import type { Logger } from '../../core/logger.ts';
+import type { HostStore } from '../../store/hosts.ts';
+import type { HostRecord } from '../../store/records.ts';
 import { DockerRuntime, type DockerRuntimeOptions } from './docker-runtime.ts';
 import { installEgressRules, openPort } from './egress-firewall.ts';
-import { engineClient } from './engine-client.ts';
+import { engineClient, hostEngineClient } from './engine-client.ts';
+import { HostSetRuntime } from './host-set-runtime.ts';
+
+/** The options every engine's runtime shares (sandbox image, isolation, default limits, labels). */
+export function runtimeOptions(config: Config, logger: Logger): Pick<DockerRuntimeOptions, 'image' | 'runtime' | 'limits' | 'instance' | 'logger'> {
+  return {
+    image: config.sandboxImage,
+    runtime: config.sandboxRuntime,
+    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
+    instance: config.redisPrefix,
+    logger,
+  };
+}
+
+/**
+ * The runtime the service uses: this machine's engine (`local`) and every runner host registered in
+ * the store (docs/scale-out.md). A host on this machine (`same_machine`, a test host in a network
+ * namespace) gets the host duties and transfer folder this machine's engine gets; another machine's
+ * gets neither (its files go through exec stdin).
+ */
+export function openHostSet(local: DockerRuntime, hosts: HostStore, config: Config, logger: Logger, transferRoot: string): HostSetRuntime {
+  const connect = (host: HostRecord) => new DockerRuntime(
+    hostEngineClient({
+      address: host.address!, port: host.port ?? 2376, serverName: host.server_name!,
+      ca: host.ca_cert!, cert: host.client_cert!, key: host.client_key!,
+    }),
+    {
+      ...runtimeOptions(config, logger.child({ host: host.name })),
+      ...(host.same_machine ? { transferRoot, hostDuties: true } : { hostDuties: false }),
+    },
+  );
+  return new HostSetRuntime({ local, hosts, connect, logger });
+}
 
 /**
  * The Docker runtime as the configuration asks for it: its engine checked (and, in userns mode,
@@ -17,11 +51,7 @@ export async function openDockerRuntime(config: Config, logger: Logger, transfer
 }> {
   const docker = await sandboxEngine(config, logger);
   const runtime = new DockerRuntime(docker, {
-    image: config.sandboxImage,
-    runtime: config.sandboxRuntime,
-    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
-    instance: config.redisPrefix,
-    logger,
+    ...runtimeOptions(config, logger),
     transferRoot,
     move: await mainEngineMove(config, docker, logger),
   });

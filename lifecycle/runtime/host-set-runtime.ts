@@ -1,0 +1,279 @@
+import type Docker from 'dockerode';
+import type { Logger } from '../../core/logger.ts';
+import { errors } from '../../core/errors.ts';
+import { LOCAL_HOST, type HostStore } from '../../store/hosts.ts';
+import type { EngineCerts, HostRecord } from '../../store/records.ts';
+import type { DockerRuntime, EngineCapacity } from './docker-runtime.ts';
+import {
+  RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ResourceUse, type SandboxExecutor, type SandboxRuntime,
+} from './sandbox-runtime.ts';
+
+/** Each sandbox holds one network of its engine's pool: a /16 cut into /24s (scripts/sandbox-engine.sh). */
+export const NETWORKS_PER_ENGINE = 256;
+/** How long placement waits for a host's figures before it leaves that host out. */
+const CAPACITY_ASK_MS = 3000;
+
+/** One host's figures for a placement. */
+export interface HostLoad extends EngineCapacity {
+  name: string;
+}
+
+/**
+ * The placement score of a host (docs/scale-out.md): the smallest of its free shares of memory, CPU and
+ * networks, counting the limits of its running sandboxes as taken. Memory and CPU are overcommitted
+ * (a sleeping sandbox takes nothing, a running one rarely its whole limit), so a share may be below 0;
+ * the host with the most room by its scarcest resource still wins. A host without a free network
+ * scores -Infinity: it cannot take one more sandbox at all.
+ */
+export function placementScore(load: EngineCapacity): number {
+  if (load.sandboxes >= NETWORKS_PER_ENGINE) return -Infinity;
+  return Math.min(
+    1 - load.committedMemoryBytes / Math.max(1, load.memoryBytes),
+    1 - load.committedCpus / Math.max(1, load.cpus),
+    1 - load.sandboxes / NETWORKS_PER_ENGINE,
+  );
+}
+
+/** The host a new sandbox goes to: best score, then fewest sandboxes, then name; undefined when none can take it. */
+export function choosePlacement(loads: HostLoad[]): string | undefined {
+  const open = loads.filter((l) => placementScore(l) > -Infinity);
+  open.sort((a, b) => placementScore(b) - placementScore(a) || a.sandboxes - b.sandboxes || (a.name < b.name ? -1 : 1));
+  return open[0]?.name;
+}
+
+export interface HostSetOptions {
+  /** The engine of the machine the service runs on: LOCAL_HOST, a runner host with nothing to configure. */
+  local: DockerRuntime;
+  hosts: HostStore;
+  /** A runtime on a registered host's engine. */
+  connect(host: HostRecord): DockerRuntime;
+  logger: Logger;
+}
+
+/**
+ * Sandboxes on several Docker hosts (issue 20): one DockerRuntime per host, the sandbox → host map in
+ * the store (HostStore placements). A sandbox is made on the host placement chooses and stays there
+ * while it has volumes; every other call goes to its host's engine. A host that does not answer makes
+ * its own sandboxes `unreachable` (RuntimeUnreachable for every other call) and leaves out only its own
+ * sandboxes from `list` and `withVolumes`: the other hosts go on.
+ */
+export class HostSetRuntime implements SandboxRuntime {
+  readonly exec: SandboxExecutor;
+  /** Runtimes of registered hosts, made once per record (a record changed by `hosts add` again makes a new one). */
+  private readonly engines = new Map<string, { record: HostRecord; runtime: DockerRuntime; unwatch?: () => void }>();
+  /** Placements seen: they change only when a sandbox's volumes go (removeVolumes), or through another process. */
+  private readonly placed = new Map<string, string>();
+  private watching = false;
+
+  constructor(private readonly opts: HostSetOptions) {
+    const on = async (sandbox: string) => (await this.runtimeOf(sandbox)).exec;
+    this.exec = {
+      start: async (sandbox, cmd, o) => (await on(sandbox)).start(sandbox, cmd, o),
+      startTerminal: async (sandbox, cmd, size) => (await on(sandbox)).startTerminal(sandbox, cmd, size),
+      getArchive: async (sandbox, path) => (await on(sandbox)).getArchive(sandbox, path),
+      run: async (sandbox, cmd, input) => (await on(sandbox)).run(sandbox, cmd, input),
+    };
+  }
+
+  /** The host a sandbox lives on: its placement, else LOCAL_HOST (sandboxes from before hosts existed). */
+  private async hostNameOf(sandbox: string): Promise<string> {
+    const seen = this.placed.get(sandbox);
+    if (seen) return seen;
+    const host = await this.opts.hosts.placementOf(sandbox);
+    if (host) this.placed.set(sandbox, host);
+    return host ?? LOCAL_HOST;
+  }
+
+  /** The runtime of a registered host; RuntimeUnreachable for a name no longer registered. */
+  private async engine(host: string): Promise<DockerRuntime> {
+    if (host === LOCAL_HOST) return this.opts.local;
+    const record = await this.opts.hosts.get(host);
+    if (!record?.address) throw new RuntimeUnreachable(`host "${host}" is not registered`);
+    const known = this.engines.get(host);
+    if (known && JSON.stringify(known.record) === JSON.stringify(record)) return known.runtime;
+    known?.unwatch?.();
+    const runtime = this.opts.connect(record);
+    this.engines.set(host, { record, runtime, unwatch: this.watching ? runtime.watchStarts() : undefined });
+    return runtime;
+  }
+
+  private async runtimeOf(sandbox: string): Promise<DockerRuntime> {
+    return this.engine(await this.hostNameOf(sandbox));
+  }
+
+  /** Every host's runtime that can be asked now, by name; hosts not registered properly are left out. */
+  private async allEngines(): Promise<Array<{ name: string; runtime: DockerRuntime; record?: HostRecord }>> {
+    const records = await this.opts.hosts.list();
+    const remote = await Promise.all(records.filter((h) => h.name !== LOCAL_HOST && h.address)
+      .map(async (h) => ({ name: h.name, runtime: await this.engine(h.name), record: h })));
+    return [{ name: LOCAL_HOST, runtime: this.opts.local, record: records.find((h) => h.name === LOCAL_HOST) }, ...remote];
+  }
+
+  async inspect(name: string): Promise<Inspection> {
+    const cached = this.placed.get(name);
+    const answer = await this.inspectOn(await this.hostNameOf(name), name);
+    if (answer.status !== 'deep_sleep' || cached === undefined) return answer;
+    // a placement seen before may have been replaced by another process (volumes removed, made elsewhere)
+    this.placed.delete(name);
+    const host = await this.hostNameOf(name);
+    return host === cached ? answer : this.inspectOn(host, name);
+  }
+
+  private async inspectOn(host: string, name: string): Promise<Inspection> {
+    try {
+      return await (await this.engine(host)).inspect(name);
+    } catch (err) {
+      if (err instanceof RuntimeUnreachable) return { status: 'unreachable', reason: err.reason };
+      throw err;
+    }
+  }
+
+  /**
+   * Makes the sandbox on its host: the one it is placed on, LOCAL_HOST for one that has volumes there
+   * from before placements, else the host placement chooses (written once, atomically: of two
+   * processes making the same sandbox, both use the first one's choice).
+   */
+  async create(spec: ContainerSpec): Promise<void> {
+    let host = await this.opts.hosts.placementOf(spec.name);
+    if (!host) {
+      // asked even when it makes the create wait for this machine's engine: volumes of a sandbox from
+      // before placements must never be left behind for an empty sandbox on another host
+      const legacy = (await this.opts.local.withVolumes()).includes(spec.name);
+      host = await this.opts.hosts.place(spec.name, legacy ? LOCAL_HOST : await this.choose());
+    }
+    this.placed.set(spec.name, host);
+    await (await this.engine(host)).create(spec);
+  }
+
+  /** The host with the most room (placementScore) among those not drained that answer in time. */
+  private async choose(): Promise<string> {
+    const loads = await Promise.all((await this.allEngines()).filter((h) => !h.record?.drained_at).map(async (h): Promise<HostLoad | undefined> => {
+      try {
+        return { name: h.name, ...(await h.runtime.capacity(AbortSignal.timeout(CAPACITY_ASK_MS))) };
+      } catch (err) {
+        this.opts.logger.warn({ host: h.name, err: (err as Error).message }, 'placement: host left out (no answer)');
+        return undefined;
+      }
+    }));
+    const chosen = choosePlacement(loads.filter((l): l is HostLoad => l !== undefined));
+    if (!chosen) throw new errors.HostFull(30, 'no host can take a new sandbox now (all drained, away, or without a free network); try again later');
+    return chosen;
+  }
+
+  async start(name: string): Promise<void> {
+    await (await this.runtimeOf(name)).start(name);
+  }
+
+  async stop(name: string): Promise<void> {
+    await (await this.runtimeOf(name)).stop(name);
+  }
+
+  async settle(name: string): Promise<void> {
+    await (await this.runtimeOf(name)).settle(name);
+  }
+
+  /** Watches every host's engine known now, and each host's engine as it is first used. */
+  watchStarts(): () => void {
+    this.watching = true;
+    const local = this.opts.local.watchStarts();
+    for (const e of this.engines.values()) e.unwatch ??= e.runtime.watchStarts();
+    void this.allEngines().catch(() => undefined);
+    return () => {
+      this.watching = false;
+      local();
+      for (const e of this.engines.values()) {
+        e.unwatch?.();
+        e.unwatch = undefined;
+      }
+    };
+  }
+
+  async takeDown(name: string): Promise<void> {
+    await (await this.runtimeOf(name)).takeDown(name);
+  }
+
+  async archiveVolumes(name: string, dir: string): Promise<void> {
+    await (await this.runtimeOf(name)).archiveVolumes(name, dir);
+  }
+
+  /** Removes the volumes, then the placement: nothing holds the sandbox to its host any more. */
+  async removeVolumes(name: string): Promise<void> {
+    await (await this.runtimeOf(name)).removeVolumes(name);
+    await this.opts.hosts.unplace(name);
+    this.placed.delete(name);
+  }
+
+  list(): Promise<Array<{ name: string; running: boolean }>> {
+    return this.gather((r) => r.list());
+  }
+
+  withVolumes(): Promise<string[]> {
+    return this.gather((r) => r.withVolumes());
+  }
+
+  /**
+   * One listing over every host. A host that cannot be asked is left out (logged): its sandboxes are
+   * then not acted on, which is what reconcile does with a sandbox it does not see. Only when no host
+   * answers does the listing fail.
+   */
+  private async gather<T>(ask: (runtime: DockerRuntime) => Promise<T[]>): Promise<T[]> {
+    const engines = await this.allEngines();
+    const answers = await Promise.allSettled(engines.map((e) => ask(e.runtime)));
+    const out: T[] = [];
+    let failure: unknown;
+    answers.forEach((a, i) => {
+      if (a.status === 'fulfilled') return void out.push(...a.value);
+      failure ??= a.reason;
+      if (!(a.reason instanceof RuntimeUnreachable)) throw a.reason;
+      this.opts.logger.warn({ host: engines[i]!.name, err: a.reason.reason }, 'host does not answer: its sandboxes are left out of this listing');
+    });
+    if (answers.every((a) => a.status === 'rejected')) throw failure;
+    return out;
+  }
+
+  innerEngine(name: string, address: string, certs: EngineCerts, opts?: { timeoutMs?: number }): Docker {
+    return this.opts.local.innerEngine(name, address, certs, opts);
+  }
+
+  /** Answers once any host's engine answers (the service works for the sandboxes of those). */
+  async ping(): Promise<void> {
+    await Promise.any((await this.allEngines()).map((e) => e.runtime.ping())).catch((err: AggregateError) => {
+      throw err.errors[0];
+    });
+  }
+
+  /** The registered name of the sandbox's host, once its engine answers; null while it does not. */
+  async hostOf(name: string): Promise<string | null> {
+    const host = await this.hostNameOf(name);
+    const runtime = await this.engine(host).catch(() => undefined);
+    return runtime && (await runtime.hostOf(name)) !== null ? host : null;
+  }
+
+  async resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined> {
+    return (await this.runtimeOf(name)).resourceUse(name, signal);
+  }
+
+  async diskUse(name: string): Promise<DiskUse> {
+    return (await this.runtimeOf(name)).diskUse(name);
+  }
+
+  /** Images come from the service machine's engine: the management tool loads them into a sandbox's own engine. */
+  imageInputs(image: string): Promise<string | undefined> {
+    return this.opts.local.imageInputs(image);
+  }
+
+  saveImage(image: string): Promise<NodeJS.ReadableStream> {
+    return this.opts.local.saveImage(image);
+  }
+
+  /** Every host with its figures, for `svc hosts list`: undefined figures for a host that does not answer. */
+  async loads(): Promise<Array<{ name: string; record?: HostRecord; load?: EngineCapacity; error?: string }>> {
+    return Promise.all((await this.allEngines()).map(async (h) => {
+      try {
+        return { name: h.name, record: h.record, load: await h.runtime.capacity(AbortSignal.timeout(CAPACITY_ASK_MS)) };
+      } catch (err) {
+        return { name: h.name, record: h.record, error: err instanceof RuntimeUnreachable ? err.reason : (err as Error).message };
+      }
+    }));
+  }
+}

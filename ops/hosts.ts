@@ -1,0 +1,138 @@
+// `svc hosts …`: runner hosts as the operator adds, lists, drains and removes them (docs/scale-out.md).
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import Docker from 'dockerode';
+import { pino } from 'pino';
+import type { Config } from '../core/config.ts';
+import { errors } from '../core/errors.ts';
+import { generateKeys, privateKeyPem, x509 } from '../core/x509.ts';
+import { issueCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
+import { DockerRuntime } from '../lifecycle/runtime/docker-runtime.ts';
+import { engineClient } from '../lifecycle/runtime/engine-client.ts';
+import { openHostSet, runtimeOptions } from '../lifecycle/runtime/open-docker-runtime.ts';
+import { LOCAL_HOST, type Store } from '../store/index.ts';
+import type { HostRecord } from '../store/records.ts';
+
+/** The engine port of a runner host (scripts/sandbox-engine.sh, SVC_ENGINE_TLS_DIR). */
+export const HOST_ENGINE_PORT = 2376;
+/** Host certificates are renewed by `svc hosts add` again; two years keeps that rare but not forgotten. */
+const HOST_CERT_DAYS = 730;
+
+/** The name a host's engine certificate carries: inside the service CA's domain, whatever its address. */
+export function hostServerName(name: string, domain: string): string {
+  return `${name}.hosts.${domain}`;
+}
+
+export interface AddHost {
+  name: string;
+  address: string;
+  port?: number;
+  /** PEM of the host's certificate request (its key never leaves it); without one a key is made here. */
+  csrPem?: string;
+  sameMachine?: boolean;
+}
+
+/**
+ * Registers a host (or renews its certificates: a host added again keeps its drain state and its
+ * sandboxes). The service CA signs the host's engine certificate and a client certificate of the
+ * service's own for that host, kept sealed in the store: the engine lets in only clients of this CA,
+ * the service trusts only that host's name. Answers what the host needs: ca.pem, cert.pem (and key.pem
+ * when no request was given).
+ */
+export async function addHost(store: Store, config: Config, add: AddHost): Promise<{ record: HostRecord; files: Record<string, string> }> {
+  if (add.name === LOCAL_HOST) throw new errors.BadRequest(`"${LOCAL_HOST}" is the machine the service runs on; it needs no adding`);
+  if (!/^[a-z0-9][a-z0-9.:-]*$/i.test(add.address)) throw new errors.BadRequest(`"${add.address}" is not an address (an IP or a DNS name)`);
+  const ca = await loadOrCreateServiceCa(config.dataDir, config.domain, store.serviceKeys);
+  const serverName = hostServerName(add.name, config.domain);
+  const files: Record<string, string> = { 'ca.pem': ca.certPem };
+  let serverKey: CryptoKey;
+  if (add.csrPem) {
+    const csr = new x509.Pkcs10CertificateRequest(add.csrPem);
+    if (!(await csr.verify())) throw new errors.BadRequest('the certificate request is not signed by its own key');
+    serverKey = await csr.publicKey.export();
+  } else {
+    const keys = await generateKeys();
+    serverKey = keys.publicKey;
+    files['key.pem'] = await privateKeyPem(keys.privateKey);
+  }
+  files['cert.pem'] = (await issueCert(ca, [serverName], serverKey, { usage: 'server', days: HOST_CERT_DAYS })).certPem;
+  const client = await generateKeys();
+  const clientCert = await issueCert(ca, [`service.hosts.${config.domain}`], client.publicKey, { usage: 'client', days: HOST_CERT_DAYS });
+  const previous = await store.hosts.get(add.name);
+  const record: HostRecord = {
+    name: add.name,
+    address: add.address,
+    port: add.port ?? HOST_ENGINE_PORT,
+    server_name: serverName,
+    client_cert: clientCert.certPem,
+    client_key: await privateKeyPem(client.privateKey),
+    ca_cert: ca.certPem,
+    ...(add.sameMachine ? { same_machine: true } : {}),
+    ...(previous?.drained_at ? { drained_at: previous.drained_at } : {}),
+    created_at: previous?.created_at ?? new Date().toISOString(),
+  };
+  await store.hosts.put(record);
+  return { record, files };
+}
+
+/** Writes the host's files into `dir` (created 0700; the key 0600). */
+export async function writeHostFiles(dir: string, files: Record<string, string>): Promise<void> {
+  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  for (const [file, pem] of Object.entries(files)) await fs.writeFile(path.join(dir, file), pem, { mode: file === 'key.pem' ? 0o600 : 0o644 });
+}
+
+/** Marks a host drained (no new sandboxes) or open again; the service's own machine gets a record for it. */
+export async function setDrained(store: Store, name: string, drained: boolean): Promise<HostRecord> {
+  const host = (await store.hosts.get(name)) ?? (name === LOCAL_HOST ? { name, created_at: new Date().toISOString() } : undefined);
+  if (!host) throw new errors.NotFound(`no host named "${name}" (svc hosts list)`);
+  const { drained_at: _was, ...open } = host;
+  const updated = drained ? { ...host, drained_at: host.drained_at ?? new Date().toISOString() } : open;
+  await store.hosts.put(updated);
+  return updated;
+}
+
+export async function removeHost(store: Store, name: string): Promise<void> {
+  if (name === LOCAL_HOST) throw new errors.BadRequest(`"${LOCAL_HOST}" is the machine the service runs on; drain it instead`);
+  if (!(await store.hosts.get(name))) throw new errors.NotFound(`no host named "${name}" (svc hosts list)`);
+  await store.hosts.remove(name);
+}
+
+export interface HostRow {
+  name: string;
+  address: string;
+  state: 'ready' | 'drained' | 'away';
+  /** Why the host is away (the connect error): for the operator, on the command line only. */
+  reason?: string;
+  /** Sandboxes placed on it (with volumes there, running or not). */
+  sandboxes: number;
+  running?: number;
+  memory?: { committed_bytes: number; total_bytes: number };
+  cpus?: { committed: number; total: number };
+}
+
+/** Every host with its state and figures, the service's own machine first. */
+export async function listHosts(store: Store, config: Config): Promise<HostRow[]> {
+  const logger = pino({ level: 'silent' });
+  // the sandbox engine as the service picks it; the main one in unisolated mode
+  const docker = config.sandboxRuntime === 'unisolated' ? new Docker() : engineClient(config.sandboxDockerHost);
+  const local = new DockerRuntime(docker, { ...runtimeOptions(config, logger), hostDuties: false });
+  const set = openHostSet(local, store.hosts, config, logger, path.join(config.dataDir, 'transfer'));
+  const placements = await store.hosts.placements();
+  const hostOf = (sandbox: string) => placements.get(sandbox) ?? LOCAL_HOST;
+  const sandboxes = (await store.sandboxes.listAll()).filter((s) => !s.archived_at);
+  return (await set.loads()).map(({ name, record, load, error }) => {
+    const placed = sandboxes.filter((s) => hostOf(s.name) === name).length;
+    return {
+      name,
+      address: record?.address ? `${record.address}:${record.port ?? HOST_ENGINE_PORT}` : '(this machine)',
+      state: !load ? 'away' : record?.drained_at ? 'drained' : 'ready',
+      ...(error ? { reason: error } : {}),
+      sandboxes: placed,
+      ...(load ? {
+        running: load.running,
+        memory: { committed_bytes: load.committedMemoryBytes, total_bytes: load.memoryBytes },
+        cpus: { committed: load.committedCpus, total: load.cpus },
+      } : {}),
+    };
+  });
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Makes this Debian 12/13 machine a runner host of an svc service (docs/scale-out.md, issue 20): its
+# sandbox engine (scripts/sandbox-engine.sh: userns-remap, cgroup parent, egress rules) and, once the
+# service has signed its certificate, that engine on tcp 2376 for the service alone (mutual TLS).
+#
+#   scripts/runner.sh NAME SERVICE_ADDRESS [--pool CIDR] [--private CIDRS]
+#       SERVICE_ADDRESS  the service machine's address on the private network (the only one that may
+#                        open connections to sandboxes: its edge)
+#       --pool           this host's sandbox addresses, a /16 no other host uses (10.213.0.0/16)
+#       --private        the private network, which sandboxes must not reach (SERVICE_ADDRESS alone)
+#     Starts the engine (local socket only), makes the engine's key and its certificate request, and
+#     prints the one command to type on the service machine.
+#   scripts/runner.sh --certs DIR     the folder that command wrote (ca.pem, cert.pem): the engine is
+#                                     started again with them, listening on 2376
+#   scripts/runner.sh --stop          stops the engine (its sandboxes stop; their volumes stay)
+#
+# Settings are kept in /etc/svc-runner/runner.env, the key and certificates in /etc/svc-runner/tls.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ETC=/etc/svc-runner
+TLS=$ETC/tls
+PIDFILE=/run/svc-sandbox-docker.pid
+
+fail() { echo "runner: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || fail "run as root"
+
+stop_engine() {
+    local pid
+    [ -f "$PIDFILE" ] && pid=$(cat "$PIDFILE") && kill -0 "$pid" 2> /dev/null || return 0
+    kill "$pid"
+    for _ in $(seq 1 300); do kill -0 "$pid" 2> /dev/null || return 0; sleep 0.1; done
+    fail "the engine (pid $pid) did not stop"
+}
+
+start_engine() {
+    # shellcheck source=/dev/null
+    . "$ETC/runner.env"
+    SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$PRIVATE \
+        SVC_ENGINE_TLS_DIR=$([ -f "$TLS/cert.pem" ] && echo "$TLS" || true) bash "$ROOT/scripts/sandbox-engine.sh"
+}
+
+case ${1:-} in
+    --stop) stop_engine; exit 0 ;;
+    --certs)
+        [ -f "${2:-}/ca.pem" ] && [ -f "$2/cert.pem" ] || fail "--certs needs the folder svc hosts add wrote (ca.pem, cert.pem)"
+        openssl x509 -in "$2/cert.pem" -noout -pubkey | cmp -s - <(openssl pkey -in "$TLS/key.pem" -pubout) \
+            || fail "$2/cert.pem is not for this runner's key ($TLS/key.pem)"
+        install -m 0644 "$2/ca.pem" "$2/cert.pem" "$TLS/"
+        stop_engine
+        start_engine
+        echo "runner: the engine listens on 2376 for the service (mutual TLS); npx svc hosts list shows it ready"
+        exit 0
+        ;;
+    ''|-*) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
+
+NAME=$1 SERVICE_ADDRESS=${2:-}
+shift 2 || fail "usage: scripts/runner.sh NAME SERVICE_ADDRESS [--pool CIDR] [--private CIDRS]"
+POOL=10.213.0.0/16 PRIVATE=$SERVICE_ADDRESS
+while [ $# -gt 0 ]; do
+    case $1 in
+        --pool) POOL=$2; shift 2 ;;
+        --private) PRIVATE=$2; shift 2 ;;
+        *) fail "unknown option $1" ;;
+    esac
+done
+[[ $NAME =~ ^[a-z0-9][a-z0-9-]{0,30}$ ]] || fail "NAME: lowercase letters, digits and -, at most 31"
+
+for tool in dockerd iptables ip openssl; do
+    command -v "$tool" > /dev/null || { apt-get update -q && apt-get install -y -q docker.io iptables iproute2 openssl; break; }
+done
+mkdir -p "$TLS" && chmod 700 "$ETC" "$TLS"
+printf 'NAME=%q\nSERVICE_ADDRESS=%q\nPOOL=%q\nPRIVATE=%q\n' "$NAME" "$SERVICE_ADDRESS" "$POOL" "$PRIVATE" > "$ETC/runner.env"
+start_engine
+[ -f "$TLS/key.pem" ] || openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$TLS/key.pem" -subj "/CN=$NAME" -out "$TLS/request.csr" 2> /dev/null
+ADDRESS=$(ip -4 route get "$SERVICE_ADDRESS" | grep -oE 'src [0-9.]+' | cut -d' ' -f2)
+
+cat <<EOF
+
+On the service machine, add this host (then copy the folder it writes here and run
+scripts/runner.sh --certs $NAME-certs):
+
+npx svc hosts add $NAME $ADDRESS --certs-out $NAME-certs --csr - <<'CSR'
+$(cat "$TLS/request.csr")
+CSR
+
+and route this host's sandboxes through it: ip route add $POOL via $ADDRESS
+EOF

@@ -1,0 +1,76 @@
+import { errors } from '../core/errors.ts';
+import type { SecretBox } from '../core/secret-box.ts';
+import type { Collection, Backend } from './kv.ts';
+import type { HostRecord } from './records.ts';
+
+/** The name of the machine the service runs on, a runner host with nothing to configure (docs/scale-out.md). */
+export const LOCAL_HOST = 'local';
+
+/**
+ * Runner hosts (issue 20) and where each sandbox lives. A placement is written once, atomically, when a
+ * sandbox is first made on a host, and kept while the sandbox has volumes there; a sandbox without one
+ * lives on LOCAL_HOST (every sandbox made before hosts existed).
+ */
+export interface HostStore {
+  get(name: string): Promise<HostRecord | undefined>;
+  /** Every registered host, by name (LOCAL_HOST only once drained or given a record otherwise). */
+  list(): Promise<HostRecord[]>;
+  /** Creates or replaces the record. */
+  put(host: HostRecord): Promise<void>;
+  /** Removes the record; refused (409) while any sandbox is placed on it. */
+  remove(name: string): Promise<void>;
+  /** The host a sandbox is placed on; undefined when it has none (LOCAL_HOST). */
+  placementOf(sandbox: string): Promise<string | undefined>;
+  /** Places the sandbox on `host` unless it has a placement already; answers the placement kept. */
+  place(sandbox: string, host: string): Promise<string>;
+  /** Forgets the sandbox's placement (its volumes are gone). */
+  unplace(sandbox: string): Promise<void>;
+  /** Every placement, sandbox → host. */
+  placements(): Promise<Map<string, string>>;
+}
+
+/** The host record's secret: the service's client key for that host's engine. */
+const KEY_CONTEXT = (name: string) => `hosts:${name}:client_key`;
+
+/** Keys: `hosts:<name>` → record (client key sealed); `host-of:<sandbox>` → host name. */
+export async function hostStore(backend: Backend, box: SecretBox): Promise<HostStore> {
+  const records: Collection<HostRecord> = await backend.collection<HostRecord>('hosts');
+  const placed: Collection<string> = await backend.collection<string>('host-of');
+
+  const open = (h: HostRecord): HostRecord => (h.client_key ? { ...h, client_key: box.open(h.client_key, KEY_CONTEXT(h.name)) } : h);
+  const seal = (h: HostRecord): HostRecord => (h.client_key ? { ...h, client_key: box.seal(h.client_key, KEY_CONTEXT(h.name)) } : h);
+
+  async function placements(): Promise<Map<string, string>> {
+    return new Map((await placed.scan()).map((r) => [r.rest[0]!, r.value]));
+  }
+
+  return {
+    async get(name) {
+      const h = await records.get([name]);
+      return h && open(h);
+    },
+    async list() {
+      return (await records.scan()).map((r) => open(r.value)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    },
+    async put(host) {
+      if (!/^[a-z0-9][a-z0-9-]{0,30}$/.test(host.name)) throw new errors.BadRequest(`a host's name is lowercase letters, digits and -, at most 31: "${host.name}"`);
+      await records.set([host.name], seal(host));
+    },
+    async remove(name) {
+      const holding = [...(await placements())].filter(([, host]) => host === name).map(([sandbox]) => sandbox);
+      if (holding.length > 0) throw new errors.Conflict(`host "${name}" holds ${holding.length} sandbox(es) (${holding.slice(0, 5).join(', ')}${holding.length > 5 ? ', …' : ''}): delete or move them first`);
+      await records.delete([name]);
+    },
+    async placementOf(sandbox) {
+      return placed.get([sandbox]);
+    },
+    async place(sandbox, host) {
+      if (await placed.insertIfAbsent([sandbox], host)) return host;
+      return (await placed.get([sandbox])) ?? host;
+    },
+    async unplace(sandbox) {
+      await placed.delete([sandbox]);
+    },
+    placements,
+  };
+}

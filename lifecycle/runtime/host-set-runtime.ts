@@ -242,11 +242,15 @@ export class HostSetRuntime implements SandboxRuntime {
     });
   }
 
-  /** The registered name of the sandbox's host, once its engine answers; null while it does not. */
+  /**
+   * The host a sandbox runs on, once its engine answers (null while it does not): a runner host by its
+   * registered name, this machine by the name its engine gives (as before hosts existed).
+   */
   async hostOf(name: string): Promise<string | null> {
     const host = await this.hostNameOf(name);
     const runtime = await this.engine(host).catch(() => undefined);
-    return runtime && (await runtime.hostOf(name)) !== null ? host : null;
+    const answer = runtime ? await runtime.hostOf(name) : null;
+    return answer !== null && host !== LOCAL_HOST ? host : answer;
   }
 
   async resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined> {

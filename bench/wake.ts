@@ -36,8 +36,9 @@ const sb = await openEdgeSandbox(t, 'wakebench');
 let browser: Browser | undefined;
 try {
   await sb.cli.docker(['build', '-q', '-t', 'busybox-app', path.resolve('fixtures/busybox')]);
+  // the trap: the app stops at once when the sandbox sleeps, instead of after the inner engine's 10 s
   await sb.cli.docker(['run', '-d', '--name', 'web', '--label', 'tunnel.subdomain=web', '--restart', 'unless-stopped', '-p', '8080:8080', 'busybox-app', 'sh', '-c',
-    'mkdir -p /www && echo hello-app > /www/index.html && exec httpd -f -p 8080 -h /www']);
+    'mkdir -p /www && echo hello-app > /www/index.html && trap "exit 0" TERM; httpd -f -p 8080 -h /www & wait']);
   await eventually(async () => (await sb.curl(`${sb.name}-web`)).includes('hello-app'), 'the app', 120_000, 500);
   browser = await launchChromium(t.config.domain);
   const status = async () => (await sb.record()).status as string;

@@ -107,6 +107,24 @@ if ! iptables-legacy -w -n -t nat -L POSTROUTING > /dev/null 2>&1; then
 fi
 trace iptables
 
+# --- neighbour discovery -------------------------------------------------------------------------------
+# A wake: dockerd writes an app's port rule before the app's container has its interface, so the first
+# connection to the app sends an address lookup (ARP) for a container that is not there yet, and Linux
+# asks again only a second later: the app answered up to a second after it ran (0.8 s in a wake of 1.5).
+# Every interface made in this network namespace (the inner engine's bridges, which it re-creates at
+# each start) gets 100-ms retries. New namespaces cannot change the default (the host's), hence one
+# interface at a time, as they appear. Only while the inner engine restores its networks and containers:
+# the watcher ends after two minutes, and the sandbox's namespace is new at its next start anyway.
+watch_interfaces() {
+    timeout 120 ip -o monitor link | while read -r _ name _; do
+        knob=/proc/sys/net/ipv4/neigh/${name%%[:@]*}/retrans_time_ms
+        [ ! -w "$knob" ] || echo 100 > "$knob" 2> /dev/null || :
+    done
+}
+# started from a subshell that ends at once: tini, not dockerd, is its parent and reaps it
+( watch_interfaces < /dev/null > /dev/null 2>&1 & )
+trace neigh
+
 # --- engine TLS ----------------------------------------------------------------------------------------
 tls_dir=/etc/docker/tls
 if [ -n "${SVC_TLS_CA:-}${SVC_TLS_CERT:-}${SVC_TLS_KEY:-}" ]; then

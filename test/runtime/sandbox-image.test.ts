@@ -18,7 +18,6 @@ import { sandboxContainerOptions } from '../../lifecycle/runtime/host-config.ts'
 import { SANDBOX_CLI, sandboxDocker } from '../../harness/sandbox-engine.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const IMAGE = 'svc-sandbox:latest';
 const FIXTURE = 'svc-fixture-busybox:latest';
 // The engine's server certificate names this host; the docker CLI reaches it through a private /etc/hosts.
 const ENGINE_HOST = 'sbx-engine.test';
@@ -26,6 +25,8 @@ const ENGINE_HOST = 'sbx-engine.test';
 // the engine that runs sandboxes, with the runtime mode the service would use on it
 const docker = sandboxDocker();
 const config = loadConfig();
+// the image the service would run (SVC_SANDBOX_IMAGE: a build under test)
+const IMAGE = config.sandboxImage;
 const limits = { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids };
 
 /** start() as the runtime does it: the container, then (in a user namespace) its own cgroups. */
@@ -288,6 +289,9 @@ test('sandbox image: inner engine over TLS, ssh, and what survives a stop/start'
   assert.equal(await inner('inspect', '-f', '{{.State.Status}} {{.State.ExitCode}}', 'once'), 'exited 0');
   assert.equal(await inner('inspect', '-f', '{{.State.Status}}', 'manual'), 'exited');
   assert.equal((await httpGet(`http://${wake.ip}:8080/file.txt`)).trim(), 'volume-data');
+  // the inner engine's bridge asks for a container's address every 100 ms, not every second: a wake's
+  // first connection to an app, sent before the app's container was there, is answered as soon as it runs
+  assert.equal(await inSandbox('cat /proc/sys/net/ipv4/neigh/docker0/retrans_time_ms'), '100');
   // same host key after the restart: it lives on the /var/lib/docker volume
   assert.equal(await hostKey(wake.ip), keyBefore);
   assert.equal((await run('ssh', [...sshArgs(wake.ip), 'cat /root/file.txt'])).stdout.trim(), 'root-data');

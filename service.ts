@@ -152,6 +152,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     caKeys: store.serviceKeys,
     timeouts: { heldRequestMs: config.wakeHoldMs },
     metrics,
+    dataPlane: config.dataPlane,
   });
 
   return {

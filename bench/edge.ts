@@ -3,6 +3,7 @@
  *
  *   npx tsx bench/edge.ts [--seconds 6] [--http-rounds 3] [--connections 50] [--passthrough-mb 200] [--rounds 4]
  *                         [--only http|passthrough] [--targets direct,edge,nginx] [--profile DIR] [--verbose]
+ *                         [--load wrk|autocannon]
  *
  * 1. HTTP through the edge vs straight to the app vs nginx (TLS reverse proxy to the same app):
  *    requests/s with autocannon (N connections, keep-alive) and per-request latency (one
@@ -14,12 +15,18 @@
  * as the floor the platform sets, and socat as a TCP relay written in C (what leaving Node for the
  * passthrough bytes would reach).
  *
- * Every server runs in its own process (app, edge, nginx with one worker); the load generator
- * runs in this one. Traffic stays on loopback and every phase is bounded in time.
- * Targets: added p50 < 1 ms, throughput >= 70 % of nginx, passthrough >= 90 % of direct.
+ * The service with HAProxy as its data plane (SVC_DATA_PLANE=haproxy, docs/data-plane.md) is
+ * measured beside the Node edge: its CPU per request is Node's and HAProxy's together.
+ *
+ * Every server runs in its own process (app, edge, nginx with one worker). The load generator is
+ * wrk (Debian's, one thread) pinned to the last CPU with every server pinned to the others, so
+ * it neither caps the figures nor takes the proxies' CPU; without wrk (or with --load autocannon)
+ * autocannon in this process. Traffic stays on loopback and every phase is bounded in time.
+ * Targets (issue 21, for the HAProxy data plane): throughput >= 95 % of nginx, CPU per request
+ * <= 1.25x nginx's, added p50 <= 0.1 ms over nginx, passthrough >= 95 % of direct TLS.
  */
 import 'reflect-metadata';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
@@ -83,7 +90,7 @@ async function roleApp(dir: string): Promise<void> {
   announce({ http: (server.address() as net.AddressInfo).port, blob: (blob.address() as net.AddressInfo).port, pid: process.pid });
 }
 
-async function roleEdge(dir: string, appPort: number, blobPort: number): Promise<void> {
+async function roleEdge(dir: string, appPort: number, blobPort: number, dataPlane: 'node' | 'haproxy'): Promise<void> {
   const backend: EdgeBackend = {
     resolveApp: async (label) =>
       label === 'svc-bench-web' ? { sandbox: 'svc-bench', status: 'running', target: { sandbox: 'svc-bench', host: '127.0.0.1', port: appPort } } : null,
@@ -97,9 +104,10 @@ async function roleEdge(dir: string, appPort: number, blobPort: number): Promise
     logger: pino({ level: 'silent' }),
     host: '127.0.0.1',
     sandboxPorts: { engine: blobPort },
+    dataPlane,
   });
-  process.on('SIGTERM', () => process.exit(0)); // a clean exit writes the --cpu-prof profile
-  announce({ https: edge.httpsPort, pid: process.pid });
+  process.on('SIGTERM', () => void edge.close().then(() => process.exit(0))); // a clean exit writes the --cpu-prof profile
+  announce({ https: edge.httpsPort, pid: process.pid, haproxy: edge.dataPlane?.pid ?? 0 });
 }
 
 /**
@@ -219,9 +227,35 @@ function childPids(pid: number): number[] {
   }
 }
 
+/** The load generator's CPU, apart from every server's (pinned in main). */
+const LOAD_CPU = os.cpus().length - 1;
+
+/** wrk, one thread, on LOAD_CPU; latencies in ms. */
+function wrk(t: Target, seconds: number, connections: number) {
+  const url = t.tls ? `https://${APP_HOST}:${t.port}/` : `http://127.0.0.1:${t.port}/`;
+  const out = execFileSync('taskset', ['-c', String(LOAD_CPU), 'wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--latency', ...(t.tls ? [] : ['-H', `Host: ${APP_HOST}`]), url], { encoding: 'utf8' });
+  const num = (re: RegExp) => Number(re.exec(out)?.[1] ?? NaN);
+  const ms = (q: string) => {
+    const m = new RegExp(`^\\s*${q}%\\s+([\\d.]+)(us|ms|s)$`, 'm').exec(out);
+    return m ? Number(m[1]) * (m[2] === 'us' ? 0.001 : m[2] === 's' ? 1000 : 1) : NaN;
+  };
+  const total = num(/(\d+) requests in/);
+  const errors = num(/Non-2xx or 3xx responses: (\d+)/) || 0;
+  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  return { rps: num(/Requests\/sec:\s+([\d.]+)/), total, p50: ms('50'), p99: ms('99'), errors: errors + (socketErrors ? socketErrors.slice(1).reduce((a, x) => a + Number(x), 0) : 0) };
+}
+
+const useWrk = !process.argv.includes('--load') ? ensureTool('wrk', 'wrk', '/usr/bin/wrk') !== null : process.argv[process.argv.indexOf('--load') + 1] === 'wrk';
+
 async function throughput(t: Target, seconds: number, connections: number) {
   const pids = t.pids();
   const cpu0 = cpuMs(pids);
+  const each0 = pids.map((p) => cpuMs([p]));
+  if (useWrk) {
+    const r = wrk(t, seconds, connections);
+    const each = pids.map((p, i) => ((cpuMs([p]) - each0[i]) * 1000) / Math.max(1, r.total));
+    return { rps: r.rps, p50: r.p50, p99: r.p99, errors: r.errors, cpuUsPerReq: ((cpuMs(pids) - cpu0) * 1000) / Math.max(1, r.total), each };
+  }
   const r = await autocannon({
     url: `${t.tls ? 'https' : 'http'}://127.0.0.1:${t.port}/`,
     connections,
@@ -230,7 +264,8 @@ async function throughput(t: Target, seconds: number, connections: number) {
     ...(t.tls ? { servername: APP_HOST } : {}),
   } as autocannon.Options);
   const cpuUsPerReq = ((cpuMs(pids) - cpu0) * 1000) / Math.max(1, r.requests.total);
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx, cpuUsPerReq };
+  const each = pids.map((p, i) => ((cpuMs([p]) - each0[i]) * 1000) / Math.max(1, r.requests.total));
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx, cpuUsPerReq, each };
 }
 
 /** One request, to check that a target really reaches the app (and not, say, a waiting page). */
@@ -309,7 +344,8 @@ async function main(): Promise<void> {
       fs.writeFileSync(path.join(dir, `${file}-key.pem`), c.keyPem, { mode: 0o600 });
     }
     const app = await tsxChild('--role', 'app', dir);
-    const edge = await tsxChild('--role', 'edge', dir, String(app.http), String(app.blob));
+    const edge = await tsxChild('--role', 'edge', dir, String(app.http), String(app.blob), 'node');
+    const dp = await tsxChild('--role', 'edge', dir, String(app.http), String(app.blob), 'haproxy');
     const nginxBin = ensureNginx();
     const nginx = nginxBin
       ? await startNginxProxy(nginxBin, { dir, serverName: APP_HOST, certFile: path.join(dir, 'web.pem'), keyFile: path.join(dir, 'web-key.pem'), upstream: app.http })
@@ -317,10 +353,17 @@ async function main(): Promise<void> {
     if (nginx) children.push(nginx.process);
     const nodeProxy = await tsxChild('--role', 'node-proxy', dir, String(app.http));
 
-    console.log(`# edge bench: ${os.cpus().length} CPUs, node ${process.version}, ${seconds} s per load run, ${connections} connections`);
+    const serverPids = () => [app.pid, edge.pid, dp.pid, dp.haproxy, nodeProxy.pid, ...(nginx ? [nginx.process.pid!, ...childPids(nginx.process.pid!)] : [])];
+    if (useWrk) {
+      // every thread of every server on the CPUs below LOAD_CPU, wrk alone on LOAD_CPU
+      for (const pid of serverPids()) execFileSync('taskset', ['-apc', `0-${Math.max(0, LOAD_CPU - 1)}`, String(pid)], { stdio: 'ignore' });
+    }
+    console.log(`# edge bench: ${os.cpus().length} CPUs, node ${process.version}, ${seconds} s per load run, ${connections} connections, ` +
+      `load ${useWrk ? `wrk -t1 on CPU ${LOAD_CPU}, servers on CPU 0-${Math.max(0, LOAD_CPU - 1)}` : 'autocannon (this process)'}; load average at start ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
     const targets: Target[] = [
       { name: 'direct (plain HTTP)', port: app.http, tls: false, pids: () => [app.pid] },
       { name: 'edge (TLS)', port: edge.https, tls: true, pids: () => [edge.pid] },
+      { name: 'service+HAProxy (TLS)', port: dp.https, tls: true, pids: () => [dp.pid, dp.haproxy] },
       ...(nginx ? [{ name: 'nginx (TLS)', port: nginx.port, tls: true, pids: () => [nginx.process.pid!, ...childPids(nginx.process.pid!)] }] : []),
       { name: 'bare Node proxy (TLS)', port: nodeProxy.port, tls: true, pids: () => [nodeProxy.pid] },
     ];
@@ -331,19 +374,27 @@ async function main(): Promise<void> {
       const body = await fetchOnce(t);
       if (body !== BODY) throw new Error(`${t.name} answered ${JSON.stringify(body.slice(0, 80))} instead of the app`);
     }
-    type Result = { rps: number; p50: number; p99: number; errors: number; cpuUsPerReq: number; lat: { n: number; p50: number; p99: number } };
+    type Result = { rps: number; p50: number; p99: number; errors: number; cpuUsPerReq: number; each?: number[]; lat: { n: number; p50: number; p99: number } };
     const results: Record<string, Result> = {};
     // Rounds interleave the targets, so a burst of load from elsewhere hits them alike; medians kept.
     const httpRounds = arg('http-rounds', 3);
     const runs: Record<string, Result[]> = {};
     for (let round = 0; round < httpRounds; round++) {
       for (const t of only === 'passthrough' ? [] : targets) {
+        // a connection of its own first: the HAProxy service mirrors a route Node resolved (again,
+        // if it went unused for a while), and the measured connections then go to HAProxy
+        await fetchOnce(t);
+        await new Promise((r) => setTimeout(r, 50));
         const lat = await latency(t, Math.max(3, Math.floor(seconds / 2)));
         const thr = await throughput(t, seconds, connections);
         (runs[t.name] ??= []).push({ ...thr, lat });
       }
     }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const median = (xs: number[]) => {
+      const o = [...xs].sort((a, b) => a - b);
+      const m = Math.floor(o.length / 2);
+      return o.length % 2 ? o[m] : (o[m - 1] + o[m]) / 2;
+    };
     for (const [name, rs] of Object.entries(runs)) {
       const r: Result = {
         rps: median(rs.map((x) => x.rps)),
@@ -351,12 +402,14 @@ async function main(): Promise<void> {
         p99: median(rs.map((x) => x.p99)),
         errors: rs.reduce((a, x) => a + x.errors, 0),
         cpuUsPerReq: median(rs.map((x) => x.cpuUsPerReq)),
+        each: rs[0].each?.map((_, i) => median(rs.map((x) => x.each![i]))),
         lat: { n: median(rs.map((x) => x.lat.n)), p50: median(rs.map((x) => x.lat.p50)), p99: median(rs.map((x) => x.lat.p99)) },
       };
       results[name] = r;
       console.log(
-        `${name.padEnd(22)} ${r.rps.toFixed(0).padStart(7)} req/s, ${r.cpuUsPerReq.toFixed(0).padStart(4)} us CPU/req  (under load p50 ${r.p50} ms, p99 ${r.p99} ms, errors ${r.errors})` +
-          `   1 conn: p50 ${r.lat.p50.toFixed(0)} us, p99 ${r.lat.p99.toFixed(0)} us`,
+        `${name.padEnd(22)} ${r.rps.toFixed(0).padStart(7)} req/s, ${r.cpuUsPerReq.toFixed(0).padStart(4)} us CPU/req  (under load p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors})` +
+          `   1 conn: p50 ${r.lat.p50.toFixed(0)} us, p99 ${r.lat.p99.toFixed(0)} us` +
+          (name.startsWith('service+HAProxy') && r.each ? `  [CPU/req: Node ${r.each[0].toFixed(1)} us, HAProxy ${r.each[1].toFixed(1)} us]` : ''),
       );
     }
 
@@ -366,21 +419,25 @@ async function main(): Promise<void> {
     let through = 0;
     let piped = 0;
     let relayed = 0;
+    let haproxied = 0;
     const rounds = arg('rounds', 4);
     if (only !== 'http') {
       const pipe = await tsxChild('--role', 'pipe', String(app.blob));
       const socat = await startSocatRelay(app.blob);
       const mb = passMb * 1024 * 1024;
-      for (const port of [app.blob, edge.https, pipe.port, ...(socat ? [socat] : [])]) await download(port, mb, ca.certPem);
+      // the first engine connection to the HAProxy service goes through Node, which mirrors the route
+      for (const port of [app.blob, edge.https, dp.https, pipe.port, ...(socat ? [socat] : [])]) await download(port, mb, ca.certPem);
       for (let i = 0; i < rounds; i++) {
         direct = Math.max(direct, await download(app.blob, mb, ca.certPem));
         through = Math.max(through, await download(edge.https, mb, ca.certPem));
         piped = Math.max(piped, await download(pipe.port, mb, ca.certPem));
         if (socat) relayed = Math.max(relayed, await download(socat, mb, ca.certPem));
+        haproxied = Math.max(haproxied, await download(dp.https, mb, ca.certPem));
       }
       console.log(
         `passthrough ${passMb} MB: direct TLS ${direct.toFixed(0)} MB/s, through the edge ${through.toFixed(0)} MB/s, ` +
-          `through a bare Node pipe ${piped.toFixed(0)} MB/s${socat ? `, through socat ${relayed.toFixed(0)} MB/s` : ''} (best of ${rounds} after a warm-up)`,
+          `through a bare Node pipe ${piped.toFixed(0)} MB/s${socat ? `, through socat ${relayed.toFixed(0)} MB/s` : ''}, ` +
+          `through the service+HAProxy ${haproxied.toFixed(0)} MB/s (best of ${rounds} after a warm-up)`,
       );
     }
 
@@ -406,6 +463,15 @@ async function main(): Promise<void> {
         console.log('throughput edge / nginx: nginx not available');
       }
       console.log(`throughput edge / direct: ${((e.rps / d.rps) * 100).toFixed(0)} %`);
+      const h = results['service+HAProxy (TLS)'];
+      if (h && n) {
+        const hr = median(runs['service+HAProxy (TLS)'].map((x, i) => x.rps / runs['nginx (TLS)'][i].rps));
+        const cpu = h.cpuUsPerReq / n.cpuUsPerReq;
+        const added = (h.lat.p50 - n.lat.p50) / 1000;
+        console.log(`service+HAProxy / nginx: throughput ${(hr * 100).toFixed(0)} % (target >= 95 %: ${hr >= 0.95 ? 'ok' : 'MISSED'}), ` +
+          `CPU per request ${cpu.toFixed(2)}x (target <= 1.25x: ${cpu <= 1.25 ? 'ok' : 'MISSED'}), p50 over nginx ${added.toFixed(3)} ms (target <= 0.1 ms: ${added <= 0.1 ? 'ok' : 'MISSED'}), ` +
+          `p50 over direct ${((h.lat.p50 - d.lat.p50) / 1000).toFixed(3)} ms`);
+      }
       const b = results['bare Node proxy (TLS)'];
       if (b) console.log(`CPU per request bare Node proxy / edge: ${((b.cpuUsPerReq / e.cpuUsPerReq) * 100).toFixed(0)} % (what routing, header rules, activity and pages cost on top of Node)`);
     }
@@ -414,7 +480,11 @@ async function main(): Promise<void> {
       console.log(`passthrough edge / direct: ${(pr * 100).toFixed(0)} %   target >= 90 %: ${pr >= 0.9 ? 'ok' : 'MISSED'}`);
       console.log(`passthrough edge / bare Node pipe: ${((through / piped) * 100).toFixed(0)} %`);
       if (relayed) console.log(`passthrough socat (C relay) / direct: ${((relayed / direct) * 100).toFixed(0)} %; edge / socat: ${((through / relayed) * 100).toFixed(0)} %`);
+      const hp = haproxied / direct;
+      console.log(`passthrough service+HAProxy / direct: ${(hp * 100).toFixed(0)} %   target >= 95 %: ${hp >= 0.95 ? 'ok' : 'MISSED'}` +
+        `${relayed ? `; service+HAProxy / socat: ${((haproxied / relayed) * 100).toFixed(0)} %` : ''}`);
     }
+    console.log(`# load average at the end: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   } finally {
     cleanup();
   }
@@ -424,7 +494,7 @@ const role = process.argv.indexOf('--role');
 if (role > 0) {
   const [name, ...rest] = process.argv.slice(role + 1);
   if (name === 'app') await roleApp(rest[0]);
-  else if (name === 'edge') await roleEdge(rest[0], Number(rest[1]), Number(rest[2]));
+  else if (name === 'edge') await roleEdge(rest[0], Number(rest[1]), Number(rest[2]), rest[3] === 'haproxy' ? 'haproxy' : 'node');
   else if (name === 'pipe') await rolePipe(Number(rest[0]));
   else if (name === 'node-proxy') await roleNodeProxy(rest[0], Number(rest[1]));
   else throw new Error(`unknown role ${name}`);

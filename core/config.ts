@@ -54,6 +54,8 @@ export interface Config {
   overcommitCpus: number;
   /** An app request to an asleep sandbox is held this long while it wakes, then answered by the app (else the waiting page). */
   wakeHoldMs: number;
+  /** Who owns the public port: `node` (the edge alone) or `haproxy` (HAProxy in front, docs/data-plane.md). */
+  dataPlane: 'node' | 'haproxy';
   /** Audit rows older than this many days are removed (0: kept for ever). */
   auditRetentionDays: number;
   /** OpenID Connect sign-in (SVC_OIDC_ISSUER set), docs/governance.md. */
@@ -125,6 +127,12 @@ function oidcConfig(env: NodeJS.ProcessEnv): OidcConfig | undefined {
  *   development on a machine of one's own, and only when named.
  */
 export type SandboxRuntimeMode = 'userns' | 'sysbox-runc' | 'unisolated';
+
+function dataPlaneMode(raw: string | undefined): 'node' | 'haproxy' {
+  if (raw === undefined || raw === '' || raw === 'node') return 'node';
+  if (raw === 'haproxy') return 'haproxy';
+  throw new Error(`SVC_DATA_PLANE must be node or haproxy, got "${raw}"`);
+}
 
 function runtimeMode(raw: string | undefined): SandboxRuntimeMode {
   if (!raw) return 'userns';
@@ -218,6 +226,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     overcommitMemory: positive(env, 'SVC_OVERCOMMIT_MEMORY', 1.5),
     overcommitCpus: positive(env, 'SVC_OVERCOMMIT_CPUS', 16),
     wakeHoldMs: int(env, 'SVC_WAKE_HOLD_MS', 5_000),
+    dataPlane: dataPlaneMode(env.SVC_DATA_PLANE),
     auditRetentionDays: int(env, 'SVC_AUDIT_RETENTION_DAYS', 365),
     oidc: oidcConfig(env),
     passwordSignIn: onOff(env, 'SVC_PASSWORD_SIGN_IN', true),

@@ -1,5 +1,5 @@
 import type http from 'node:http';
-import type net from 'node:net';
+import net from 'node:net';
 import type { Config } from '../core/config.ts';
 import { logger as defaultLogger, type Logger } from '../core/logger.ts';
 import type { EdgeBackend } from './backend.ts';
@@ -21,6 +21,10 @@ import { TlsProof } from './services/tls-proof.ts';
 import { WakeGate } from './services/wake-gate.ts';
 import { WakeHold } from './services/wake-hold.ts';
 import type { ServiceMetrics } from '../ops/metrics.ts';
+import type { DataPlaneFiles } from './dataplane/haproxy-config.ts';
+import { haproxyDataPlane, type HaproxyDataPlane } from './dataplane/haproxy-data-plane.ts';
+import { readProxyHeader } from './listener/proxy-header.ts';
+import { bindPort, type BoundPort } from './listener/bound-port.ts';
 
 export type { HttpHandler } from './services/http-server.ts';
 
@@ -97,6 +101,12 @@ export interface StartEdgeOptions {
   /** Where the service CA is kept (the store's sealed keys); without it, in `<dataDir>/ca/`. */
   caKeys?: SealedKeys;
   metrics?: ServiceMetrics;
+  /**
+   * Who owns the public port: `node` (this process, the default) or `haproxy` (docs/data-plane.md:
+   * HAProxy passes engines through and serves running apps itself, and hands everything else to
+   * this edge over a unix socket).
+   */
+  dataPlane?: 'node' | 'haproxy';
 }
 
 export interface Edge {
@@ -105,6 +115,8 @@ export interface Edge {
   /** The bound redirect port, or null when `httpPort` is 0. */
   readonly httpPort: number | null;
   readonly certificates: EdgeCertificates;
+  /** HAProxy's process while it is the data plane (its pid changes when it is restarted), else null. */
+  readonly dataPlane: { readonly pid: number | undefined; readonly files: DataPlaneFiles } | null;
   /** Stops listening and drops every open connection. */
   close(): Promise<void>;
 }
@@ -134,7 +146,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   const log = (opts.logger ?? defaultLogger).child({ component: 'edge' });
   const t: EdgeTimeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
   const caps: EdgeLimits = { ...DEFAULT_LIMITS, ...opts.limits };
-  const { backend, config } = opts;
+  const { config } = opts;
   const domain = config.domain.toLowerCase();
   const enginePort = opts.sandboxPorts?.engine ?? 2376;
   const shellPort = opts.sandboxPorts?.shell ?? 22;
@@ -146,6 +158,26 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   };
 
   const certificates = await loadEdgeCertificates(config, log, opts.caKeys);
+  const dataPlane: HaproxyDataPlane | null = opts.dataPlane === 'haproxy'
+    ? haproxyDataPlane({
+      domain,
+      backend: opts.backend,
+      certificates,
+      logger: log,
+      port: config.httpsPort,
+      host: opts.host,
+      enginePort,
+      connectionsPerClient: caps.connectionsPerClient,
+      tunnelsPerSandbox: caps.tunnelsPerSandbox,
+      clientHelloMs: t.clientHelloMs,
+      headersMs: t.headersMs,
+      keepAliveMs: t.keepAliveMs,
+      upstreamConnectMs: t.upstreamConnectMs,
+      tunnelIdleMs: t.tunnelIdleMs,
+    })
+    : null;
+  // with HAProxy, every route this edge resolves is mirrored into HAProxy's maps
+  const backend = dataPlane?.backend ?? opts.backend;
   const activity = new ActivityMeter(backend, t.activityIntervalMs, log);
   const wakes = new WakeGate(backend, t.wakeHoldMs);
   const holds = new WakeHold(backend, t.heldRequestMs);
@@ -311,32 +343,50 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   };
 
   const tlsPort = await listenTlsPort({
-    port: config.httpsPort,
+    port: dataPlane ? dataPlane.files.nodeSocket : config.httpsPort,
+    proxyProtocol: dataPlane !== null,
     host: opts.host,
     clientHelloTimeoutMs: t.clientHelloMs,
     connectionsPerClient: caps.connectionsPerClient,
     logger: log,
     dispatch,
   });
-  publicPort = tlsPort.port;
-
+  let appsFallback: BoundPort | null = null;
   let redirect: RedirectPort | null = null;
-  if (config.httpPort !== 0) {
-    try {
-      redirect = await listenHttpRedirect({ port: config.httpPort, host: opts.host, domain, httpsPort: tlsPort.port });
-    } catch (err) {
-      await tlsPort.close();
-      throw err;
+  try {
+    if (dataPlane) {
+      // Decrypted app requests HAProxy hands back (the app went to sleep, Host ≠ SNI): the SNI
+      // comes as the PROXY header's authority.
+      appsFallback = await bindPort(net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+        socket.on('error', (err) => log.debug({ err }, 'edge: data plane app socket error'));
+        readProxyHeader(socket, t.clientHelloMs).then((h) => {
+          const route = routeFor(h.authority, domain);
+          if (route.kind !== 'app-http') return void socket.destroy();
+          apps.accept(socket, { serverName: h.authority!, label: route.label, clientIp: plainIp(socket.remoteAddress) });
+          socket.resume(); // the bytes after the PROXY header, put back, flow to the HTTP parser
+        }, () => socket.destroy());
+      }), dataPlane.files.nodeAppsSocket);
+      publicPort = (await dataPlane.start()).port;
+    } else {
+      publicPort = tlsPort.port;
     }
+    if (config.httpPort !== 0) {
+      redirect = await listenHttpRedirect({ port: config.httpPort, host: opts.host, domain, httpsPort: publicPort });
+    }
+  } catch (err) {
+    await Promise.all([tlsPort.close(), appsFallback?.close(), dataPlane?.close()]);
+    throw err;
   }
-  log.info({ httpsPort: tlsPort.port, httpPort: redirect?.port ?? null, domain, certificates: certificates.mode }, 'edge: listening');
+  log.info({ httpsPort: publicPort, httpPort: redirect?.port ?? null, domain, certificates: certificates.mode, dataPlane: dataPlane ? 'haproxy' : 'node' }, 'edge: listening');
 
   return {
-    httpsPort: tlsPort.port,
+    httpsPort: publicPort,
     httpPort: redirect?.port ?? null,
     certificates,
+    dataPlane,
     async close() {
-      await Promise.all([tlsPort.close(), redirect?.close()]);
+      await dataPlane?.close();
+      await Promise.all([tlsPort.close(), appsFallback?.close(), redirect?.close()]);
       apps.close();
       activity.close();
       certificates.close();

@@ -95,6 +95,8 @@ export async function startTestEdge(
 ): Promise<TestEdge> {
   const dataDir = opts.config?.dataDir ?? (await tmpDir());
   const edge = await startEdge({
+    // SVC_DATA_PLANE=haproxy runs the edge tests with HAProxy owning the port (docs/data-plane.md)
+    dataPlane: process.env.SVC_DATA_PLANE === 'haproxy' ? 'haproxy' : 'node',
     ...opts,
     config: { domain: 'localhost', httpsPort: 0, httpPort: 0, dataDir, tlsCertFile: undefined, tlsKeyFile: undefined, ...opts.config },
     backend,
@@ -206,6 +208,7 @@ export function readUntilClose(socket: net.Socket, ms = 5000): Promise<{ data: s
       clearTimeout(timer);
       resolve({ data: Buffer.concat(chunks).toString('latin1'), closed, error });
     };
+    if (socket.closed) return done(true); // closed before we looked (a data plane that stopped at once)
     socket.on('data', (c: Buffer) => chunks.push(c));
     socket.on('error', (e) => (error = e));
     socket.once('close', () => done(true));

@@ -33,8 +33,8 @@ export async function startTestService(overrides: Partial<Config> = {}): Promise
   const id = `svct${randomBytes(3).toString('hex')}`;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${id}-`));
   // the sandbox engine as the environment names it (as harness/sandbox-engine.ts reads it); nothing else
-  const { SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST } = process.env;
-  const base = loadConfig({ SVC_DATA_DIR: overrides.dataDir ?? dataDir, SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST });
+  const { SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST, SVC_DATA_PLANE } = process.env;
+  const base = loadConfig({ SVC_DATA_DIR: overrides.dataDir ?? dataDir, SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST, SVC_DATA_PLANE });
   const config: Config = { ...base, secretKeyFile: TEST_SECRET_KEY_FILE, redisPrefix: id, httpsPort: await freePort(), httpPort: 0, ...overrides };
   let service = await startService(config, logger);
   let url = await listen(service);

@@ -24,10 +24,11 @@ done
 export DEBIAN_FRONTEND=noninteractive DOCKER_BUILDKIT=0
 APT_PACKAGES=(docker.io containerd runc iptables redis-server redis-tools postgresql postgresql-client
     debootstrap busybox-static docker-registry openssl ca-certificates util-linux procps iproute2
-    openssh-client curl zstd python3 make g++ chromium unzip prometheus libnss-myhostname) # zstd: scanner reads zstd layers; python3,
+    openssh-client curl zstd python3 make g++ chromium unzip prometheus libnss-myhostname haproxy wrk) # zstd: scanner reads zstd layers; python3,
     # make, g++ build native node modules (sqlite3); chromium drives the web UI tests (playwright-core, no browser download); unzip
     # reads export folders; prometheus gives promtool, which checks the /metrics scrape (its server is not started at install);
-    # libnss-myhostname resolves every *.localhost name to this machine for every program (see "names" below)
+    # libnss-myhostname resolves every *.localhost name to this machine for every program (see "names" below); haproxy is
+    # the data plane with SVC_DATA_PLANE=haproxy (the service runs its own, never the package's service); wrk loads bench/edge.ts
 DOCKERD_LOG=/var/log/svc-dockerd.log
 
 T_START=${EPOCHREALTIME/,/.}

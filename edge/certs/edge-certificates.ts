@@ -27,6 +27,11 @@ export interface EdgeCertificates {
   readonly caPem: string | null;
   /** TLS context for a host name the edge terminates (lowercase), or null when the client sent no SNI. */
   contextFor(servername: string | null): tls.SecureContext | Promise<tls.SecureContext>;
+  /**
+   * The same certificate as one PEM (chain, then key), as HAProxy loads it (edge/dataplane/):
+   * `null` for a name the certificate served would not match (per-name issue refused or failed).
+   */
+  pemFor(servername: string | null): Promise<string | null>;
   /** Stops the renewal timer. */
   close(): void;
 }
@@ -42,6 +47,10 @@ const PER_NAME_CACHE = 2048;
 /** New per-name certificates per second; past it the default context is served (a flood of random names must not eat the CPU). */
 const PER_NAME_RATE = 50;
 const CHECK_INTERVAL_MS = 60_000;
+
+function joinPem(...parts: string[]): string {
+  return parts.map((p) => `${p.trim()}\n`).join('');
+}
 
 function secureContext(certPem: string, keyPem: string): tls.SecureContext {
   return tls.createSecureContext({ cert: certPem, key: keyPem, minVersion: 'TLSv1.2' });
@@ -76,30 +85,31 @@ export async function loadEdgeCertificates(
 async function fileCertificates(certFile: string, keyFile: string, logger?: Logger): Promise<EdgeCertificates> {
   const load = async () => {
     const [cert, key] = await Promise.all([fs.readFile(certFile, 'utf8'), fs.readFile(keyFile, 'utf8')]);
-    return secureContext(cert, key);
+    return { ctx: secureContext(cert, key), pem: joinPem(cert, key) };
   };
   const stamp = async () => {
     const [a, b] = await Promise.all([fs.stat(certFile), fs.stat(keyFile)]);
     return `${a.mtimeMs}:${b.mtimeMs}`;
   };
-  let ctx = await load();
+  let loaded = await load();
   let seen = await stamp();
   const timer = setInterval(async () => {
     try {
       const now = await stamp();
       if (now === seen) return;
-      ctx = await load();
+      loaded = await load();
       seen = now;
       logger?.info({ certFile }, 'edge: reloaded TLS certificate');
     } catch (err) {
       logger?.warn({ err, certFile }, 'edge: could not reload TLS certificate; keeping the old one');
     }
   }, CHECK_INTERVAL_MS).unref();
-  return { mode: 'files', caPem: null, contextFor: () => ctx, close: () => clearInterval(timer) };
+  return { mode: 'files', caPem: null, contextFor: () => loaded.ctx, pemFor: async () => loaded.pem, close: () => clearInterval(timer) };
 }
 
 interface Leaf {
   ctx: tls.SecureContext;
+  pem: string;
   notAfter: number;
 }
 
@@ -116,7 +126,7 @@ async function loadOrIssueDomainLeaf(ca: ServiceCa, dataDir: string, domain: str
     const fresh = cert.notAfter.getTime() - Date.now() > RENEW_BEFORE_MS;
     const ours = cert.issuer === ca.cert.subject && (await cert.verify({ publicKey: ca.cert.publicKey, signatureOnly: true }));
     if (fresh && ours && names.every((n) => dns.has(n)) && (await sameKey(cert, keyPem))) {
-      return { ctx: secureContext(certPem + ca.certPem, keyPem), notAfter: cert.notAfter.getTime() };
+      return { ctx: secureContext(certPem + ca.certPem, keyPem), pem: joinPem(certPem, ca.certPem, keyPem), notAfter: cert.notAfter.getTime() };
     }
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
@@ -124,7 +134,13 @@ async function loadOrIssueDomainLeaf(ca: ServiceCa, dataDir: string, domain: str
   const leaf = await issueServerCert(ca, names, { days: LEAF_DAYS });
   await writeFileAtomic(keyFile, leaf.keyPem, 0o600);
   await writeFileAtomic(certFile, leaf.certPem, 0o644);
-  return { ctx: secureContext(leaf.certPem + ca.certPem, leaf.keyPem), notAfter: leaf.cert.notAfter.getTime() };
+  return { ctx: secureContext(leaf.certPem + ca.certPem, leaf.keyPem), pem: joinPem(leaf.certPem, ca.certPem, leaf.keyPem), notAfter: leaf.cert.notAfter.getTime() };
+}
+
+interface Issued {
+  ctx: tls.SecureContext;
+  pem: string;
+  issuedAt: number;
 }
 
 async function caCertificates(dataDir: string, domain: string, logger?: Logger, caKeys?: SealedKeys): Promise<EdgeCertificates> {
@@ -143,27 +159,28 @@ async function caCertificates(dataDir: string, domain: string, logger?: Logger, 
   }, CHECK_INTERVAL_MS).unref();
 
   if (!perName) {
-    return { mode: 'wildcard', caPem: ca.certPem, contextFor: () => leaf.ctx, close: () => clearInterval(timer) };
+    return { mode: 'wildcard', caPem: ca.certPem, contextFor: () => leaf.ctx, pemFor: async () => leaf.pem, close: () => clearInterval(timer) };
   }
 
   // Per-name certificates: one key for all of them (issuing then costs one signature), an LRU
   // of contexts (Map keeps insertion order), and in-flight issues shared by concurrent handshakes.
   const keys = await generateKeys();
-  const cache = new Map<string, { ctx: tls.SecureContext; issuedAt: number }>();
-  const issuing = new SingleFlight<tls.SecureContext>();
+  const cache = new Map<string, Issued>();
+  const issuing = new SingleFlight<Issued | null>();
   let windowStart = 0;
   let issuedInWindow = 0;
   const suffix = `.${domain}`;
 
-  const contextFor = (servername: string | null): tls.SecureContext | Promise<tls.SecureContext> => {
-    if (!servername || servername === domain || !servername.endsWith(suffix)) return leaf.ctx;
+  /** The name's own certificate; null: serve the domain's (not a name we route, or over the rate). */
+  const issuedFor = (servername: string | null): Issued | null | Promise<Issued | null> => {
+    if (!servername || servername === domain || !servername.endsWith(suffix)) return null;
     const label = servername.slice(0, -suffix.length);
-    if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(label)) return leaf.ctx; // not a name we route
+    if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(label)) return null; // not a name we route
     const hit = cache.get(servername);
     if (hit && Date.now() - hit.issuedAt < PER_NAME_REISSUE_AFTER_MS) {
       cache.delete(servername);
       cache.set(servername, hit); // most recently used goes last
-      return hit.ctx;
+      return hit;
     }
     const inflight = issuing.running(servername);
     if (inflight) return inflight;
@@ -172,19 +189,28 @@ async function caCertificates(dataDir: string, domain: string, logger?: Logger, 
       windowStart = now;
       issuedInWindow = 0;
     }
-    if (++issuedInWindow > PER_NAME_RATE) return leaf.ctx;
+    if (++issuedInWindow > PER_NAME_RATE) return null;
     return issuing.do(servername, () => issueServerCert(ca, [servername], { keys, days: PER_NAME_DAYS })
       .then((c) => {
-        const ctx = secureContext(c.certPem + ca.certPem, c.keyPem);
-        cache.set(servername, { ctx, issuedAt: Date.now() });
+        const issued = { ctx: secureContext(c.certPem + ca.certPem, c.keyPem), pem: joinPem(c.certPem, ca.certPem, c.keyPem), issuedAt: Date.now() };
+        cache.set(servername, issued);
         while (cache.size > PER_NAME_CACHE) cache.delete(cache.keys().next().value as string);
-        return ctx;
+        return issued;
       })
       .catch((err) => {
         logger?.warn({ err, servername }, 'edge: could not issue a certificate; serving the domain certificate');
-        return leaf.ctx;
+        return null;
       }));
   };
+  const contextFor = (servername: string | null): tls.SecureContext | Promise<tls.SecureContext> => {
+    const issued = issuedFor(servername);
+    if (issued instanceof Promise) return issued.then((i) => i?.ctx ?? leaf.ctx);
+    return issued?.ctx ?? leaf.ctx;
+  };
+  const pemFor = async (servername: string | null): Promise<string | null> => {
+    if (!servername || servername === domain) return leaf.pem;
+    return (await issuedFor(servername))?.pem ?? null;
+  };
 
-  return { mode: 'per-name', caPem: ca.certPem, contextFor, close: () => clearInterval(timer) };
+  return { mode: 'per-name', caPem: ca.certPem, contextFor, pemFor, close: () => clearInterval(timer) };
 }

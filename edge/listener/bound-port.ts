@@ -7,7 +7,7 @@ export interface BoundPort {
 }
 
 /** Listens and tracks every connection, so that closing the port ends them too (no lingering streams). */
-export async function bindPort(server: net.Server, port: number, host?: string): Promise<BoundPort> {
+export async function bindPort(server: net.Server, port: number | string, host?: string): Promise<BoundPort> {
   const sockets = new Set<net.Socket>();
   server.on('connection', (socket: net.Socket) => {
     sockets.add(socket);
@@ -15,13 +15,16 @@ export async function bindPort(server: net.Server, port: number, host?: string):
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    const done = () => {
       server.off('error', reject);
       resolve();
-    });
+    };
+    // a string is a unix socket path (the data plane hands connections over on one)
+    if (typeof port === 'string') server.listen(port, done);
+    else server.listen(port, host, done);
   });
   return {
-    port: (server.address() as net.AddressInfo).port,
+    port: typeof port === 'string' ? 0 : (server.address() as net.AddressInfo).port,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -3,10 +3,14 @@ import type { Logger } from '../../core/logger.ts';
 import { plainHttpOnTlsPage } from '../pages/pages.ts';
 import { writeRawPage } from '../pages/respond.ts';
 import { bindPort, type BoundPort } from './bound-port.ts';
+import { readProxyHeader } from './proxy-header.ts';
 import { PeekError, peekClientHello, type PeekedHello } from './sni-peek.ts';
 
 export interface TlsPortOptions {
-  port: number;
+  /** A TCP port, or a unix socket path the data plane hands connections to (with `proxyProtocol`). */
+  port: number | string;
+  /** Every connection starts with a PROXY v2 header (HAProxy's `send-proxy-v2`): the client is read from it. */
+  proxyProtocol?: boolean;
   host?: string;
   /** The ClientHello must arrive within this time. */
   clientHelloTimeoutMs: number;
@@ -30,6 +34,19 @@ export async function listenTlsPort(opts: TlsPortOptions): Promise<TlsPort> {
   const perClient = new Map<string, number>();
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, keepAlive: true, keepAliveInitialDelay: 60_000 }, (socket) => {
     socket.on('error', (err) => opts.logger.debug({ err }, 'edge: client socket error'));
+    if (!opts.proxyProtocol) return accept(socket);
+    readProxyHeader(socket, opts.clientHelloTimeoutMs).then(
+      () => {
+        accept(socket); // the ClientHello peek listens first, then the bytes after the header flow
+        socket.resume();
+      },
+      (err: Error) => {
+        opts.logger.warn({ err }, 'edge: bad PROXY header from the data plane');
+        socket.destroy();
+      },
+    );
+  });
+  const accept = (socket: net.Socket) => {
     const client = socket.remoteAddress ?? '';
     const open = perClient.get(client) ?? 0;
     if (open >= opts.connectionsPerClient) {
@@ -61,7 +78,7 @@ export async function listenTlsPort(opts: TlsPortOptions): Promise<TlsPort> {
         }
       },
     );
-  });
+  };
   const fail = (socket: net.Socket, err: unknown) => {
     opts.logger.warn({ err }, 'edge: dispatch failed');
     socket.destroy();

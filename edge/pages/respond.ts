@@ -20,11 +20,16 @@ export function sendPage(req: http.IncomingMessage, res: http.ServerResponse, pa
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 
-/** Writes a page as a raw HTTP/1.1 response on a socket (upgrade requests) and closes it. */
-export function writeRawPage(socket: Duplex, page: Page, method = 'GET'): void {
-  const body = Buffer.from(page.body);
+/** The head of a page as a raw HTTP/1.1 response, with the given extra header lines. */
+export function rawPageHead(page: Page, ...extra: string[]): string {
   const lines = [`HTTP/1.1 ${page.status} ${STATUS_CODES[page.status] ?? ''}`];
   for (const [k, v] of Object.entries(page.headers)) lines.push(`${k}: ${v}`);
-  lines.push(`content-length: ${body.length}`, 'connection: close', '', '');
-  socket.end(method === 'HEAD' ? lines.join('\r\n') : Buffer.concat([Buffer.from(lines.join('\r\n')), body]));
+  lines.push(`content-length: ${Buffer.byteLength(page.body)}`, ...extra, '', '');
+  return lines.join('\r\n');
+}
+
+/** Writes a page as a raw HTTP/1.1 response on a socket (upgrade requests) and closes it. */
+export function writeRawPage(socket: Duplex, page: Page, method = 'GET'): void {
+  const head = rawPageHead(page, 'connection: close');
+  socket.end(method === 'HEAD' ? head : Buffer.concat([Buffer.from(head), Buffer.from(page.body)]));
 }

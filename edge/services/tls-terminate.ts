@@ -1,5 +1,6 @@
 import type net from 'node:net';
 import tls from 'node:tls';
+import { adoptClientAddress, adoptedClientAddress } from '../listener/proxy-header.ts';
 
 export interface TerminateOptions {
   secureContext: tls.SecureContext;
@@ -31,6 +32,8 @@ export function terminateTls(raw: net.Socket, opts: TerminateOptions): Promise<t
     };
     if (opts.highWaterMark) options.highWaterMark = opts.highWaterMark;
     const socket = new tls.TLSSocket(raw, options);
+    const client = adoptedClientAddress(raw); // a connection handed over by the data plane
+    if (client) adoptClientAddress(socket, client.address, client.port);
     const timer = setTimeout(() => fail(new Error(`TLS handshake not done within ${opts.handshakeTimeoutMs} ms`)), opts.handshakeTimeoutMs);
     const fail = (err: Error) => {
       clearTimeout(timer);

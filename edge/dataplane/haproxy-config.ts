@@ -1,0 +1,167 @@
+import path from 'node:path';
+
+/** Where the data plane keeps its sockets, maps and pages: one private folder per run. */
+export interface DataPlaneFiles {
+  dir: string;
+  /** HAProxy's Runtime API (admin level): never reachable from sandboxes (a unix socket, mode 600). */
+  adminSocket: string;
+  /** Node's TLS port: every connection that is not a happy app or engine path, with PROXY v2. */
+  nodeSocket: string;
+  /** Node's app proxy for decrypted requests HAProxy cannot serve (asleep, Host ≠ SNI), with PROXY v2. */
+  nodeAppsSocket: string;
+  /** HAProxy's own TLS-terminating HTTP frontend, fed by the public TCP frontend. */
+  appsSocket: string;
+  /** SNI → `<address>` of a running sandbox's engine. */
+  engineMap: string;
+  /** SNI → `<sandbox>|<address>|<port>` of a running app. */
+  appsMap: string;
+  /** The certificates HAProxy serves for app names (per-name ones are added at run time). */
+  crtList: string;
+  defaultCert: string;
+  waitingPage: string;
+  badGatewayPage: string;
+  config: string;
+}
+
+export function dataPlaneFiles(dir: string): DataPlaneFiles {
+  const f = (name: string) => path.join(dir, name);
+  return {
+    dir,
+    adminSocket: f('admin.sock'),
+    nodeSocket: f('node.sock'),
+    nodeAppsSocket: f('node-apps.sock'),
+    appsSocket: f('apps.sock'),
+    engineMap: f('engine.map'),
+    appsMap: f('apps.map'),
+    crtList: f('certs.list'),
+    defaultCert: f('default.pem'),
+    waitingPage: f('waiting.http'),
+    badGatewayPage: f('bad-gateway.http'),
+    config: f('haproxy.cfg'),
+  };
+}
+
+export interface HaproxyConfigOptions {
+  files: DataPlaneFiles;
+  /** The public TLS port and its address (default: all interfaces). */
+  port: number;
+  host?: string;
+  /** Port of each sandbox's dockerd (--tlsverify). */
+  enginePort: number;
+  connectionsPerClient: number;
+  tunnelsPerSandbox: number;
+  clientHelloMs: number;
+  headersMs: number;
+  keepAliveMs: number;
+  upstreamConnectMs: number;
+  tunnelIdleMs: number;
+  /** HAProxy threads (default 1: the figures in docs/data-plane.md are for one, like nginx's one worker). */
+  threads?: number;
+}
+
+/** Stick table names; the activity poller reads them (`show table`). */
+export const APP_TABLE = 'be_app';
+export const ENGINE_TABLE = 'be_engine';
+
+/**
+ * The HAProxy 2.6 configuration of the data plane (docs/data-plane.md has the picture):
+ *
+ * - `public` (mode tcp) owns the port: per-client connection cap, reads the SNI, and sends an
+ *   engine name found in the engine map straight to that dockerd (TLS untouched), an app name found
+ *   in the app map to `apps_tls`, and everything else, as TLS, to Node's socket with PROXY v2.
+ * - `apps_tls` (mode http) ends TLS, picks the app's address from the map by SNI (`set-dst`), and
+ *   sends to Node (decrypted, PROXY v2 with the SNI as authority) what it must not serve itself:
+ *   a name no longer in the map (asleep since the connection opened) or Host ≠ SNI (421 there).
+ *
+ * Routes are never in this file: Node writes the maps through the Runtime API, so nothing reloads.
+ */
+export function renderHaproxyConfig(o: HaproxyConfigOptions): string {
+  const f = o.files;
+  const ms = (n: number) => `${Math.max(1, Math.round(n))}ms`;
+  // no host: every interface, IPv4 and IPv6 (as Node's listen without a host)
+  const bind = o.host === undefined ? `:::${o.port} v4v6` : `${o.host.includes(':') ? `ipv6@${o.host}` : o.host}:${o.port}`;
+  return `# Written by the service at each start (edge/dataplane/haproxy-config.ts); routes live in the maps.
+global
+    log stdout format raw local0 info
+    stats socket ${f.adminSocket} mode 600 level admin
+    stats timeout 10s
+    nbthread ${o.threads ?? 1}
+    ssl-default-bind-options ssl-min-ver TLSv1.2
+    tune.ssl.default-dh-param 2048
+    hard-stop-after 5s
+
+defaults
+    log global
+    option dontlog-normal
+    timeout connect ${ms(o.upstreamConnectMs)}
+    timeout client ${ms(o.tunnelIdleMs)}
+    timeout server ${ms(o.tunnelIdleMs)}
+    timeout tunnel ${ms(o.tunnelIdleMs)}
+    timeout client-fin 30s
+    timeout http-request ${ms(o.headersMs)}
+    timeout http-keep-alive ${ms(o.keepAliveMs)}
+
+frontend public
+    mode tcp
+    option tcplog
+    bind ${bind}
+    stick-table type ipv6 size 1m expire 10m store conn_cur
+    tcp-request connection track-sc0 src
+    tcp-request connection reject if { sc0_conn_cur gt ${o.connectionsPerClient} }
+    tcp-request inspect-delay ${ms(o.clientHelloMs)}
+    tcp-request content accept if { req.ssl_hello_type 1 }
+    use_backend be_engine if { req.ssl_sni,lower,map(${f.engineMap}) -m found }
+    use_backend be_apps if { req.ssl_sni,lower,map(${f.appsMap}) -m found }
+    default_backend be_node
+
+backend ${ENGINE_TABLE}
+    mode tcp
+    option splice-auto
+    stick-table type string len 253 size 100k expire 1h store conn_cur
+    tcp-request content track-sc1 req.ssl_sni,lower
+    tcp-request content reject if { sc1_conn_cur gt ${o.tunnelsPerSandbox} }
+    tcp-request content set-dst req.ssl_sni,lower,map(${f.engineMap})
+    server engine 0.0.0.0:${o.enginePort}
+
+backend be_apps
+    mode tcp
+    server inner unix@${f.appsSocket} send-proxy-v2
+
+backend be_node
+    mode tcp
+    server node unix@${f.nodeSocket} send-proxy-v2
+
+frontend apps_tls
+    mode http
+    option httplog
+    bind unix@${f.appsSocket} mode 600 accept-proxy ssl crt-list ${f.crtList} alpn http/1.1
+    http-request set-var(txn.sni) ssl_fc_sni,lower
+    http-request set-var(txn.host) req.hdr(host),lower,field(1,:)
+    http-request set-var(txn.route) var(txn.sni),map(${f.appsMap})
+    acl host_is_sni var(txn.host),strcmp(txn.sni) eq 0
+    use_backend be_node_apps unless host_is_sni { var(txn.route) -m found }
+    default_backend ${APP_TABLE}
+
+backend ${APP_TABLE}
+    mode http
+    stick-table type string len 64 size 100k expire 1h store http_req_cnt,bytes_in_cnt,bytes_out_cnt
+    http-request track-sc2 var(txn.route),field(1,|)
+    http-request set-dst var(txn.route),field(2,|)
+    http-request set-dst-port var(txn.route),field(3,|)
+    # X-Forwarded-* are ours alone, a client's own copies are dropped (as edge/services/headers.ts)
+    http-request del-header forwarded
+    http-request del-header x-real-ip
+    http-request set-header x-forwarded-for %[src]
+    http-request set-header x-forwarded-proto https
+    http-request set-header x-forwarded-host %[req.hdr(host)]
+    http-request set-header x-forwarded-port ${o.port}
+    errorfile 503 ${f.waitingPage}
+    errorfile 502 ${f.badGatewayPage}
+    errorfile 504 ${f.badGatewayPage}
+    server app 0.0.0.0:0
+
+backend be_node_apps
+    mode http
+    server node unix@${f.nodeAppsSocket} send-proxy-v2 proxy-v2-options authority
+`;
+}

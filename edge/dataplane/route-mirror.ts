@@ -1,0 +1,152 @@
+import type { Logger } from '../../core/logger.ts';
+import type { EdgeBackend, ResolvedApp, ResolvedSandbox } from '../backend.ts';
+import type { EdgeCertificates } from '../certs/edge-certificates.ts';
+import type { DataPlaneFiles } from './haproxy-config.ts';
+import type { RuntimeApi } from './runtime-api.ts';
+
+/** How often every mirrored route is looked up again: a route change reaches HAProxy within this. */
+export const REVALIDATE_MS = 100;
+/** A route without traffic for this long leaves the maps (its next connection goes through Node, which puts it back). */
+export const UNUSED_ROUTE_MS = 5 * 60_000;
+
+interface Mirrored {
+  /** The map value now in HAProxy (or being written). */
+  value: string;
+  lastUsed: number;
+}
+
+/**
+ * The control plane of the data plane's routes. It wraps the edge's backend: whenever Node's edge
+ * resolves a name to a running app or engine (the first connection to it goes through Node), the
+ * route is written into HAProxy's maps, so the next connections go straight from HAProxy to the
+ * sandbox. Every REVALIDATE_MS each mirrored route is resolved again from the backend's memory and
+ * the maps follow (a sleep removes it; HAProxy then sends the name to Node: waiting page, wake,
+ * reset). Routes of sandboxes without traffic are dropped after UNUSED_ROUTE_MS, so the backend is
+ * not asked about sandboxes nobody uses.
+ *
+ * Only values Node resolved are ever written (`set-dst` takes nothing from the client), and an
+ * app whose certificate HAProxy does not have stays on Node.
+ */
+export class RouteMirror implements EdgeBackend {
+  private readonly apps = new Map<string, Mirrored & { label: string; sandbox: string }>();
+  private readonly engines = new Map<string, Mirrored & { sandbox: string }>();
+  private readonly certsLoaded = new Set<string>();
+  private api: RuntimeApi | null = null;
+  private readonly timer: NodeJS.Timeout;
+  private revalidating = false;
+  private writes: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly inner: EdgeBackend,
+    private readonly opts: { domain: string; files: DataPlaneFiles; certificates: EdgeCertificates; logger: Logger },
+  ) {
+    this.timer = setInterval(() => void this.revalidate(), REVALIDATE_MS).unref();
+  }
+
+  async resolveApp(label: string, o?: { fresh?: boolean }): Promise<ResolvedApp | null> {
+    const r = await this.inner.resolveApp(label, o);
+    this.observeApp(label, r);
+    return r;
+  }
+
+  async resolveSandbox(name: string): Promise<ResolvedSandbox | null> {
+    const r = await this.inner.resolveSandbox(name);
+    this.observeEngine(name, r);
+    return r;
+  }
+
+  requestWake(sandbox: string): Promise<void> {
+    return this.inner.requestWake(sandbox);
+  }
+
+  recordActivity(sandbox: string): void {
+    this.inner.recordActivity(sandbox);
+  }
+
+  /** Traffic seen by the activity poller keeps a sandbox's routes in the maps. */
+  used(sandbox: string): void {
+    const now = Date.now();
+    for (const m of this.apps.values()) if (m.sandbox === sandbox) m.lastUsed = now;
+    for (const m of this.engines.values()) if (m.sandbox === sandbox) m.lastUsed = now;
+  }
+
+  /** The sandbox whose engine HAProxy sends to `address` (activity from kernel socket counters). */
+  engineSandboxAt(address: string): string | undefined {
+    for (const m of this.engines.values()) if (m.value === address) return m.sandbox;
+    return undefined;
+  }
+
+  /** A (re)started HAProxy: every mirrored route and certificate is written again. */
+  async attach(api: RuntimeApi): Promise<void> {
+    this.api = api;
+    this.certsLoaded.clear();
+    for (const [host, m] of this.apps) await this.writeApp(host, m.value);
+    for (const [sni, m] of this.engines) await api.putMapEntry(this.opts.files.engineMap, sni, m.value);
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+
+  private observeApp(label: string, r: ResolvedApp | null): void {
+    const host = `${label}.${this.opts.domain}`;
+    const t = r?.status === 'running' ? r.target : undefined;
+    const value = t && !t.loopbackOnly ? `${t.sandbox}|${t.host}|${t.port}` : null;
+    const had = this.apps.get(host);
+    if (value === (had?.value ?? null)) return;
+    if (value) this.apps.set(host, { value, label, sandbox: t!.sandbox, lastUsed: had?.lastUsed ?? Date.now() });
+    else this.apps.delete(host);
+    this.enqueue(() => (value ? this.writeApp(host, value) : this.api!.deleteMapEntry(this.opts.files.appsMap, host)));
+  }
+
+  private observeEngine(sandbox: string, r: ResolvedSandbox | null): void {
+    const sni = `${sandbox}-engine.${this.opts.domain}`;
+    const value = r?.status === 'running' && r.address ? r.address : null;
+    const had = this.engines.get(sni);
+    if (value === (had?.value ?? null)) return;
+    if (value) this.engines.set(sni, { value, sandbox, lastUsed: had?.lastUsed ?? Date.now() });
+    else this.engines.delete(sni);
+    const map = this.opts.files.engineMap;
+    this.enqueue(() => (value ? this.api!.putMapEntry(map, sni, value) : this.api!.deleteMapEntry(map, sni)));
+  }
+
+  private async writeApp(host: string, value: string): Promise<void> {
+    const api = this.api!;
+    if (this.opts.certificates.mode === 'per-name' && !this.certsLoaded.has(host)) {
+      const pem = await this.opts.certificates.pemFor(host);
+      if (!pem) {
+        // no certificate of its own (issuing refused or failed): Node serves it and asks again
+        if (this.apps.get(host)?.value === value) this.apps.delete(host);
+        return;
+      }
+      await api.addCertificate(`/${host}.pem`, pem, this.opts.files.crtList, host);
+      this.certsLoaded.add(host);
+    }
+    // the route may have gone while the certificate loaded
+    if (this.apps.get(host)?.value === value) await api.putMapEntry(this.opts.files.appsMap, host, value);
+  }
+
+  /** Map writes in order (a remove never overtakes the add before it). */
+  private enqueue(write: () => Promise<void>): void {
+    if (!this.api) return; // attach() writes everything
+    this.writes = this.writes.then(write).catch((err) => this.opts.logger.warn({ err }, 'data plane: a route write failed'));
+  }
+
+  private async revalidate(): Promise<void> {
+    if (this.revalidating) return;
+    this.revalidating = true;
+    try {
+      const stale = Date.now() - UNUSED_ROUTE_MS;
+      for (const m of [...this.apps.values()]) {
+        if (m.lastUsed < stale) this.observeApp(m.label, null);
+        else this.observeApp(m.label, await this.inner.resolveApp(m.label).catch(() => null));
+      }
+      for (const m of [...this.engines.values()]) {
+        if (m.lastUsed < stale) this.observeEngine(m.sandbox, null);
+        else this.observeEngine(m.sandbox, await this.inner.resolveSandbox(m.sandbox).catch(() => null));
+      }
+    } finally {
+      this.revalidating = false;
+    }
+  }
+}

@@ -1,0 +1,74 @@
+import net from 'node:net';
+
+/** An answer of HAProxy's Runtime API that reports a failure (it answers in prose, not codes). */
+export class RuntimeApiError extends Error {
+  constructor(readonly command: string, readonly answer: string) {
+    super(`haproxy runtime API: ${command.split('\n')[0].slice(0, 120)}: ${answer.trim().slice(0, 300)}`);
+    this.name = 'RuntimeApiError';
+  }
+}
+
+/** Answers that mean a command was refused (doc/management.txt 2.6 words them so). */
+const FAILED = /^(Unknown command|Unknown map|Unknown table|Missing|Unable|Can't|Cannot|No such|Not found|Permission denied|error|.*\bnot found\b|.*\bfailed\b)/im;
+
+/**
+ * A client of HAProxy's Runtime API on its admin stats socket (doc/management.txt, section 9.3).
+ * One connection per call: HAProxy answers and closes in non-interactive mode, which costs a
+ * fraction of a millisecond on a unix socket and needs no reconnect logic.
+ */
+export class RuntimeApi {
+  constructor(private readonly socketPath: string, private readonly timeoutMs = 5_000) {}
+
+  /** Sends one command (or a payload command ending in `<<\n…\n`) and returns HAProxy's answer. */
+  send(command: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(this.socketPath);
+      const chunks: Buffer[] = [];
+      socket.setTimeout(this.timeoutMs, () => socket.destroy(new Error(`haproxy runtime API: no answer in ${this.timeoutMs} ms`)));
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.once('error', reject);
+      socket.once('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      socket.end(command.endsWith('\n') ? command : `${command}\n`);
+    });
+  }
+
+  /** Like send, but a refusal rejects with RuntimeApiError. */
+  async run(command: string): Promise<string> {
+    const answer = await this.send(command);
+    if (FAILED.test(answer)) throw new RuntimeApiError(command, answer);
+    return answer;
+  }
+
+  /** Sets a map entry, adding it if absent (`set map` alone fails on a missing key). */
+  async putMapEntry(map: string, key: string, value: string): Promise<void> {
+    const answer = await this.send(`set map ${map} ${key} ${value}`);
+    if (answer.trim() === '') return;
+    await this.run(`add map ${map} ${key} ${value}`);
+  }
+
+  async deleteMapEntry(map: string, key: string): Promise<void> {
+    await this.send(`del map ${map} ${key}`); // "entry not found" is the state we want
+  }
+
+  /** Loads a certificate (PEM chain + key) under `name` and lists it for the TLS server name `sni`. */
+  async addCertificate(name: string, pem: string, crtList: string, sni: string): Promise<void> {
+    await this.run(`new ssl cert ${name}`);
+    await this.run(`set ssl cert ${name} <<\n${pem.trim()}\n\n`); // a payload ends with an empty line
+    await this.run(`commit ssl cert ${name}`);
+    await this.run(`add ssl crt-list ${crtList} <<\n${name} ${sni}\n\n`);
+  }
+
+  /** Entries of a stick table: key → its counters (`show table <name>`). */
+  async table(name: string): Promise<Map<string, Record<string, number>>> {
+    const answer = await this.run(`show table ${name}`);
+    const rows = new Map<string, Record<string, number>>();
+    for (const line of answer.split('\n')) {
+      const key = /\bkey=(\S+)/.exec(line);
+      if (!key) continue;
+      const counters: Record<string, number> = {};
+      for (const m of line.matchAll(/\b([a-z_]+(?:\([0-9]+\))?)=(\d+)\b/g)) counters[m[1]] = Number(m[2]);
+      rows.set(key[1], counters);
+    }
+    return rows;
+  }
+}

@@ -1,0 +1,132 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import tls from 'node:tls';
+import { after, before, describe, it } from 'node:test';
+import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
+import type { EngineCerts } from '../../store/records.ts';
+import { curl, freePort, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
+import { eventually } from '../../harness/service.ts';
+import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
+import { ENGINE_PROOF_BYTES } from '../../edge/dataplane/activity-poll.ts';
+
+/**
+ * HAProxy as the data plane (docs/data-plane.md), the real one from Debian: it owns the port,
+ * serves running apps and passes engines through itself, and hands the rest to Node's edge.
+ */
+describe('the HAProxy data plane', () => {
+  const backend = new TestBackend();
+  let edge: TestEdge;
+  let api: RuntimeApi;
+  let appsMap: string;
+  let engineMap: string;
+  let engine: tls.Server;
+  let certs: EngineCerts;
+  const seen: Array<{ xff: string | undefined; host: string | undefined }> = [];
+  let app: Awaited<ReturnType<typeof startApp>>;
+
+  before(async () => {
+    app = await startApp((req, res) => {
+      seen.push({ xff: req.headers['x-forwarded-for'] as string | undefined, host: req.headers.host });
+      res.end('app says hi\n');
+    });
+    backend.addApp('svc-dp-web', 'svc-dp', { host: '127.0.0.1', port: app.port });
+    certs = await issueEngineCerts('svc-dpe', 'svc-dpe-engine.localhost');
+    engine = tls.createServer({ key: certs.server_key, cert: certs.server_cert, ca: certs.ca_cert, requestCert: true, rejectUnauthorized: true }, (s) => {
+      s.on('error', () => undefined);
+      s.on('data', (d) => s.write(d));
+    });
+    engine.on('tlsClientError', () => undefined);
+    const enginePort = await freePort();
+    await new Promise<void>((r) => engine.listen(enginePort, '127.0.0.1', r));
+    backend.sandboxes.set('svc-dpe', { status: 'running', address: '127.0.0.1' });
+    edge = await startTestEdge(backend, { dataPlane: 'haproxy', sandboxPorts: { engine: enginePort }, timeouts: { activityIntervalMs: 0 } });
+    const files = edge.edge.dataPlane!.files;
+    api = new RuntimeApi(files.adminSocket);
+    appsMap = files.appsMap;
+    engineMap = files.engineMap;
+  });
+  after(async () => {
+    await edge?.close();
+    engine?.close();
+    await app?.close();
+  });
+
+  const mapHas = async (map: string, key: string) => (await api.send(`show map ${map}`)).includes(` ${key} `);
+
+  it('the first request goes through Node, which puts the route into HAProxy; the next ones HAProxy serves', async () => {
+    const first = await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile, ['-H', 'X-Forwarded-For: 6.6.6.6']);
+    assert.equal(first.status, 200);
+    await eventually(async () => mapHas(appsMap, 'svc-dp-web.localhost'), 'the route in the map', 2_000, 10);
+    seen.length = 0;
+    const second = await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile, ['-H', 'X-Forwarded-For: 6.6.6.6']);
+    assert.equal(second.status, 200);
+    assert.equal(second.stdout, 'app says hi\n');
+    assert.deepEqual(seen, [{ xff: '127.0.0.1', host: `svc-dp-web.localhost:${edge.port}` }], 'the client address, never the client\'s own X-Forwarded-For');
+    const table = await api.table('be_app');
+    assert.ok((table.get('svc-dp')?.http_req_cnt ?? 0) >= 1, 'HAProxy counted the request for the sandbox');
+  });
+
+  it('counts app requests served by HAProxy as activity within about a second', async () => {
+    backend.activity.length = 0;
+    assert.equal((await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile)).status, 200);
+    await eventually(async () => backend.activity.includes('svc-dp'), 'activity for svc-dp', 3_000, 50);
+  });
+
+  it('Host ≠ SNI on a connection HAProxy holds: 421 from the edge, nothing reaches the app', async () => {
+    seen.length = 0;
+    const r = await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile, ['-H', 'Host: svc-other-web.localhost']);
+    assert.equal(r.status, 421);
+    assert.equal(seen.length, 0);
+  });
+
+  it('a sandbox going to sleep leaves the map within 100 ms (+ one lookup); its next request gets the waiting page and a wake', async () => {
+    assert.ok(await mapHas(appsMap, 'svc-dp-web.localhost'));
+    backend.setStatus('svc-dp', 'exited');
+    const t0 = Date.now();
+    await eventually(async () => !(await mapHas(appsMap, 'svc-dp-web.localhost')), 'the route gone', 2_000, 5);
+    const took = Date.now() - t0;
+    assert.ok(took <= 150, `route removed after ${took} ms`);
+    const r = await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['x-svc-waiting'], '1');
+    assert.deepEqual(backend.wakeCalls, ['svc-dp']);
+    backend.setStatus('svc-dp', 'running');
+  });
+
+  it('engine TLS passes through HAProxy to dockerd; only a client the engine accepted is activity', async () => {
+    const session = (withCert: boolean, bytes: number) => new Promise<number>((resolve) => {
+      const s = tls.connect({
+        host: '127.0.0.1', port: edge.port, servername: 'svc-dpe-engine.localhost', ca: certs.ca_cert,
+        ...(withCert ? { cert: certs.client_cert, key: certs.client_key } : {}),
+      });
+      let echoed = 0;
+      s.on('error', () => undefined);
+      s.on('data', (d: Buffer) => { echoed += d.length; if (echoed >= bytes) setTimeout(() => s.end(), 1_500); });
+      s.on('secureConnect', () => s.write(Buffer.alloc(bytes, 'x')));
+      s.on('close', () => resolve(echoed));
+      setTimeout(() => s.destroy(), 8_000);
+    });
+    // the first connection goes through Node (it resolves the sandbox), which mirrors the route
+    assert.equal(await session(true, 10), 10);
+    await eventually(async () => mapHas(engineMap, 'svc-dpe-engine.localhost'), 'the engine route in the map', 2_000, 10);
+    backend.activity.length = 0;
+    for (let i = 0; i < 3; i++) assert.equal(await session(false, 100_000), 0, 'the engine refused the client');
+    await sleep(1_200);
+    assert.deepEqual(backend.activity.filter((s) => s === 'svc-dpe'), [], 'refused handshakes are no activity');
+    const conns = (await api.table('be_engine')).get('svc-dpe-engine.localhost');
+    assert.ok(conns, 'these connections went through HAProxy');
+    assert.equal(await session(true, ENGINE_PROOF_BYTES * 4), ENGINE_PROOF_BYTES * 4);
+    assert.ok(backend.activity.includes('svc-dpe'), 'an accepted client moving bytes is activity');
+  });
+
+  it('HAProxy killed: the service starts it again with its routes, requests fail for at most a few seconds', async () => {
+    const dp = edge.edge.dataPlane!;
+    const pid = dp.pid!;
+    execFileSync('kill', ['-9', String(pid)]);
+    const t0 = Date.now();
+    await eventually(async () => dp.pid !== pid && (await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile)).status === 200, 'answers again', 5_000, 20);
+    const down = Date.now() - t0;
+    assert.ok(down < 3_000, `down for ${down} ms`);
+    await eventually(async () => mapHas(appsMap, 'svc-dp-web.localhost'), 'the route restored', 2_000, 10);
+  });
+});

@@ -76,7 +76,8 @@ runner_egress() {
     for c in SVC-SANDBOX-IN SVC-SANDBOX-FWD; do iptables -w 5 -N "$c" 2> /dev/null || iptables -w 5 -F "$c"; done
     iptables -w 5 -A SVC-SANDBOX-IN -i 'svcb+' -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
     iptables -w 5 -A SVC-SANDBOX-IN -i 'svcb+' -j DROP
-    iptables -w 5 -A SVC-SANDBOX-FWD -o 'svcb+' -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+    # both ways: a sandbox's answers to the service cross this host's forwarding too
+    iptables -w 5 -A SVC-SANDBOX-FWD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
     iptables -w 5 -A SVC-SANDBOX-FWD -s "$SERVICE_ADDRESS" -o 'svcb+' -j ACCEPT
     iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -o 'svcb+' -j DROP
     iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d 169.254.0.0/16 -j DROP

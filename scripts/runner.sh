@@ -21,6 +21,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ETC=/etc/svc-runner
 TLS=$ETC/tls
 PIDFILE=/run/svc-sandbox-docker.pid
+DUTIES_PIDFILE=/run/svc-runner-duties.pid
 
 fail() { echo "runner: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || fail "run as root"
@@ -38,10 +39,19 @@ start_engine() {
     . "$ETC/runner.env"
     SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$PRIVATE \
         SVC_ENGINE_TLS_DIR=$([ -f "$TLS/cert.pem" ] && echo "$TLS" || true) bash "$ROOT/scripts/sandbox-engine.sh"
+    # the cgroup hand-over of every sandbox it starts (the service cannot do it from its machine)
+    if ! { [ -f "$DUTIES_PIDFILE" ] && kill -0 "$(cat "$DUTIES_PIDFILE")" 2> /dev/null; }; then
+        setsid bash "$ROOT/scripts/host-duties.sh" /run/svc-sandbox-docker.sock < /dev/null >> /var/log/svc-runner-duties.log 2>&1 &
+        echo $! > "$DUTIES_PIDFILE"
+    fi
 }
 
 case ${1:-} in
-    --stop) stop_engine; exit 0 ;;
+    --stop)
+        [ -f "$DUTIES_PIDFILE" ] && kill -- "-$(cat "$DUTIES_PIDFILE")" 2> /dev/null && rm -f "$DUTIES_PIDFILE"
+        stop_engine
+        exit 0
+        ;;
     --certs)
         [ -f "${2:-}/ca.pem" ] && [ -f "$2/cert.pem" ] || fail "--certs needs the folder svc hosts add wrote (ca.pem, cert.pem)"
         openssl x509 -in "$2/cert.pem" -noout -pubkey | cmp -s - <(openssl pkey -in "$TLS/key.pem" -pubout) \

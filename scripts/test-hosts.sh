@@ -93,6 +93,14 @@ engine_up() {
         bash "$ROOT/scripts/sandbox-engine.sh" | sed "s/^\[setup\] sandbox engine/[test-hosts] test-$i engine/"
 }
 
+# The host duties (scripts/host-duties.sh), as a runner runs them: its own session, so `down` ends it whole.
+duties_up() {
+    local i=$1 pidfile=/run/svc-host-$1.duties.pid
+    [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2> /dev/null && return 0
+    setsid bash "$ROOT/scripts/host-duties.sh" "/run/svc-host-$i.sock" < /dev/null > /dev/null 2>&1 &
+    echo $! > "$pidfile"
+}
+
 images_up() {
     local i=$1 image id
     mkdir -p "$CACHE"
@@ -127,6 +135,7 @@ up() {
         link_up "$i"
         register "$i"
         engine_up "$i"
+        duties_up "$i"
         images_up "$i"
     done
     prune_cache
@@ -134,6 +143,10 @@ up() {
 
 engine_down() {
     local i=$1 pidfile=/run/svc-host-$1.pid pid
+    if [ -f "/run/svc-host-$i.duties.pid" ]; then
+        kill -- "-$(cat "/run/svc-host-$i.duties.pid")" 2> /dev/null || true
+        rm -f "/run/svc-host-$i.duties.pid"
+    fi
     if [ -f "$pidfile" ] && pid=$(cat "$pidfile") && kill -0 "$pid" 2> /dev/null; then
         kill "$pid"
         for _ in $(seq 1 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done

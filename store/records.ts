@@ -90,8 +90,8 @@ export interface HostRecord {
   /** The service CA that signed both ends. */
   ca_cert?: string;
   /**
-   * The host shares this machine's processes and files (a test host in a network namespace): the
-   * service does the host duties itself (cgroup hand-over, transfer folder) as for its own engine.
+   * The host shares this machine's files (a test host in a network namespace): its sandboxes get the
+   * service's transfer folder, as on the service's own engine.
    */
   same_machine?: boolean;
   /** Set while no new sandbox goes there (`svc hosts drain`). */

@@ -22,9 +22,9 @@ export function runtimeOptions(config: Config, logger: Logger): Pick<DockerRunti
 
 /**
  * The runtime the service uses: this machine's engine (`local`) and every runner host registered in
- * the store (docs/scale-out.md). A host on this machine (`same_machine`, a test host in a network
- * namespace) gets the host duties and transfer folder this machine's engine gets; another machine's
- * gets neither (its files go through exec stdin).
+ * the store (docs/scale-out.md). A runner does its host duties itself (scripts/host-duties.sh); one on
+ * this machine (`same_machine`, a test host in a network namespace) shares the transfer folder, another
+ * machine's does not (its files go through exec stdin).
  */
 export function openHostSet(local: DockerRuntime, hosts: HostStore, config: Config, logger: Logger, transferRoot: string): HostSetRuntime {
   const connect = (host: HostRecord) => new DockerRuntime(
@@ -34,7 +34,8 @@ export function openHostSet(local: DockerRuntime, hosts: HostStore, config: Conf
     }),
     {
       ...runtimeOptions(config, logger.child({ host: host.name })),
-      ...(host.same_machine ? { transferRoot, hostDuties: true } : { hostDuties: false }),
+      hostDuties: false,
+      ...(host.same_machine ? { transferRoot } : {}),
     },
   );
   return new HostSetRuntime({ local, hosts, connect, logger });

@@ -9,7 +9,7 @@
  *
  *   npm run bench:wake-phases        (RUNS=5 per state, IMAGE=svc-sandbox:latest, DEBUG=1: dockerd --debug, VERBOSE=1: every log line)
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type Docker from 'dockerode';
 import { loadConfig } from '../core/config.ts';
+import { shortenArpRetries } from '../lifecycle/runtime/arp-retries.ts';
 import { delegateCgroups } from '../lifecycle/runtime/cgroup-delegation.ts';
 import { sandboxBridge } from '../lifecycle/runtime/docker-runtime.ts';
 import { sandboxContainerOptions } from '../lifecycle/runtime/host-config.ts';
@@ -46,13 +47,14 @@ const createContainer = () => docker.createContainer({
   Cmd: process.env.DEBUG === '1' ? ['--debug'] : [],
 });
 
-/** start() as the runtime does it: the container, then its own cgroups. */
-async function start(c: Docker.Container): Promise<{ started: number; delegated: number; ip: string }> {
+/** start() as the runtime does it: the bridge's ARP retries, the container, then its own cgroups. */
+async function start(c: Docker.Container): Promise<{ started: number; delegated: number; ip: string; pid: number }> {
+  await shortenArpRetries(sandboxBridge(name));
   await c.start();
   const started = Date.now();
   const info = await c.inspect();
   await delegateCgroups(info.State.Pid);
-  return { started, delegated: Date.now(), ip: info.NetworkSettings.Networks[name]!.IPAddress };
+  return { started, delegated: Date.now(), ip: info.NetworkSettings.Networks[name]!.IPAddress, pid: info.State.Pid };
 }
 
 const accepts = (host: string, port: number) => new Promise<boolean>((resolve) => {
@@ -93,6 +95,7 @@ const DOCKERD_MARKS: Array<[string, RegExp]> = [
   ['dockerd: API listens', /msg="API listen on/],
 ];
 
+let lastIp = '';
 async function wake(kind: 'asleep' | 'deep'): Promise<Record<string, number>> {
   const c = docker.getContainer(name);
   await c.stop();
@@ -100,6 +103,7 @@ async function wake(kind: 'asleep' | 'deep'): Promise<Record<string, number>> {
     await c.remove();
     await docker.getNetwork(name).remove();
   }
+  if (process.env.VERBOSE === '1' && lastIp) console.log(`before the wake, the host's neighbour entry: ${(await run('ip', ['-s', 'neigh', 'show', lastIp])).stdout.trim()}`);
   const t0 = Date.now();
   const marks: Record<string, number> = {};
   if (kind === 'deep') {
@@ -109,9 +113,23 @@ async function wake(kind: 'asleep' | 'deep'): Promise<Record<string, number>> {
     marks['container created'] = Date.now() - t0;
   }
   const s = await start(c);
+  lastIp = s.ip;
   marks['start returned'] = s.started - t0;
   marks['cgroups handed over'] = s.delegated - t0;
+  // VERBOSE: the address lookups (ARP) in the sandbox's network namespace too, with their times
+  const neigh = process.env.VERBOSE === '1' ? spawn('nsenter', ['-t', String(s.pid), '-n', 'ip', '-ts', 'monitor', 'neigh'], { stdio: ['ignore', 'pipe', 'inherit'] }) : undefined;
+  const hostNeigh = process.env.VERBOSE === '1' ? spawn('ip', ['-ts', 'monitor', 'neigh'], { stdio: ['ignore', 'pipe', 'inherit'] }) : undefined;
+  let neighLog = '';
+  neigh?.stdout.on('data', (b: Buffer) => { neighLog += b.toString(); });
+  hostNeigh?.stdout.on('data', (b: Buffer) => { neighLog += b.toString().split('\n').filter((l) => l.includes(s.ip)).map((l) => `${l.replace('] ', '] host: ')}\n`).join(''); });
   marks['app accepts'] = (await acceptedAt(s.ip)) - t0;
+  await new Promise((r) => setTimeout(r, 100));
+  neigh?.kill();
+  hostNeigh?.kill();
+  if (process.env.VERBOSE === '1') {
+    const { stdout } = await run('nsenter', ['-t', String(s.pid), '-n', 'sh', '-c', 'grep -H . /proc/sys/net/ipv4/neigh/*/retrans_time_ms /proc/sys/net/ipv4/neigh/*/mcast_solicit']);
+    console.log(stdout);
+  }
   const lines = await logLines(t0);
   // every step the entrypoint traces ("[svc-entrypoint] <time> <step>"), then dockerd's
   for (const l of lines) {
@@ -122,7 +140,14 @@ async function wake(kind: 'asleep' | 'deep'): Promise<Record<string, number>> {
     const hit = lines.find((l) => re.test(l.line));
     if (hit) marks[label] = hit.at - t0;
   }
-  if (process.env.VERBOSE === '1') for (const l of lines) console.log(`${String(l.at - t0).padStart(6)} ${l.line.slice(0, 160)}`);
+  if (process.env.VERBOSE === '1') {
+    for (const l of neighLog.split('\n').filter(Boolean)) {
+      const at = /^\[([^\]]+)\]/.exec(l)?.[1];
+      if (at) lines.push({ at: Date.parse(`${at}Z`), line: `[neigh] ${l.slice(at.length + 3)}` });
+    }
+    lines.sort((a, b) => a.at - b.at);
+    for (const l of lines) console.log(`${String(l.at - t0).padStart(6)} ${l.line.slice(0, 160)}`);
+  }
   return marks;
 }
 

@@ -9,6 +9,7 @@ import { onJsonLines } from '../../core/json-lines.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { EngineCerts } from '../../store/records.ts';
 import { resourceNames } from '../names.ts';
+import { shortenArpRetries } from './arp-retries.ts';
 import { delegateCgroups } from './cgroup-delegation.ts';
 import { guarded, statusCode, unreachableReason } from './engine-client.ts';
 import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
@@ -200,6 +201,8 @@ export class DockerRuntime implements SandboxRuntime {
 
   start(name: string): Promise<void> {
     return guarded(async () => {
+      // set at every start: the bridge may predate this setting, or the engine made it again at its restart
+      if (this.opts.hostDuties !== false) await shortenArpRetries(sandboxBridge(resourceNames(name).network));
       try {
         await this.docker.getContainer(resourceNames(name).container).start();
       } catch (err) {

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { loadConfig } from '../../core/config.ts';
-import { DockerRuntime, LABEL_INSTANCE, LABEL_SANDBOX } from '../../lifecycle/runtime/docker-runtime.ts';
+import { DockerRuntime, LABEL_INSTANCE, LABEL_SANDBOX, sandboxBridge } from '../../lifecycle/runtime/docker-runtime.ts';
 import { engineClient } from '../../lifecycle/runtime/engine-client.ts';
 import { removeInstance } from '../../harness/service.ts';
 import { sandboxDocker } from '../../harness/sandbox-engine.ts';
@@ -95,5 +95,26 @@ describe('DockerRuntime: a sandbox named like an archiver is a sandbox', () => {
     await runtime.removeVolumes(owner);
     const left = await sandboxDocker().listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${instance}`] } });
     assert.deepEqual(left.map((c) => c.Names[0]), [`/${lookalike}`], 'the old archiver went with its sandbox; the look-alike sandbox stays');
+  });
+});
+
+/** A wake's first connection must not wait a second for the host's ARP retry (lifecycle/runtime/arp-retries.ts). */
+describe('DockerRuntime: a sandbox network\'s bridge retries ARP every 100 ms', () => {
+  const instance = `svct${randomBytes(3).toString('hex')}`;
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
+  const runtime = new DockerRuntime(sandboxDocker(), optionsFor(instance, path.join(root, 'transfer')));
+  after(async () => {
+    await removeInstance(instance);
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  it('is set at every start, also on a bridge made before (or by an engine restart)', async () => {
+    const name = `svc-${instance}-arp`;
+    await runtime.create({ name, env: { SVC_SANDBOX: name } });
+    const knob = `/proc/sys/net/ipv4/neigh/${sandboxBridge(name)}/retrans_time_ms`;
+    fs.writeFileSync(knob, '1000'); // Linux's default: what a bridge made before this setting has
+    await runtime.start(name);
+    assert.equal(fs.readFileSync(knob, 'utf8').trim(), '100');
+    await runtime.stop(name);
   });
 });

@@ -26,6 +26,25 @@ trace() { [ "${SVC_ENTRYPOINT_TRACE:-}" != 1 ] || log "$(date -u +%Y-%m-%dT%H:%M
 
 trace start
 
+# --- stale state from the previous run -----------------------------------------------------------------
+# /run lives in the container's layer, so it survives stop/start. PIDs restart low in a new PID namespace:
+# a stale containerd.pid can name a live process (sshd, say) and dockerd would then wait on it forever.
+find /run -xdev -name '*.pid' -type f -delete 2>/dev/null || :
+[ -d /run/sshd ] || mkdir -p /run/sshd
+trace pidfiles
+
+# --- containerd ----------------------------------------------------------------------------------------
+# Left to itself, dockerd starts containerd and dials it at once; the first dial misses the socket and
+# gRPC's reconnect backoff then costs about a second of every start and wake. So it is started here,
+# first of all: it needs nothing of the steps below until dockerd asks it for a container, and it comes
+# up while they run. It becomes dockerd's child (this shell execs into dockerd) and ends with the
+# container; dockerd still stops every inner container before it exits.
+containerd_sock=/run/containerd/containerd.sock
+rm -f "$containerd_sock"
+containerd > /dev/null 2>&1 &
+containerd_pid=$!
+trace "containerd started"
+
 # --- cgroups -------------------------------------------------------------------------------------------
 # Docker gives an unprivileged container a read-only cgroup view, and dockerd needs to create cgroups for
 # its containers. With a private cgroup namespace a fresh mount shows our own cgroup as the root, so we
@@ -71,8 +90,8 @@ setup_cgroup_v2() {
 # In a user namespace (the sandbox engine's --userns-remap) our cgroup folders belong to the host's root
 # until the service hands them to our root (lifecycle/runtime/cgroup-delegation.ts): right after a start
 # of its own, or on the engine's start event (a restart policy, an engine restart). Wait for that before
-# anything else: the fresh cgroup mounts below and dockerd need it, and dockerd restarts inner containers
-# only once, at its own start. The folder's owner tells: 0 once handed over, the overflow uid before.
+# the rest (containerd only starts meanwhile): the fresh cgroup mounts below and dockerd need it, and
+# dockerd restarts inner containers only once, at its own start. The folder's owner tells: 0 once handed over, the overflow uid before.
 in_userns() { ! grep -qE '^ +0 +0 +4294967295$' /proc/self/uid_map; }
 if in_userns; then
     own_cgroup=/sys/fs/cgroup
@@ -88,13 +107,6 @@ trace delegated
 
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cgroup_v1; fi
 trace cgroups
-
-# --- stale state from the previous run -----------------------------------------------------------------
-# /run lives in the container's layer, so it survives stop/start. PIDs restart low in a new PID namespace:
-# a stale containerd.pid can name a live process (sshd, say) and dockerd would then wait on it forever.
-find /run -xdev -name '*.pid' -type f -delete 2>/dev/null || :
-[ -d /run/sshd ] || mkdir -p /run/sshd
-trace pidfiles
 
 # --- iptables backend ----------------------------------------------------------------------------------
 # The image selects iptables-legacy: dockerd's ~100 calls at start take 340 ms instead of 600 ms with nft.
@@ -186,19 +198,12 @@ trace sshkeys
 /usr/sbin/sshd || log "warning: sshd did not start"
 trace sshd
 
-# --- containerd ----------------------------------------------------------------------------------------
-# Left to itself, dockerd starts containerd and dials it at once; the first dial misses the socket and
-# gRPC's reconnect backoff then costs about a second of every start and wake. Started here, the socket is
-# there when dockerd dials. It becomes dockerd's child (this shell execs into dockerd) and ends with the
-# container; dockerd still stops every inner container before it exits.
-containerd_sock=/run/containerd/containerd.sock
-rm -f "$containerd_sock"
-containerd > /dev/null 2>&1 &
+# --- dockerd -------------------------------------------------------------------------------------------
 i=0
 until [ -S "$containerd_sock" ]; do
     i=$((i + 1))
     [ "$i" -le 1000 ] || die "containerd did not open $containerd_sock within 10 s"
-    kill -0 $! 2> /dev/null || die "containerd exited at start (run 'containerd' in the sandbox to see why)"
+    kill -0 "$containerd_pid" 2> /dev/null || die "containerd exited at start (run 'containerd' in the sandbox to see why)"
     sleep 0.01
 done
 trace containerd

@@ -17,7 +17,7 @@
  *   svc doctor                        checks this host and the configuration (docs/operations.md)
  *   svc backup FILE [--with-secret-key] | svc restore FILE
  *                                     one backup file of the store; restored into an empty store
- *   svc hosts add NAME ADDRESS [--port N] [--csr FILE] [--certs-out DIR] [--same-machine]
+ *   svc hosts add NAME ADDRESS [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N]
  *   svc hosts list [--json] | svc hosts drain NAME | svc hosts undrain NAME | svc hosts remove NAME
  *
  * Uses the store of the service's configuration (SVC_STORE_URL, else the SQLite file in
@@ -71,10 +71,11 @@ const USAGE = `usage:
                                       list of archives; the secret key file only with --with-secret-key
   svc restore FILE                    restore a backup into an empty store (SVC_STORE_URL, SVC_STORE_TABLE); says what
                                       else to copy (secret key, archives, registry blobs)
-  svc hosts add NAME ADDRESS [--port N] [--csr FILE] [--certs-out DIR] [--same-machine]
+  svc hosts add NAME ADDRESS [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N]
                                       register a runner host (scripts/runner.sh prints this line): the service CA signs
                                       its engine certificate (for the request in FILE, or a new key) and the service's
-                                      client certificate; ca.pem and cert.pem (key.pem) go to DIR (default ./NAME-certs)
+                                      client certificate; ca.pem and cert.pem (key.pem) go to DIR (default ./NAME-certs);
+                                      --networks: sandbox networks its pool holds (256)
   svc hosts list [--json]             hosts with state, sandboxes, memory and CPU committed / total
   svc hosts drain NAME                no new sandboxes on NAME ("local": this machine); undrain opens it again
   svc hosts remove NAME               forget a host; refused while it holds sandboxes (docs/scale-out.md)
@@ -92,7 +93,7 @@ class UsageError extends Error {}
 
 type Options = {
   admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string;
-  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
+  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; networks?: string; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
 };
 
 /** `svc user set` options and the quota each sets. */
@@ -168,6 +169,7 @@ async function run(argv: string[]): Promise<void> {
         csr: { type: 'string' },
         'certs-out': { type: 'string' },
         'same-machine': { type: 'boolean' },
+        networks: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -340,12 +342,14 @@ async function run(argv: string[]): Promise<void> {
         return;
       }
       case 'hosts add': {
-        only(options, ['port', 'csr', 'certs-out', 'same-machine'], command);
+        only(options, ['port', 'csr', 'certs-out', 'same-machine', 'networks'], command);
+        if (options.networks !== undefined && !/^[1-9][0-9]{0,5}$/.test(options.networks)) throw new UsageError(`--networks needs a number of sandbox networks, got "${options.networks}"`);
         const [name, address] = args(rest, 2, 'NAME ADDRESS', command);
         if (options.port !== undefined && !/^[0-9]{1,5}$/.test(options.port)) throw new UsageError(`--port needs a port number, got "${options.port}"`);
         const { record, files } = await addHost(store, config, {
           name: name!, address: address!, sameMachine: options['same-machine'] === true,
           ...(options.port ? { port: Number(options.port) } : {}),
+          ...(options.networks ? { networks: Number(options.networks) } : {}),
           ...(options.csr ? { csrPem: await readFile(options.csr === '-' ? '/dev/stdin' : options.csr, 'utf8') } : {}),
         });
         const dir = options['certs-out'] ?? `${record.name}-certs`;
@@ -361,8 +365,8 @@ async function run(argv: string[]): Promise<void> {
         const rows = await listHosts(store, config);
         if (options.json) { out(JSON.stringify(rows)); return; }
         const gb = (n: number) => (n / 2 ** 30).toFixed(1);
-        table([['NAME', 'STATE', 'SANDBOXES', 'RUNNING', 'MEMORY (GB, limits of running / host)', 'CPUS', 'ADDRESS'],
-          ...rows.map((h) => [h.name, h.state === 'away' ? `away: ${h.reason}` : h.state, String(h.sandboxes), h.running === undefined ? '-' : String(h.running),
+        table([['NAME', 'STATE', 'SANDBOXES (of networks)', 'RUNNING', 'MEMORY (GB, limits of running / host)', 'CPUS', 'ADDRESS'],
+          ...rows.map((h) => [h.name, h.state === 'away' ? `away: ${h.reason}` : h.state, `${h.sandboxes}${h.networks ? ` of ${h.networks}` : ''}`, h.running === undefined ? '-' : String(h.running),
             h.memory ? `${gb(h.memory.committed_bytes)} / ${gb(h.memory.total_bytes)}` : '-', h.cpus ? `${h.cpus.committed} / ${h.cpus.total}` : '-', h.address])]);
         return;
       }

@@ -30,6 +30,7 @@ export interface AddHost {
   /** PEM of the host's certificate request (its key never leaves it); without one a key is made here. */
   csrPem?: string;
   sameMachine?: boolean;
+  networks?: number;
 }
 
 /**
@@ -68,6 +69,7 @@ export async function addHost(store: Store, config: Config, add: AddHost): Promi
     client_key: await privateKeyPem(client.privateKey),
     ca_cert: ca.certPem,
     ...(add.sameMachine ? { same_machine: true } : {}),
+    ...(add.networks ? { networks: add.networks } : {}),
     ...(previous?.drained_at ? { drained_at: previous.drained_at } : {}),
     created_at: previous?.created_at ?? new Date().toISOString(),
   };
@@ -108,6 +110,7 @@ export interface HostRow {
   running?: number;
   memory?: { committed_bytes: number; total_bytes: number };
   cpus?: { committed: number; total: number };
+  networks?: number;
 }
 
 /** Every host with its state and figures, the service's own machine first. */
@@ -132,6 +135,7 @@ export async function listHosts(store: Store, config: Config): Promise<HostRow[]
         running: load.running,
         memory: { committed_bytes: load.committedMemoryBytes, total_bytes: load.memoryBytes },
         cpus: { committed: load.committedCpus, total: load.cpus },
+        networks: load.networks,
       } : {}),
     };
   });

@@ -8,6 +8,7 @@
 #                        open connections to sandboxes: its edge)
 #       --pool           this host's sandbox addresses, a /16 no other host uses (10.213.0.0/16)
 #       --private        the private network, which sandboxes must not reach (SERVICE_ADDRESS alone)
+#       --network-size   the prefix of each sandbox's network in the pool (28: 4096 sandboxes in a /16)
 #     Starts the engine (local socket only), makes the engine's key and its certificate request, and
 #     prints the one command to type on the service machine.
 #   scripts/runner.sh --certs DIR     the folder that command wrote (ca.pem, cert.pem): the engine is
@@ -37,7 +38,7 @@ stop_engine() {
 start_engine() {
     # shellcheck source=/dev/null
     . "$ETC/runner.env"
-    SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$PRIVATE \
+    SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_SANDBOX_NETWORK_SIZE=$SIZE SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$PRIVATE \
         SVC_ENGINE_TLS_DIR=$([ -f "$TLS/cert.pem" ] && echo "$TLS" || true) bash "$ROOT/scripts/sandbox-engine.sh"
     # the cgroup hand-over of every sandbox it starts (the service cannot do it from its machine)
     if ! { [ -f "$DUTIES_PIDFILE" ] && kill -0 "$(cat "$DUTIES_PIDFILE")" 2> /dev/null; }; then
@@ -67,11 +68,12 @@ esac
 
 NAME=$1 SERVICE_ADDRESS=${2:-}
 shift 2 || fail "usage: scripts/runner.sh NAME SERVICE_ADDRESS [--pool CIDR] [--private CIDRS]"
-POOL=10.213.0.0/16 PRIVATE=$SERVICE_ADDRESS
+POOL=10.213.0.0/16 PRIVATE=$SERVICE_ADDRESS SIZE=28
 while [ $# -gt 0 ]; do
     case $1 in
         --pool) POOL=$2; shift 2 ;;
         --private) PRIVATE=$2; shift 2 ;;
+        --network-size) SIZE=$2; shift 2 ;;
         *) fail "unknown option $1" ;;
     esac
 done
@@ -81,7 +83,8 @@ for tool in dockerd iptables ip openssl; do
     command -v "$tool" > /dev/null || { apt-get update -q && apt-get install -y -q docker.io iptables iproute2 openssl; break; }
 done
 mkdir -p "$TLS" && chmod 700 "$ETC" "$TLS"
-printf 'NAME=%q\nSERVICE_ADDRESS=%q\nPOOL=%q\nPRIVATE=%q\n' "$NAME" "$SERVICE_ADDRESS" "$POOL" "$PRIVATE" > "$ETC/runner.env"
+[[ $SIZE =~ ^[0-9]+$ ]] && [ "$SIZE" -gt "${POOL#*/}" ] && [ "$SIZE" -le 29 ] || fail "--network-size must lie between the pool's prefix and 29"
+printf 'NAME=%q\nSERVICE_ADDRESS=%q\nPOOL=%q\nPRIVATE=%q\nSIZE=%q\n' "$NAME" "$SERVICE_ADDRESS" "$POOL" "$PRIVATE" "$SIZE" > "$ETC/runner.env"
 start_engine
 [ -f "$TLS/key.pem" ] || openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
     -keyout "$TLS/key.pem" -subj "/CN=$NAME" -out "$TLS/request.csr" 2> /dev/null
@@ -92,7 +95,7 @@ cat <<EOF
 On the service machine, add this host (then copy the folder it writes here and run
 scripts/runner.sh --certs $NAME-certs):
 
-npx svc hosts add $NAME $ADDRESS --certs-out $NAME-certs --csr - <<'CSR'
+npx svc hosts add $NAME $ADDRESS --networks $((1 << (SIZE - ${POOL#*/}))) --certs-out $NAME-certs --csr - <<'CSR'
 $(cat "$TLS/request.csr")
 CSR
 

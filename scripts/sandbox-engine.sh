@@ -13,6 +13,8 @@
 # scripts/test-hosts.sh give these; unset, the engine is the service machine's own, as above.
 #   SVC_ENGINE_NAME             names socket, data root, exec root, pidfile and log (/run/NAME.sock …)
 #   SVC_SANDBOX_ADDRESS_POOL    the sandboxes' pool (10.213.0.0/16): one of its own on every host
+#   SVC_SANDBOX_NETWORK_SIZE    the prefix of each sandbox's network in it (24: 256 networks in a /16;
+#                               runners take 28, 4096: a sandbox's network holds only it and its gateway)
 #   SVC_ENGINE_BRIDGE_ADDRESS   the engine's default bridge (10.214.0.1/24)
 #   SVC_ENGINE_CGROUP_PARENT    (/svc-sandboxes)
 #   SVC_ENGINE_TLS_DIR          ca.pem, cert.pem, key.pem: the engine also listens on tcp 2376, mutual TLS
@@ -49,7 +51,7 @@ PRIVATE_NETWORK=${SVC_ENGINE_PRIVATE_NETWORK:-$SERVICE_ADDRESS}
 DOCKER0_FILE=/run/$NAME.docker0
 DOCKERD_ARGS=(--host "unix://$SOCK" --data-root "$DATA" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE"
     --userns-remap=default --iptables=false --ip6tables=false --ip-masq=false --bridge=svcb-default
-    --default-address-pool "base=$POOL,size=24" --cgroup-parent="${SVC_ENGINE_CGROUP_PARENT:-/svc-sandboxes}"
+    --default-address-pool "base=$POOL,size=${SVC_SANDBOX_NETWORK_SIZE:-24}" --cgroup-parent="${SVC_ENGINE_CGROUP_PARENT:-/svc-sandboxes}"
     --exec-opt native.cgroupdriver=cgroupfs --log-opt max-size=10m --log-opt max-file=2)
 if [ -n "$TLS_DIR" ]; then
     DOCKERD_ARGS+=(--host tcp://0.0.0.0:2376 --tlsverify --tlscacert "$TLS_DIR/ca.pem" --tlscert "$TLS_DIR/cert.pem" --tlskey "$TLS_DIR/key.pem")

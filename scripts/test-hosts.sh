@@ -79,7 +79,7 @@ register() {
     mkdir -p "$tls" && chmod 700 "$STATE/svch$i" "$tls"
     [ -f "$tls/key.pem" ] || openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
         -keyout "$tls/key.pem" -subj "/CN=test-$i" -out "$tls/request.csr" 2> /dev/null
-    "$ROOT/node_modules/.bin/tsx" "$ROOT/bin/svc.ts" hosts add "test-$i" "$NET.$i.2" --same-machine \
+    "$ROOT/node_modules/.bin/tsx" "$ROOT/bin/svc.ts" hosts add "test-$i" "$NET.$i.2" --same-machine --networks 4096 \
         --csr "$tls/request.csr" --certs-out "$tls" > /dev/null
 }
 
@@ -87,7 +87,7 @@ register() {
 # machine's cgroup mounts; the engine runs in this machine's mount namespace, in the host's network.
 engine_up() {
     local i=$1
-    nsenter --net="/run/netns/svch$i" env SVC_ENGINE_NAME="svc-host-$i" SVC_SANDBOX_ADDRESS_POOL="10.$((216 + i)).0.0/16" \
+    nsenter --net="/run/netns/svch$i" env SVC_ENGINE_NAME="svc-host-$i" SVC_SANDBOX_ADDRESS_POOL="10.$((216 + i)).0.0/16" SVC_SANDBOX_NETWORK_SIZE=28 \
         SVC_ENGINE_CGROUP_PARENT="/svc-host-$i" SVC_ENGINE_TLS_DIR="$STATE/svch$i/tls" \
         SVC_ENGINE_SERVICE_ADDRESS="$NET.$i.1" SVC_ENGINE_PRIVATE_NETWORK="$NET.0.0/16" \
         bash "$ROOT/scripts/sandbox-engine.sh" | sed "s/^\[setup\] sandbox engine/[test-hosts] test-$i engine/"

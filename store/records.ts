@@ -94,6 +94,8 @@ export interface HostRecord {
    * service's transfer folder, as on the service's own engine.
    */
   same_machine?: boolean;
+  /** Sandbox networks its engine's pool holds (absent: 256, a /16 in /24s; scripts/runner.sh says). */
+  networks?: number;
   /** Set while no new sandbox goes there (`svc hosts drain`). */
   drained_at?: string;
   created_at: string;

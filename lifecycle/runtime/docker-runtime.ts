@@ -80,7 +80,12 @@ export interface DockerRuntimeOptions {
   hostDuties?: boolean;
   /** Where sandboxes made on the main engine come from at their next creation (userns mode). */
   move?: Omit<EngineMoveOptions, 'to' | 'labels' | 'logger'>;
+  /** Sandbox networks the engine's address pool holds (DEFAULT_NETWORKS unless its pool is cut finer). */
+  networks?: number;
 }
+
+/** The service machine's engine as setup starts it: a /16 pool cut into /24s, one per sandbox network. */
+export const DEFAULT_NETWORKS = 256;
 
 /** What an engine holds and what it has room for: what placement (host-set-runtime.ts) scores. */
 export interface EngineCapacity {
@@ -89,6 +94,8 @@ export interface EngineCapacity {
   /** Sandbox containers, running or not: each holds a network of the engine's address pool. */
   sandboxes: number;
   running: number;
+  /** Sandbox networks its pool holds: no more sandboxes (not in deep sleep) than this. */
+  networks: number;
   /** Memory and CPU limits of the running ones (what they may take). */
   committedMemoryBytes: number;
   committedCpus: number;
@@ -452,6 +459,7 @@ export class DockerRuntime implements SandboxRuntime {
         cpus: machine.NCPU,
         sandboxes: sandboxes.length,
         running: running.length,
+        networks: this.opts.networks ?? DEFAULT_NETWORKS,
         committedMemoryBytes: running.reduce((sum, c) => sum + label(c, LABEL_MEMORY_MB, this.opts.limits.memoryMb) * 1024 * 1024, 0),
         committedCpus: running.reduce((sum, c) => sum + label(c, LABEL_CPUS, this.opts.limits.cpus), 0),
       };

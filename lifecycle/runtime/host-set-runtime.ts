@@ -8,8 +8,6 @@ import {
   RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ResourceUse, type SandboxExecutor, type SandboxRuntime,
 } from './sandbox-runtime.ts';
 
-/** Each sandbox holds one network of its engine's pool: a /16 cut into /24s (scripts/sandbox-engine.sh). */
-export const NETWORKS_PER_ENGINE = 256;
 /** How long placement waits for a host's figures before it leaves that host out. */
 const CAPACITY_ASK_MS = 3000;
 
@@ -22,15 +20,15 @@ export interface HostLoad extends EngineCapacity {
  * The placement score of a host (docs/scale-out.md): the smallest of its free shares of memory, CPU and
  * networks, counting the limits of its running sandboxes as taken. Memory and CPU are overcommitted
  * (a sleeping sandbox takes nothing, a running one rarely its whole limit), so a share may be below 0;
- * the host with the most room by its scarcest resource still wins. A host without a free network
- * scores -Infinity: it cannot take one more sandbox at all.
+ * the host with the most room by its scarcest resource still wins. A host without a free network (each
+ * sandbox container holds one of its pool's) scores -Infinity: it cannot take one more sandbox at all.
  */
 export function placementScore(load: EngineCapacity): number {
-  if (load.sandboxes >= NETWORKS_PER_ENGINE) return -Infinity;
+  if (load.sandboxes >= load.networks) return -Infinity;
   return Math.min(
     1 - load.committedMemoryBytes / Math.max(1, load.memoryBytes),
     1 - load.committedCpus / Math.max(1, load.cpus),
-    1 - load.sandboxes / NETWORKS_PER_ENGINE,
+    1 - load.sandboxes / load.networks,
   );
 }
 

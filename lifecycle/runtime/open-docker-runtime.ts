@@ -35,6 +35,7 @@ export function openHostSet(local: DockerRuntime, hosts: HostStore, config: Conf
     {
       ...runtimeOptions(config, logger.child({ host: host.name })),
       hostDuties: false,
+      ...(host.networks ? { networks: host.networks } : {}),
       ...(host.same_machine ? { transferRoot } : {}),
     },
   );

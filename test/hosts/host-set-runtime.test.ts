@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { loadConfig } from '../../core/config.ts';
 import { DockerRuntime } from '../../lifecycle/runtime/docker-runtime.ts';
 import { engineClient } from '../../lifecycle/runtime/engine-client.ts';
-import { choosePlacement, placementScore, NETWORKS_PER_ENGINE } from '../../lifecycle/runtime/host-set-runtime.ts';
+import { choosePlacement, placementScore } from '../../lifecycle/runtime/host-set-runtime.ts';
 import { openHostSet, runtimeOptions } from '../../lifecycle/runtime/open-docker-runtime.ts';
 import { destroyStore, openStore, LOCAL_HOST, type Store } from '../../store/index.ts';
 import { removeInstance } from '../../harness/service.ts';
@@ -19,7 +19,7 @@ import { runtimeContract } from '../runtime/runtime-contract.ts';
 
 const GB = 2 ** 30;
 const load = (name: string, over: Partial<Parameters<typeof placementScore>[0]> = {}) => ({
-  name, memoryBytes: 16 * GB, cpus: 8, sandboxes: 0, running: 0, committedMemoryBytes: 0, committedCpus: 0, ...over,
+  name, memoryBytes: 16 * GB, cpus: 8, sandboxes: 0, running: 0, networks: 256, committedMemoryBytes: 0, committedCpus: 0, ...over,
 });
 
 describe('placement score (lifecycle/runtime/host-set-runtime.ts)', () => {
@@ -31,8 +31,9 @@ describe('placement score (lifecycle/runtime/host-set-runtime.ts)', () => {
   });
 
   it('never places on a host whose address pool has no network left; overcommitted hosts still rank', () => {
-    assert.equal(placementScore(load('full', { sandboxes: NETWORKS_PER_ENGINE })), -Infinity);
-    assert.equal(choosePlacement([load('full', { sandboxes: NETWORKS_PER_ENGINE })]), undefined);
+    assert.equal(placementScore(load('full', { sandboxes: 256 })), -Infinity);
+    assert.equal(choosePlacement([load('full', { sandboxes: 256 }), load('finer', { sandboxes: 256, networks: 4096 })]), 'finer', 'a pool cut in /28s holds more');
+    assert.equal(choosePlacement([load('full', { sandboxes: 256 })]), undefined);
     assert.equal(choosePlacement([load('a', { committedCpus: 24 }), load('b', { committedCpus: 16 })]), 'b', 'both past their cores');
   });
 });

@@ -60,9 +60,15 @@ describe('sandboxes on two runner hosts', () => {
     assert.deepEqual(pools.sort(), [testHostPool(1), testHostPool(2)].sort(), 'one on each host');
     const listed = await svcCli(t.config, 'hosts', 'list', '--json');
     assert.equal(listed.code, 0, listed.stderr);
-    const rows = new Map((JSON.parse(listed.stdout) as Array<{ name: string; state: string; sandboxes: number }>).map((h) => [h.name, h]));
+    const rows = new Map((JSON.parse(listed.stdout) as Array<{ name: string; state: string; sandboxes: number; networks: number }>).map((h) => [h.name, h]));
     assert.deepEqual([rows.get('local')?.state, rows.get('local')?.sandboxes], ['drained', 0]);
-    assert.deepEqual([1, 2].map((i) => [rows.get(`test-${i}`)?.state, rows.get(`test-${i}`)?.sandboxes]), [['ready', 1], ['ready', 1]]);
+    assert.deepEqual([1, 2].map((i) => [rows.get(`test-${i}`)?.state, rows.get(`test-${i}`)?.sandboxes, rows.get(`test-${i}`)?.networks]), [['ready', 1, 4096], ['ready', 1, 4096]]);
+    // a test host cuts its pool finer than this machine's engine: a /28 per sandbox network, 4096 in a /16
+    for (const { name } of sandboxes) {
+      const i = (await address(name)).startsWith(testHostPool(1)) ? 1 : 2;
+      const { stdout } = await run('docker', ['-H', `unix:///run/svc-host-${i}.sock`, 'network', 'inspect', '-f', '{{(index .IPAM.Config 0).Subnet}}', name]);
+      assert.match(stdout.trim(), /\/28$/);
+    }
     const admin = await t.user('root', { admin: true });
     const view = await t.api('GET', '/api/admin/sandboxes', admin.token);
     const hosts = (view.body as Array<{ name: string; host: string }>).filter((s) => sandboxes.some((x) => x.name === s.name)).map((s) => s.host);

@@ -47,6 +47,18 @@ async function awake<T>(ctx: Context, work: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * Before a command that talks to the sandbox directly (ssh, docker compose): wakes it if it sleeps.
+ * One whose host does not answer (`unavailable`) cannot be woken: said at once, exit 1.
+ */
+async function wakeFirst(ctx: Context, sb: string): Promise<void> {
+  const { status } = await ctx.api.json<{ status: string }>(`sandboxes/${sb}`);
+  if (status === 'running') return;
+  if (status === 'unavailable') throw new ApiError(503, 'SVC_BUSY', `${sb} is unavailable: the engine that holds it does not answer (nothing is lost); try again shortly`);
+  note(`${sb} is ${status === 'exited' ? 'asleep' : 'in deep sleep'}; waking it …`);
+  await ctx.api.json(`sandboxes/${sb}/start`, { method: 'POST' });
+}
+
 function exactArgs(ctx: Context, n: number, what: string): string[] {
   if (ctx.args.length !== n) throw new UsageError(`expected ${what}`);
   return ctx.args;
@@ -106,10 +118,11 @@ async function answers(ctx: Context, address: string): Promise<boolean> {
 export const commands: Record<string, Command> = {
   status: {
     usage: 'svc status',
-    help: 'The sandbox: status (running, exited = asleep, deep_sleep), when it sleeps, its app addresses.',
+    help: 'The sandbox: status (running, exited = asleep, deep_sleep, or unavailable: its host does not answer), when it sleeps, its app addresses.',
     async run(ctx) {
       const s = await ctx.api.json(`sandboxes/${sandboxOf(ctx)}`);
       out(`${s.name}  ${s.status}${s.stops_at ? `  sleeps at ${s.stops_at}` : ''}${s.deep_sleep_at ? `  deep sleep at ${s.deep_sleep_at}` : ''}`);
+      if (s.status === 'unavailable') out(s.hint);
       out(`idle timeout ${s.idle_timeout}, deep sleep after ${s.deep_sleep_after}`);
       for (const u of s.tunnel_urls ?? []) out(u);
     },
@@ -288,11 +301,7 @@ export const commands: Record<string, Command> = {
       const env = dockerEnv(ctx);
       const sb = sandboxOf(ctx);
       await mustResolve(ctx, new URL(env.DOCKER_HOST!).hostname);
-      const state = await ctx.api.json(`sandboxes/${sb}`);
-      if (state.status !== 'running') {
-        note(`${sb} is ${state.status === 'exited' ? 'asleep' : state.status}; waking it …`);
-        await ctx.api.json(`sandboxes/${sb}/start`, { method: 'POST' });
-      }
+      await wakeFirst(ctx, sb);
       const project = typeof ctx.options.project === 'string' ? ['-p', ctx.options.project] : [];
       const code = await run('docker', ['compose', ...project, 'up', '-d', '--build', ...ctx.args], env);
       if (code !== 0) return code;
@@ -314,11 +323,7 @@ export const commands: Record<string, Command> = {
     help: "A shell in the sandbox as root, over the service's TLS port (no ssh config needed; your key must be added in the web UI or POST /api/me/ssh-keys). Wakes an asleep sandbox.",
     async run(ctx) {
       const sb = sandboxOf(ctx);
-      const state = await ctx.api.json(`sandboxes/${sb}`);
-      if (state.status !== 'running') {
-        note(`${sb} is asleep; waking it …`);
-        await ctx.api.json(`sandboxes/${sb}/start`, { method: 'POST' });
-      }
+      await wakeFirst(ctx, sb);
       const { host, port } = engineHost(ctx);
       const shell = `${sb}-shell-tcp.${host}`;
       await mustResolve(ctx, shell);

@@ -330,7 +330,8 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
         });
         if (!app) return reset(socket);
         if (app.status !== 'running' || !app.target) {
-          if (app.status !== 'running') {
+          // asleep: woken for the retry; unavailable: its host does not answer, nothing to wake
+          if (app.status === 'exited' || app.status === 'deep_sleep') {
             wakes.wake(app.sandbox).catch((err) => log.info({ err, sandbox: app.sandbox }, 'edge: no wake for a TCP connection'));
           }
           return reset(socket);

@@ -14,4 +14,4 @@ export type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus
 export { TOO_MANY_WAKES } from './backend.ts';
 export { routeFor, type Route } from './router/host-router.ts';
 export { serviceCaPem, loadEdgeCertificates, wildcardAccepted, type EdgeCertificates, type CertificateMode } from './certs/edge-certificates.ts';
-export { WAITING_HEADER } from './pages/pages.ts';
+export { UNAVAILABLE_HEADER, WAITING_HEADER } from './pages/pages.ts';

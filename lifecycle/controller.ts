@@ -12,7 +12,7 @@ import { issueEngineCerts } from './engine-certs.ts';
 import { KeyedLock, SingleFlight } from '../core/keyed-lock.ts';
 import type { RedisLeases } from '../core/redis-lease.ts';
 import { NAME_PREFIX, sandboxName } from './names.ts';
-import { reachable, RuntimeUnreachable, type ContainerSpec, type RuntimeState, type SandboxRuntime } from './runtime/sandbox-runtime.ts';
+import { observed, reachable, RuntimeUnreachable, type ContainerSpec, type RuntimeState, type SandboxRuntime, type SandboxState } from './runtime/sandbox-runtime.ts';
 import { containerSpec } from './container-spec.ts';
 import { waitForInnerEngine } from './runtime/inner-engine.ts';
 import type { IdleSessions } from './sessions.ts';
@@ -87,7 +87,7 @@ export class Lifecycle {
   constructor(private readonly deps: LifecycleDeps) {
     this.log = deps.logger.child({ part: 'lifecycle' });
     this.lock = new KeyedLock(deps.leases);
-    this.views = new SandboxViews({ ...deps, state: (name) => this.status(name) });
+    this.views = new SandboxViews({ ...deps, state: (name) => this.observe(name) });
   }
 
   /** One transition of a sandbox at a time: in this process (KeyedLock), then across processes (lease). */
@@ -163,9 +163,16 @@ export class Lifecycle {
     return managerAccess({ apps: this.deps.apps, state: (name) => this.status(name), appUrl: (label) => this.appUrl(label) }, record);
   }
 
-  /** What the runtime says of a sandbox now; 503 (RuntimeUnreachable) when it cannot be asked. */
+  /** What the runtime says of a sandbox now; 503 (RuntimeUnreachable) when it cannot be asked. For transitions. */
   async status(name: string): Promise<RuntimeState> {
     return reachable(await this.deps.runtime.inspect(name));
+  }
+
+  /** The same for reads (views, the edge): `unavailable` when the engine cannot be asked, never an error. */
+  async observe(name: string): Promise<SandboxState> {
+    const inspection = await this.deps.runtime.inspect(name);
+    if (inspection.status === 'unreachable') this.log.debug({ sandbox: name, reason: inspection.reason }, 'sandbox unavailable: its engine does not answer');
+    return observed(inspection);
   }
 
   /**
@@ -412,8 +419,8 @@ export class Lifecycle {
     return this.exclusive(name, async () => {
       const current = await this.record(name);
       const record = { ...current, ...(idle && { idle_timeout: idle }), ...(deep && { deep_sleep_after: deep }) };
+      const state = await this.status(name); // an engine that cannot be asked: 503 before the record changes
       await this.deps.store.sandboxes.put(record);
-      const state = await this.status(name);
       if (idle && state.status === 'running') await this.openSession(record);
       if (deep) await this.scheduleDeepSleep(record, state);
       return this.view(record);

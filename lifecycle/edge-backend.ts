@@ -2,7 +2,7 @@ import type { EdgeBackend, ResolvedApp, ResolvedSandbox } from '../edge/backend.
 import type { Logger } from '../core/logger.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
 import type { Lifecycle } from './controller.ts';
-import type { RuntimeState } from './runtime/sandbox-runtime.ts';
+import type { SandboxState } from './runtime/sandbox-runtime.ts';
 import type { WakeLimits } from './wake-limits.ts';
 
 /**
@@ -16,7 +16,7 @@ const STATE_TTL_MS = 1_000;
  * limit, and activity. Answers from memory where it can: one engine inspect per sandbox per second.
  */
 export class LifecycleEdgeBackend implements EdgeBackend {
-  private readonly states = new Map<string, { at: number; state: Promise<RuntimeState>; settled?: RuntimeState }>();
+  private readonly states = new Map<string, { at: number; state: Promise<SandboxState>; settled?: SandboxState }>();
 
   constructor(
     private readonly lifecycle: Lifecycle,
@@ -25,14 +25,15 @@ export class LifecycleEdgeBackend implements EdgeBackend {
     private readonly log: Logger,
   ) {}
 
-  private state(sandbox: string, fresh = false): Promise<RuntimeState> {
+  private state(sandbox: string, fresh = false): Promise<SandboxState> {
     const cached = this.states.get(sandbox);
     // An inspect in flight is shared. Of settled answers only "running" is trusted from memory: a
     // sandbox asleep a moment ago may have been started since (POST start answered), and its engine
-    // must not be refused, nor its apps shown the waiting page, for the rest of the second.
+    // must not be refused, nor its apps shown the waiting page, for the rest of the second; one
+    // `unavailable` is asked again at the next request, so it runs again as soon as its engine answers.
     if (!fresh && cached && Date.now() - cached.at < STATE_TTL_MS && (!cached.settled || cached.settled.status === 'running')) return cached.state;
-    const state = this.lifecycle.status(sandbox);
-    const entry: { at: number; state: Promise<RuntimeState>; settled?: RuntimeState } = { at: Date.now(), state };
+    const state = this.lifecycle.observe(sandbox);
+    const entry: { at: number; state: Promise<SandboxState>; settled?: SandboxState } = { at: Date.now(), state };
     this.states.set(sandbox, entry);
     state.then((s) => { entry.settled = s; }, () => this.states.delete(sandbox));
     return state;
@@ -41,11 +42,11 @@ export class LifecycleEdgeBackend implements EdgeBackend {
   async resolveApp(label: string, opts: { fresh?: boolean } = {}): Promise<ResolvedApp | null> {
     const entry = this.apps.resolve(label);
     if (!entry) return null;
-    const { status, address } = await this.state(entry.sandbox, opts.fresh);
+    const state = await this.state(entry.sandbox, opts.fresh);
     return {
       sandbox: entry.sandbox,
-      status,
-      ...(status === 'running' && address ? { target: { sandbox: entry.sandbox, host: address, port: entry.hostPort, loopbackOnly: entry.loopbackOnly } } : {}),
+      status: state.status,
+      ...(state.status === 'running' && state.address ? { target: { sandbox: entry.sandbox, host: state.address, port: entry.hostPort, loopbackOnly: entry.loopbackOnly } } : {}),
     };
   }
 
@@ -55,8 +56,8 @@ export class LifecycleEdgeBackend implements EdgeBackend {
     } catch {
       return null;
     }
-    const { status, address } = await this.state(name);
-    return status === 'running' && address ? { status, address } : { status };
+    const state = await this.state(name);
+    return state.status === 'running' && state.address ? { status: state.status, address: state.address } : { status: state.status };
   }
 
   async requestWake(sandbox: string): Promise<void> {

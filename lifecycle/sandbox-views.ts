@@ -4,7 +4,7 @@ import type { SandboxRecord } from '../store/records.ts';
 import { probe, type AppDirectory } from './apps/app-directory.ts';
 import type { AppEntry } from './apps/app-labels.ts';
 import { managerExtras } from './manager-access.ts';
-import type { RuntimeState } from './runtime/sandbox-runtime.ts';
+import type { SandboxState } from './runtime/sandbox-runtime.ts';
 import type { IdleSessions } from './sessions.ts';
 import { fullView, summarise, type SandboxSummary, type SandboxView } from './view.ts';
 
@@ -16,8 +16,8 @@ export class SandboxViews {
       store: Store;
       sessions: IdleSessions;
       apps: AppDirectory;
-      /** The engine's state of a sandbox (RuntimeUnreachable when it cannot be asked). */
-      state: (name: string) => Promise<RuntimeState>;
+      /** The engine's state of a sandbox, `unavailable` when it cannot be asked: one such sandbox fails no list. */
+      state: (name: string) => Promise<SandboxState>;
     },
   ) {}
 
@@ -45,7 +45,7 @@ export class SandboxViews {
     const apps = await Promise.all(
       entries.map(async (a) => ({
         url: this.appUrl(a.label),
-        answers: state.address ? await probe(state.address, a.hostPort) : false,
+        answers: state.status === 'running' && state.address ? await probe(state.address, a.hostPort) : false,
       })),
     );
     const extras = managerExtras(record, entries, (label) => this.appUrl(label));

@@ -1,7 +1,7 @@
 import type { SandboxRecord } from '../store/records.ts';
 import { parseDuration } from './durations.ts';
 import type { SandboxStatus } from '../core/sandbox-status.ts';
-import type { RuntimeState } from './runtime/sandbox-runtime.ts';
+import type { SandboxState } from './runtime/sandbox-runtime.ts';
 import type { IdleSession } from './sessions.ts';
 
 export interface EngineAccess {
@@ -40,6 +40,9 @@ export interface SandboxView extends SandboxSummary {
 export const NOT_RUNNING_HINT =
   'The sandbox is not running: a connection to its engine does not wake it. Start it first (POST /api/sandboxes/:name/start), or open one of its app addresses.';
 
+export const UNAVAILABLE_HINT =
+  'The engine that holds this sandbox does not answer (its host is away): its state is unknown right now and nothing of it is lost. It comes back as it was once that engine answers; until then its addresses answer a page saying so, and start, stop, files and commands answer 503.';
+
 export interface ViewContext {
   domain: string;
   httpsPort: number;
@@ -50,13 +53,13 @@ export function engineHost(name: string, domain: string): string {
 }
 
 /** When an asleep sandbox will be taken down: its stop time plus deep_sleep_after, unless never. */
-export function deepSleepAt(record: SandboxRecord, state: RuntimeState): number | null {
+export function deepSleepAt(record: SandboxRecord, state: SandboxState): number | null {
   if (state.status !== 'exited' || !state.finishedAt) return null;
   const after = parseDuration(record.deep_sleep_after);
   return after === null ? null : Date.parse(state.finishedAt) + after;
 }
 
-export function summarise(record: SandboxRecord, state: RuntimeState, session: IdleSession | null, tunnelUrls: string[], ctx: ViewContext): SandboxSummary {
+export function summarise(record: SandboxRecord, state: SandboxState, session: IdleSession | null, tunnelUrls: string[], ctx: ViewContext): SandboxSummary {
   const host = engineHost(record.name, ctx.domain);
   const deepAt = deepSleepAt(record, state);
   return {
@@ -74,7 +77,7 @@ export function summarise(record: SandboxRecord, state: RuntimeState, session: I
       docker_host: `tcp://${host}:${ctx.httpsPort}`,
       state: record.certs ? 'ready' : 'needs-certs',
     },
-    ...(state.status === 'running' ? {} : { hint: NOT_RUNNING_HINT }),
+    ...(state.status === 'running' ? {} : { hint: state.status === 'unavailable' ? UNAVAILABLE_HINT : NOT_RUNNING_HINT }),
     tunnel_urls: tunnelUrls,
   };
 }
@@ -82,7 +85,7 @@ export function summarise(record: SandboxRecord, state: RuntimeState, session: I
 export function fullView(
   record: SandboxRecord,
   ownerName: string,
-  state: RuntimeState,
+  state: SandboxState,
   session: IdleSession | null,
   apps: SandboxView['apps'],
   ctx: ViewContext,

@@ -3,7 +3,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { authorizeSandbox, type Caller } from '../../accounts/index.ts';
-import { errors } from '../../core/errors.ts';
+import { errors, retryAfterOf } from '../../core/errors.ts';
 import { MAX_TIMEOUT_S, OUTPUT_LIMIT, type SandboxCommands } from '../../exec/index.ts';
 import { listVolumes, type SandboxFiles } from '../../files/index.ts';
 import { MAX_RECENT_LINES, recentLogs } from '../../logs/index.ts';
@@ -28,7 +28,7 @@ export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
   const { store, lifecycle, files, commands } = deps;
   const server = new McpServer(
     { name: 'svc-sandboxes', version: '1.0.0' },
-    { instructions: 'Tools for the caller\'s sandboxes. `sandbox` may be left out with a token limited to one sandbox. run_sandbox_command wakes an asleep sandbox; the file and log tools need it running: call start_sandbox first if a tool says it is asleep.' },
+    { instructions: 'Tools for the caller\'s sandboxes. `sandbox` may be left out with a token limited to one sandbox. run_sandbox_command wakes an asleep sandbox; the file and log tools need it running: call start_sandbox first if a tool says it is asleep. A sandbox whose status is unavailable is on a host that does not answer: nothing is lost, but no tool can act on it until it shows its real status again; wait and ask get_sandbox_status again.' },
   );
   const sandboxArg = z.string().min(1).max(64).optional().describe('Sandbox name, e.g. svc-demo; optional with a token limited to one sandbox');
 
@@ -49,7 +49,7 @@ export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
   }));
 
   server.registerTool('get_sandbox_status', {
-    description: 'One sandbox: status (running, exited = asleep, deep_sleep), engine address, app addresses, idle settings. Engine certificates are left out; get them from GET /api/sandboxes/:name.',
+    description: 'One sandbox: status (running, exited = asleep, deep_sleep, or unavailable = its host does not answer, try again later), engine address, app addresses, idle settings. Engine certificates are left out; get them from GET /api/sandboxes/:name.',
     inputSchema: { sandbox: sandboxArg },
   }, ({ sandbox }) => result(async () => withoutSecrets(await lifecycle.view(await sandboxOf(sandbox)))));
 
@@ -134,7 +134,8 @@ async function result(work: () => Promise<unknown>): Promise<CallToolResult> {
   } catch (err) {
     const e = err as { code?: string; message?: string };
     if (!e.code?.startsWith('SVC_')) throw err;
-    return { isError: true, content: [{ type: 'text', text: `${e.code}: ${e.message}` }] };
+    const retry = retryAfterOf(err);
+    return { isError: true, content: [{ type: 'text', text: `${e.code}: ${e.message}${retry ? ` (retry after ${retry} s)` : ''}` }] };
   }
 }
 

@@ -23,7 +23,7 @@ including containers that start while the stream is open. Events:
   Lines of all containers come in timestamp order (held back about 250 ms for that).
 - \`container\`: \`{ "container", "container_id", "service", "project", "action": "start"|"stop", "time" }\`.
 - \`end\`: \`{ "reason": "asleep", "status", "message" }\` when the sandbox goes to sleep (\`engine-disconnected\` if its
-  engine went away while it kept running); the stream then closes.
+  engine went away while it kept running, or its host stopped answering: status \`unavailable\`); the stream then closes.
   Start the sandbox and reconnect to continue.
 - Comment lines (\`: heartbeat\`) every 15 s keep proxies from closing a quiet stream.
 
@@ -95,7 +95,10 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
     };
     const finish = (reason?: { reason: string; status: string }) => {
       if (closed) return;
-      if (reason) write(`event: end\ndata: ${JSON.stringify({ ...reason, message: `sandbox "${name}" went to sleep; start it (POST /api/sandboxes/${name}/start) and reconnect to continue` })}\n\n`);
+      const message = reason?.status === 'unavailable'
+        ? `sandbox "${name}" is unavailable: the engine that holds it does not answer; reconnect once its status is running again`
+        : `sandbox "${name}" went to sleep; start it (POST /api/sandboxes/${name}/start) and reconnect to continue`;
+      if (reason) write(`event: end\ndata: ${JSON.stringify({ ...reason, message })}\n\n`);
       closed = true;
       clearInterval(timer);
       stream.stop();
@@ -145,7 +148,8 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
     let goneAt: number | undefined;
     const endIfAsleep = async (): Promise<void> => {
       if (closed) return;
-      const state = await lifecycle.status(name).catch(() => ({ status: 'unknown' }));
+      const state = await lifecycle.observe(name).catch(() => ({ status: 'unknown' }));
+      if (state.status === 'unavailable') return finish({ reason: 'engine-disconnected', status: state.status });
       if (state.status !== 'running') return finish({ reason: 'asleep', status: state.status });
       if (goneAt === undefined) return;
       if (Date.now() - goneAt > ENGINE_GONE_GRACE_MS) return finish({ reason: 'engine-disconnected', status: state.status });

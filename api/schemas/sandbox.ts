@@ -7,8 +7,10 @@ const Duration = Type.String({
   examples: ['30m', '2h', 'off'],
 });
 
-const Status = Type.Union([Type.Literal('running'), Type.Literal('exited'), Type.Literal('deep_sleep')], {
-  description: 'running; exited (asleep: containers stopped, data intact); deep_sleep (container and network removed, data intact).',
+const Status = Type.Union([Type.Literal('running'), Type.Literal('exited'), Type.Literal('deep_sleep'), Type.Literal('unavailable')], {
+  description: 'running; exited (asleep: containers stopped, data intact); deep_sleep (container and network removed, data intact); '
+    + 'unavailable (an extension for several hosts: the engine that holds the sandbox does not answer; nothing is lost, it shows its real status again once that engine answers, '
+    + 'and actions on it answer 503 with Retry-After until then).',
 });
 
 const EngineAccess = Type.Object({

@@ -131,6 +131,27 @@ export function unavailablePage(host: string, detail: string): Page {
   );
 }
 
+/** Header that marks the host-unavailable page: the sandbox is there, its host does not answer. */
+export const UNAVAILABLE_HEADER = 'x-svc-unavailable';
+/** Seconds the host-unavailable page asks the client to wait before it tries again. */
+export const UNAVAILABLE_RETRY_SECONDS = 10;
+
+/**
+ * Issue 20: the engine that holds the sandbox does not answer. Not the waiting page (nothing is
+ * woken: waking needs that engine) and not an error of the app; the sandbox and its files are
+ * kept, and its address works again once the host answers.
+ */
+export function hostUnavailablePage(host: string): Page {
+  return page(
+    503,
+    html('Sandbox host unavailable', "The sandbox's host is unavailable", [
+      `The sandbox behind <code>${escapeHtml(host)}</code> is on a host that does not answer right now. Nothing was started or changed, and the sandbox and its files are kept.`,
+      `This address works again as soon as the host answers: try again in a little while. Its status in the API is <code>unavailable</code> until then.`,
+    ], `<noscript><meta http-equiv="refresh" content="${UNAVAILABLE_RETRY_SECONDS}"></noscript>\n`),
+    { 'retry-after': String(UNAVAILABLE_RETRY_SECONDS), [UNAVAILABLE_HEADER]: '1' },
+  );
+}
+
 /** RFC 9110 15.5.20: the Host header names another host than the TLS connection was made for. */
 export function misdirectedPage(serverName: string): Page {
   return page(

@@ -7,6 +7,7 @@ import type { Logger } from '../../core/logger.ts';
 import { TOO_MANY_WAKES, type AppRoute, type EdgeBackend, type ResolvedApp } from '../backend.ts';
 import {
   badGatewayPage,
+  hostUnavailablePage,
   loopbackOnlyPage,
   misdirectedPage,
   notFoundPage,
@@ -130,6 +131,8 @@ export class AppHttpProxy {
       return { conn, decision: { kind: 'page', page: unavailablePage(conn.serverName, 'the route lookup failed') } };
     }
     if (!app) return { conn, decision: { kind: 'page', page: notFoundPage(conn.serverName) } };
+    // its host does not answer: a wake would need it, so none is tried
+    if (app.status === 'unavailable') return { conn, decision: { kind: 'page', page: hostUnavailablePage(conn.serverName) } };
     if (app.status === 'running') {
       this.opts.wakes.awake(app.sandbox);
       if (app.target) return { conn, decision: { kind: 'forward', sandbox: app.sandbox, target: app.target } };
@@ -184,6 +187,7 @@ export class AppHttpProxy {
         return undefined;
       });
       if (app === null) return notFoundPage(host);
+      if (app?.status === 'unavailable') return hostUnavailablePage(host);
       if (app && app.status !== 'running') return (await this.wake(host, app.sandbox)) ?? waitingPage(host, 'waking');
     }
     if (err.code === 'ECONNREFUSED') return target.loopbackOnly ? loopbackOnlyPage(host, target.port) : waitingPage(host, 'starting');

@@ -271,7 +271,8 @@ export class DockerRuntime implements SandboxRuntime {
           if (typeof name === 'string') onStart(name);
         });
         stream.on('error', () => undefined);
-        stream.on('end', () => { if (!stopped) again = setTimeout(subscribe, 1000); });
+        // 'close', not 'end': a stream the engine's side reset (it went away) never ends
+        stream.on('close', () => { if (!stopped) again = setTimeout(subscribe, 1000); });
       } catch {
         if (!stopped) again = setTimeout(subscribe, 1000);
       }

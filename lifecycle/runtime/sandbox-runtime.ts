@@ -1,7 +1,7 @@
 import type { Duplex, Readable, Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import { errors } from '../../core/errors.ts';
-import type { SandboxStatus } from '../../core/sandbox-status.ts';
+import type { EngineStatus } from '../../core/sandbox-status.ts';
 import type { EngineCerts } from '../../store/records.ts';
 
 /**
@@ -87,7 +87,7 @@ export interface ToolImages {
 
 /** What an engine that answers says about one sandbox right now: the truth, never the record's wish. */
 export interface RuntimeState {
-  status: SandboxStatus;
+  status: EngineStatus;
   /** Address of the sandbox on its own network, while running: where the edge dials its apps and engine. */
   address?: string;
   startedAt?: string;
@@ -110,6 +110,17 @@ export interface Unreachable {
 }
 
 export type Inspection = RuntimeState | Unreachable;
+
+/**
+ * A sandbox as reads show it (lists, records, the edge): the engine's state, or `unavailable` when
+ * its engine cannot be asked. A read never fails for that, so one sandbox whose host is away hides
+ * no other; transitions use `reachable()` instead, which refuses with 503.
+ */
+export type SandboxState = RuntimeState | { status: 'unavailable' };
+
+export function observed(inspection: Inspection): SandboxState {
+  return inspection.status === 'unreachable' ? { status: 'unavailable' } : inspection;
+}
 
 export interface ContainerSpec {
   name: string;
@@ -150,14 +161,15 @@ export interface SandboxExecutor {
 }
 
 /**
- * The engine that runs a sandbox cannot be asked. A 503 (SVC_BUSY) with Retry-After: nothing was
- * changed, and the sandbox is not taken for gone (with several hosts, the host may be away).
+ * The engine that runs a sandbox cannot be asked (reads show it `unavailable`). A 503 (SVC_BUSY)
+ * with Retry-After: nothing was changed, and the sandbox is not taken for gone (with several
+ * hosts, the host may be away).
  * The message is the same text whatever failed: `reason` (a socket path, a host's address) is for
  * the server's log only (api/plugins/errors.ts logs the error with it), never for clients.
  */
 export class RuntimeUnreachable extends errors.Busy {
   constructor(readonly reason: string) {
-    super(RETRY_UNREACHABLE_S, 'the engine that runs sandboxes does not answer; nothing was changed, try again shortly');
+    super(RETRY_UNREACHABLE_S, 'the sandbox is unavailable: the engine that holds it does not answer; nothing was changed, try again shortly');
   }
 }
 

@@ -4,14 +4,14 @@ import { pino } from 'pino';
 import type { AppDirectory } from '../../lifecycle/apps/app-directory.ts';
 import type { Lifecycle } from '../../lifecycle/controller.ts';
 import { LifecycleEdgeBackend } from '../../lifecycle/edge-backend.ts';
-import type { RuntimeState } from '../../lifecycle/runtime/sandbox-runtime.ts';
+import type { SandboxState } from '../../lifecycle/runtime/sandbox-runtime.ts';
 import type { WakeLimits } from '../../lifecycle/wake-limits.ts';
 
 /** The backend's state memory (pure logic): stand-ins for the lifecycle core and the app table. */
 test('resolveApp answers "running" from memory for a second, and looks again when asked for a fresh answer', async () => {
-  let truth: RuntimeState = { status: 'running', address: '10.9.0.2' };
+  let truth: SandboxState = { status: 'running', address: '10.9.0.2' };
   let inspects = 0;
-  const lifecycle = { status: async () => (inspects++, truth) } as unknown as Lifecycle;
+  const lifecycle = { observe: async () => (inspects++, truth) } as unknown as Lifecycle;
   const apps = { resolve: (label: string) => (label === 'svc-a-web' ? { sandbox: 'svc-a', hostPort: 8080, loopbackOnly: false } : undefined) } as unknown as AppDirectory;
   const backend = new LifecycleEdgeBackend(lifecycle, apps, {} as WakeLimits, pino({ level: 'silent' }));
 
@@ -24,4 +24,10 @@ test('resolveApp answers "running" from memory for a second, and looks again whe
   // the fresh answer replaces the remembered one
   assert.equal((await backend.resolveApp('svc-a-web'))?.status, 'exited');
   assert.equal(await backend.resolveApp('svc-b-web', { fresh: true }), null);
+
+  // its engine stops answering, then answers again: "unavailable" is never kept, the next request sees it back
+  truth = { status: 'unavailable' };
+  assert.deepEqual(await backend.resolveApp('svc-a-web', { fresh: true }), { sandbox: 'svc-a', status: 'unavailable' });
+  truth = { status: 'running', address: '10.9.0.2' };
+  assert.equal((await backend.resolveApp('svc-a-web'))?.target?.host, '10.9.0.2', 'running again at the next request');
 });

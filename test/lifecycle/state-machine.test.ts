@@ -116,7 +116,7 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     assert.equal((await m.lifecycle.status(old)).status, 'deep_sleep');
   });
 
-  it('never takes an engine that cannot be asked for deep sleep: 503, nothing re-created, no timers touched', async () => {
+  it('never takes an engine that cannot be asked for deep sleep: reads say unavailable, actions 503, nothing re-created, no timers touched', async () => {
     const name = await running({ deep_sleep_after: '1h' });
     const asleep = await running({ deep_sleep_after: '1h' });
     m.runtime.stopOutside(asleep, new Date(Date.now() - 2 * HOUR));
@@ -124,13 +124,27 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     const due = Date.now() - 1_000;
     await m.sessions.set(name, { expiresAt: due, timerAt: due });
     const session = await m.sessions.get(name);
+    const record = await m.store.sandboxes.get(name);
     const calls = m.runtime.calls.length;
+    const timers = [await jobs('idle', name), await jobs('deep', name), await jobs('deep', asleep)];
     m.runtime.unreachable = 'connect ECONNREFUSED 10.0.0.9:2376';
     try {
-      const unreachable = (err: unknown) => err instanceof RuntimeUnreachable && err.statusCode === 503 && err.code === 'SVC_BUSY' && /does not answer;/.test(err.message)
+      const unreachable = (err: unknown) => err instanceof RuntimeUnreachable && err.statusCode === 503 && err.code === 'SVC_BUSY' && err.retryAfter === 5
+        && /^the sandbox is unavailable: .* does not answer;/.test(err.message)
         && !err.message.includes('10.0.0.9') && err.reason === 'connect ECONNREFUSED 10.0.0.9:2376'; // the host's address only in the log
       await assert.rejects(m.lifecycle.status(name), unreachable);
-      await assert.rejects(m.lifecycle.view(name), unreachable);
+      // reads answer: the sandbox is there, its state unknown
+      for (const sandbox of [name, asleep]) {
+        const view = await m.lifecycle.view(sandbox);
+        assert.equal(view.status, 'unavailable');
+        assert.equal(view.stops_at, null);
+        assert.equal(view.deep_sleep_at, null);
+        assert.match(view.hint ?? '', /does not answer/);
+        assert.deepEqual((await m.lifecycle.observe(sandbox)).status, 'unavailable');
+      }
+      assert.deepEqual((await m.lifecycle.list([(await m.store.sandboxes.get(name))!, (await m.store.sandboxes.get(asleep))!])).map((s) => s.status), ['unavailable', 'unavailable']);
+      await assert.rejects(m.lifecycle.updateSettings(name, { idle_timeout: '5m' }), unreachable);
+      assert.deepEqual(await m.store.sandboxes.get(name), record, 'a refused PATCH changed nothing');
       await assert.rejects(m.lifecycle.start(name), unreachable);
       await assert.rejects(m.lifecycle.start(asleep), unreachable);
       await assert.rejects(m.lifecycle.keepAwake(name), unreachable);
@@ -139,11 +153,31 @@ describe('lifecycle state machine (in-memory runtime)', () => {
       await assert.rejects(m.lifecycle.onIdleCheck(name, due), unreachable);
       assert.deepEqual(m.runtime.calls.slice(calls), [], 'no create, start, stop or take-down');
       assert.deepEqual(await m.sessions.get(name), session, 'the session is untouched (the sleep is tried again by the timer\'s retry or reconcile)');
+      assert.deepEqual([await jobs('idle', name), await jobs('deep', name), await jobs('deep', asleep)], timers, 'no timer armed or moved');
     } finally {
       m.runtime.unreachable = undefined;
     }
+    assert.equal((await m.lifecycle.view(name)).status, 'running', 'a read right after shows it again: nothing kept it unavailable');
     assert.equal((await m.lifecycle.status(name)).status, 'running', 'back as it was');
     assert.equal((await m.lifecycle.status(asleep)).status, 'exited', 'still asleep, not re-created');
+  });
+
+  it('lists a sandbox whose engine is away as unavailable beside the others, which keep their status', async () => {
+    for (const { name, running: on } of await m.runtime.list()) if (on) await m.lifecycle.sleep(name, 'room under the running quota');
+    const away = await running();
+    const near = await running();
+    const asleep = await running();
+    await m.lifecycle.sleep(asleep, 'test');
+    const records = await Promise.all([away, near, asleep].map(async (name) => (await m.store.sandboxes.get(name))!));
+    m.runtime.unreachableSandboxes.set(away, 'connect ECONNREFUSED 10.0.0.9:2376');
+    try {
+      assert.deepEqual((await m.lifecycle.list(records)).map((s) => [s.name, s.status]), [[away, 'unavailable'], [near, 'running'], [asleep, 'exited']]);
+      await m.lifecycle.reconcile(); // the others' pass goes on
+      assert.equal(m.runtime.count('create', away), 1, 'never re-created');
+    } finally {
+      m.runtime.unreachableSandboxes.delete(away);
+    }
+    assert.equal((await m.lifecycle.view(away)).status, 'running', 'back in its state');
   });
 
   it('archives into the archive folder (SVC_ARCHIVE_DIR): the folders and the configuration, then nothing is left', async () => {

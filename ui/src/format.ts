@@ -1,6 +1,6 @@
 import type { Status } from './types.ts';
 
-export const STATUS_LABEL: Record<Status, string> = { running: 'running', exited: 'asleep', deep_sleep: 'deep sleep' };
+export const STATUS_LABEL: Record<Status, string> = { running: 'running', exited: 'asleep', deep_sleep: 'deep sleep', unavailable: 'unavailable' };
 
 /** Spec 8: `0`, `off` and idle's stored `87600h` all mean never. */
 export function isNever(duration: string): boolean {

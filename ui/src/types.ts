@@ -1,4 +1,5 @@
-export type Status = 'running' | 'exited' | 'deep_sleep';
+/** `unavailable`: the host that holds the sandbox does not answer (issue 20); it shows its real status again once it does. */
+export type Status = 'running' | 'exited' | 'deep_sleep' | 'unavailable';
 
 export interface User { id: string; name: string; admin: boolean; created_at: string }
 

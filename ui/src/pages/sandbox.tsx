@@ -9,16 +9,27 @@ import { Terminal } from './terminal.tsx';
 import { Containers } from './containers.tsx';
 import { UsageView } from './usage.tsx';
 
+/** How often the panel of an unavailable sandbox asks again whether its host answers. */
+const UNAVAILABLE_LOOK_MS = 10_000;
+
 export function SandboxPanel({ name }: { name: string }) {
   const [record, setRecord] = useState<Sandbox | null>(null);
   const [loadError, setLoadError] = useState<unknown>(null);
   const path = `/sandboxes/${enc(name)}`;
   const reload = () => api<Sandbox>('GET', path).then(setRecord, setLoadError);
   useEffect(() => { setRecord(null); void reload(); }, [name]);
+  // its host does not answer: look again now and then, so the panel shows it back as soon as it is
+  const unavailable = record?.status === 'unavailable';
+  useEffect(() => {
+    if (!unavailable) return;
+    const timer = setInterval(() => { api<Sandbox>('GET', path).then(setRecord, () => undefined); }, UNAVAILABLE_LOOK_MS);
+    return () => clearInterval(timer);
+  }, [unavailable, path]);
 
   if (loadError) return <><h1>{name}</h1><ErrorNote error={loadError} /><p><a href="#/sandboxes">Back to the sandboxes</a></p></>;
   if (!record) return <p aria-busy="true">Loading {name}…</p>;
   const running = record.status === 'running';
+  const stopped = (what: string) => <p class="muted">{unavailable ? "Not reachable while the sandbox's host does not answer." : `Start the sandbox to ${what}.`}</p>;
   return (
     <>
       <p><a href="#/sandboxes">← Sandboxes</a></p>
@@ -39,11 +50,11 @@ export function SandboxPanel({ name }: { name: string }) {
       </Section>
       <Access record={record} path={path} onChange={setRecord} />
       {record.extras.manager_url && <Manager extras={record.extras} />}
-      <Section title="Usage" id="usage">{running ? <UsageView path={path} /> : <p class="muted">Asleep: it uses no CPU or memory.</p>}</Section>
-      <Section title="Containers" id="containers">{running ? <Containers path={path} /> : <p class="muted">Start the sandbox to see what runs in it.</p>}</Section>
-      <Section title="Terminal" id="terminal">{running ? <Terminal path={path} /> : <p class="muted">Start the sandbox to open a terminal in it.</p>}</Section>
-      <Section title="Logs" id="logs">{running ? <LogView path={path} /> : <p class="muted">Start the sandbox to follow its apps' logs.</p>}</Section>
-      <Section title="Files" id="files">{running ? <FileBrowser path={path} /> : <p class="muted">Start the sandbox to browse its files.</p>}</Section>
+      <Section title="Usage" id="usage">{running ? <UsageView path={path} /> : unavailable ? stopped('see its use') : <p class="muted">Asleep: it uses no CPU or memory.</p>}</Section>
+      <Section title="Containers" id="containers">{running ? <Containers path={path} /> : stopped('see what runs in it')}</Section>
+      <Section title="Terminal" id="terminal">{running ? <Terminal path={path} /> : stopped('open a terminal in it')}</Section>
+      <Section title="Logs" id="logs">{running ? <LogView path={path} /> : stopped("follow its apps' logs")}</Section>
+      <Section title="Files" id="files">{running ? <FileBrowser path={path} /> : stopped('browse its files')}</Section>
       <Registry path={path} />
       <Delete name={record.name} path={path} />
     </>
@@ -72,10 +83,11 @@ function Lifecycle({ record, path, onChange }: { record: Sandbox; path: string; 
         {record.status === 'running' && <p>Running; {record.stops_at && !isNever(record.idle_timeout) ? <>stops {when(record.stops_at)} if idle ({date(record.stops_at)}).</> : 'idle timeout: never.'}</p>}
         {record.status === 'exited' && <p>Asleep; {record.deep_sleep_at ? <>taken down {when(record.deep_sleep_at)}.</> : 'never taken down.'} Starting takes a few seconds.</p>}
         {record.status === 'deep_sleep' && <p>In deep sleep: data kept, containers removed. Starting takes about 30 seconds.</p>}
+        {record.status === 'unavailable' && <p>Unavailable: the host that holds this sandbox does not answer. Nothing is lost: it comes back as it was, with its files, once the host answers. Until then its addresses say so, and it cannot be started or changed.</p>}
         {since !== null && <p role="status" aria-live="polite">Starting… {Math.round((Date.now() - since) / 1000)} s</p>}
         <ErrorNote error={error} />
       </div>
-      {record.status !== 'running' && <button type="button" class="primary" onClick={start} disabled={busy}>{busy ? 'Starting…' : 'Start'}</button>}
+      {(record.status === 'exited' || record.status === 'deep_sleep') && <button type="button" class="primary" onClick={start} disabled={busy}>{busy ? 'Starting…' : 'Start'}</button>}
       {record.status === 'running' && <button type="button" onClick={keepAwake} disabled={busy}>Keep awake</button>}
     </div>
   );

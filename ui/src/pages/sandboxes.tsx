@@ -27,6 +27,7 @@ function Schedule({ s }: { s: SandboxSummary }) {
   const settings = `idle timeout ${showDuration(s.idle_timeout)} · deep sleep after ${showDuration(s.deep_sleep_after)}`;
   if (s.status === 'running') return <span>{s.stops_at && !isNever(s.idle_timeout) ? `stops ${when(s.stops_at)} if idle · ` : ''}{settings}</span>;
   if (s.status === 'exited') return <span>{s.deep_sleep_at ? `taken down ${when(s.deep_sleep_at)} · ` : ''}{settings}</span>;
+  if (s.status === 'unavailable') return <span>its host does not answer; data kept, back as it was once it does · {settings}</span>;
   return <span>data kept; starting takes about 30 s · {settings}</span>;
 }
 

@@ -32,10 +32,14 @@ management tool; otherwise a line \`# Manager: not included (<reason>)\` says wh
 
 \`\`\`sh
 ${C} ${H} "$SVC_URL/me"                                   # who you are; "sandbox" = the one your token may use
-${C} ${H} "$SVC_URL/sandboxes/$SVC_SANDBOX"               # status: running | exited (asleep) | deep_sleep
+${C} ${H} "$SVC_URL/sandboxes/$SVC_SANDBOX"               # status: running | exited (asleep) | deep_sleep | unavailable
 ${C} -X POST ${H} "$SVC_URL/sandboxes/$SVC_SANDBOX/start" # answers once it runs: seconds, about 30 s from deep sleep
 until ${C} ${H} "$SVC_URL/sandboxes/$SVC_SANDBOX" | grep -q '"status":"running"'; do sleep 2; done
 \`\`\`
+
+\`unavailable\`: the host that holds the sandbox does not answer. Nothing is lost and nothing can be done
+until it does: starts, files and commands answer 503 with Retry-After, its addresses a 503 page with
+\`X-Svc-Unavailable: 1\`. Wait and read the record again; it shows its real status once the host is back.
 
 One command in the sandbox, as root in /root, in one call (wakes an asleep sandbox; \`timeout\` in seconds,
 default 60; stdout/stderr cut at 1 MiB each, \`exec/stream\` streams NDJSON instead):
@@ -164,7 +168,8 @@ Every error is JSON \`{"error": {"code": "SVC_…", "message": "…what to do ne
 401 missing/unknown token, 403 not allowed (a limited token creating, deleting or configuring), 404 no such
 sandbox (also another user's), 409 wrong state (files while asleep: start first), 410 deleted (archived),
 413 too large, 415 not JSON, 422 a file that is not text or too large to read as text, 429 too many
-wakes (wait for Retry-After), 502 the sandbox or a file operation failed inside it. Read the message;
+wakes (wait for Retry-After), 502 the sandbox or a file operation failed inside it, 503 busy or the
+sandbox \`unavailable\` (wait for Retry-After). Read the message;
 it says what to do.
 `;
 }

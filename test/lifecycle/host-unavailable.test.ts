@@ -24,8 +24,8 @@ const run = promisify(execFile);
 const ARTIFACTS = path.resolve('test-artifacts/unavailable');
 
 /**
- * Issue 20 item 4 on one host: the service's engine vanishes (a socket in front of the sandbox
- * engine, cut; the shared engine itself never stops) and comes back. Real service, edge, curl,
+ * Issue 20 item 4 on one host: the service's engine vanishes or falls silent (a socket in front of
+ * the sandbox engine, cut or held; the shared engine itself never stops) and comes back. Real service, edge, curl,
  * MCP client, the served CLI and Chromium.
  */
 describe('a sandbox whose engine does not answer is unavailable, then back as it was', () => {
@@ -232,5 +232,20 @@ describe('a sandbox whose engine does not answer is unavailable, then back as it
       engine.dispose();
     }
     assert.equal((await svc('status')).stdout.split('\n')[0]!.split('  ')[1], 'running');
+  });
+
+  it('with its engine silent (connections accepted, never answered): unavailable within the 10-s inspect deadline, then back', async () => {
+    await proxy.hang();
+    try {
+      const began = Date.now();
+      const record = await t.api('GET', `/api/sandboxes/${name}`, owner.token);
+      assert.equal(record.body.status, 'unavailable', answerOf(record));
+      assert.ok(Date.now() - began < 15_000, `answered in ${Date.now() - began} ms`);
+      await eventually(async () => (await app()).status === 503, 'the unavailable page', 30_000, 200);
+    } finally {
+      await proxy.restore();
+    }
+    assert.equal((await t.api('GET', `/api/sandboxes/${name}`, owner.token)).body.status, 'running');
+    assert.match((await app()).body, /hello-app/);
   });
 });

@@ -138,6 +138,26 @@ describe('sandboxes on two runner hosts', () => {
     }
   });
 
+  it('answers "unreachable" for the sandbox of a host whose engine is killed, while the other host\'s goes on; back with its engine', async () => {
+    const [onTwo, onOne] = (await address(sandboxes[0]!.name)).startsWith(testHostPool(2)) ? [sandboxes[0]!, sandboxes[1]!] : [sandboxes[1]!, sandboxes[0]!];
+    process.kill(Number(fs.readFileSync('/run/svc-host-2.pid', 'utf8')), 'SIGKILL');
+    const away = await eventually(async () => {
+      const state = await t.service.runtime.inspect(onTwo.name);
+      return state.status === 'unreachable' ? state : null;
+    }, 'host two away', 15_000);
+    assert.equal(away.status, 'unreachable', 'never deep_sleep');
+    assert.equal((await t.service.runtime.inspect(onOne.name)).status, 'running', 'host one goes on');
+    assert.deepEqual((await t.service.runtime.list()).map((c) => c.name).filter((n) => sandboxes.some((s) => s.name === n)), [onOne.name], 'listings leave host two out');
+    const listed = JSON.parse((await svcCli(t.config, 'hosts', 'list', '--json')).stdout) as Array<{ name: string; state: string }>;
+    assert.equal(listed.find((h) => h.name === 'test-2')?.state, 'away');
+    await testHostsUp(2, t.config); // its engine again, which finds the sandbox's container as it was
+    const back = await eventually(async () => {
+      const state = await t.service.runtime.inspect(onTwo.name);
+      return state.status === 'unreachable' ? null : state;
+    }, 'host two back', 30_000, 500);
+    assert.ok(['running', 'exited'].includes(back.status), `its container is there (${back.status}), never deep_sleep`);
+  });
+
   it('refuses to remove a host while it holds a sandbox; once the sandbox is deleted, the host goes', async () => {
     const onTwo = (await address(sandboxes[0]!.name)).startsWith(testHostPool(2)) ? sandboxes[0]! : sandboxes[1]!;
     const refused = await svcCli(t.config, 'hosts', 'remove', 'test-2');

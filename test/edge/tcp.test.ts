@@ -165,6 +165,15 @@ test('<label>-tcp: TLS off, raw TCP to the app port', async () => {
   s.destroy();
 });
 
+test('a sandbox whose host does not answer (unavailable): engine, shell and <label>-tcp connections reset, nothing woken', async () => {
+  backend.setStatus('svc-e', 'unavailable');
+  for (const name of ['svc-e-engine.localhost', 'svc-e-shell-tcp.localhost', 'svc-e-db-tcp.localhost']) {
+    const err = await tlsConnect(edge.port, name).then(() => null, (e: NodeJS.ErrnoException) => e);
+    assert.equal(err?.code, 'ECONNRESET', name);
+  }
+  assert.deepEqual(backend.wakeCalls, []);
+});
+
 test('<label>-tcp: a sleeping sandbox is woken and the connection reset (retry later)', async () => {
   backend.setStatus('svc-e', 'exited');
   const err = await tlsConnect(edge.port, 'svc-e-db-tcp.localhost').then(() => null, (e: NodeJS.ErrnoException) => e);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, beforeEach, test } from 'node:test';
-import { WAITING_HEADER } from '../../edge/index.ts';
+import { UNAVAILABLE_HEADER, WAITING_HEADER } from '../../edge/index.ts';
 import { curl, freePort, httpsRequest, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
 const backend = new TestBackend();
@@ -27,7 +27,7 @@ beforeEach(() => {
 });
 
 /** The backend still remembers `label`'s sandbox as running at `port`; in truth it is `status` now. */
-function stoppedSinceLastLook(label: string, sandbox: string, port: number, status: 'exited' | 'deep_sleep'): void {
+function stoppedSinceLastLook(label: string, sandbox: string, port: number, status: 'exited' | 'deep_sleep' | 'unavailable'): void {
   backend.addApp(label, sandbox, { host: '127.0.0.1', port });
   backend.remembered.set(label, { sandbox, status: 'running', target: { sandbox, host: '127.0.0.1', port } });
   backend.setStatus(sandbox, status);
@@ -168,6 +168,25 @@ test('a sandbox removed to deep sleep since the last look (address resets, webso
   } finally {
     rude.close();
   }
+});
+
+test('a sandbox whose host does not answer: the 503 host-unavailable page (not the waiting page, websocket too, also once its remembered address fails), and no wake', async () => {
+  const upgrade = ['-H', 'Connection: Upgrade', '-H', 'Upgrade: websocket', '-H', 'Sec-WebSocket-Version: 13', '-H', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='];
+  backend.addApp('svc-u-web', 'svc-u', { host: '127.0.0.1', port: app.port });
+  backend.setStatus('svc-u', 'unavailable');
+  stoppedSinceLastLook('svc-v-web', 'svc-v', closedPort, 'unavailable');
+  for (const [label, extra] of [['svc-u-web', []], ['svc-u-web', upgrade], ['svc-v-web', []]] as const) {
+    const r = await curl(edge.port, `${label}.localhost`, '/', edge.caFile, [...extra]);
+    assert.equal(r.status, 503, `${label}: ${r.stdout}`);
+    assert.equal(r.headers['retry-after'], '10');
+    assert.equal(r.headers[UNAVAILABLE_HEADER], '1');
+    assert.equal(r.headers[WAITING_HEADER], undefined);
+    assert.equal(r.headers['cache-control'], 'no-store');
+    assert.match(r.stdout, /host is unavailable/);
+  }
+  assert.deepEqual(backend.wakeCalls, []);
+  backend.setStatus('svc-u', 'running'); // its host answers again: the next request reaches the app
+  assert.equal((await curl(edge.port, 'svc-u-web.localhost', '/', edge.caFile)).stdout, 'the app');
 });
 
 test('a sandbox stopped since the last look, over the wake limit: the 429 page', async () => {

@@ -41,7 +41,7 @@ export const NOT_RUNNING_HINT =
   'The sandbox is not running: a connection to its engine does not wake it. Start it first (POST /api/sandboxes/:name/start), or open one of its app addresses.';
 
 export const UNAVAILABLE_HINT =
-  'The engine that holds this sandbox does not answer (its host is away): its state is unknown right now and nothing of it is lost. It comes back as it was once that engine answers; until then its addresses answer a page saying so, and start, stop, files and commands answer 503.';
+  'The engine that holds this sandbox does not answer (its host is away): its state is unknown right now and nothing of it is lost. It comes back as it was once that engine answers; until then its addresses answer a page saying so, and starting or changing it, its files and its commands answer 503 (try again after Retry-After).';
 
 export interface ViewContext {
   domain: string;

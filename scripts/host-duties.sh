@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The host duties of a runner host (docs/scale-out.md) that need root there, which the service does
-# itself for its own machine's engine (lifecycle/runtime/cgroup-delegation.ts): the cgroup hand-over.
-# Every sandbox container the engine starts (a wake, its restart policy, an engine restart) gets its own
-# cgroup folders handed to its user namespace's root, so its dockerd can make cgroups for its
-# containers; never the limit files. Its entrypoint waits for this before its dockerd starts.
+# itself for its own machine's engine. For every sandbox container the engine starts (a wake, its
+# restart policy, an engine restart):
+#  - the cgroup hand-over (lifecycle/runtime/cgroup-delegation.ts): its own cgroup folders go to its user
+#    namespace's root, so its dockerd can make cgroups for its containers; never the limit files. Its
+#    entrypoint waits for this before its dockerd starts;
+#  - ARP retries every 100 ms on its network's bridge (lifecycle/runtime/arp-retries.ts), so a woken
+#    app is reached as soon as it runs.
 #
-#   scripts/host-duties.sh ENGINE_SOCKET     runs until killed (scripts/runner.sh, scripts/test-hosts.sh start it)
+#   scripts/host-duties.sh ENGINE_SOCKET     runs until killed (scripts/runner.sh, scripts/test-hosts.sh start
+#                                            it, in the engine's network namespace)
 set -uo pipefail
 
 SOCK=$1
@@ -43,8 +47,11 @@ delegate() {
 }
 
 settle() {
-    local pid
-    pid=$(docker -H "unix://$SOCK" inspect --format '{{.State.Pid}}' "$1" 2> /dev/null) || return 0
+    local pid sandbox bridge
+    read -r pid sandbox < <(docker -H "unix://$SOCK" inspect --format '{{.State.Pid}} {{index .Config.Labels "svc.sandbox"}}' "$1" 2> /dev/null) || return 0
+    # its network is named like it; the bridge as lifecycle/runtime/docker-runtime.ts names it (sandboxBridge)
+    bridge=svcb$(printf %s "$sandbox" | sha256sum | cut -c1-11)
+    echo 100 > "/proc/sys/net/ipv4/neigh/$bridge/retrans_time_ms" 2> /dev/null || true
     [ "${pid:-0}" != 0 ] && delegate "$pid" 2> /dev/null
 }
 

@@ -97,7 +97,7 @@ engine_up() {
 duties_up() {
     local i=$1 pidfile=/run/svc-host-$1.duties.pid
     [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2> /dev/null && return 0
-    setsid bash "$ROOT/scripts/host-duties.sh" "/run/svc-host-$i.sock" < /dev/null > /dev/null 2>&1 &
+    setsid nsenter --net="/run/netns/svch$i" bash "$ROOT/scripts/host-duties.sh" "/run/svc-host-$i.sock" < /dev/null > /dev/null 2>&1 &
     echo $! > "$pidfile"
 }
 

@@ -7,6 +7,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../../harness/engine-cli.ts';
+import { ARP_RETRY_MS } from '../../lifecycle/runtime/arp-retries.ts';
+import { sandboxBridge } from '../../lifecycle/runtime/docker-runtime.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { testHostAddress, testHostPool, testHostsDown, testHostsUp } from '../../harness/test-hosts.ts';
 import { svcCli } from '../helpers/svc-cli.ts';
@@ -68,6 +70,9 @@ describe('sandboxes on two runner hosts', () => {
       const i = (await address(name)).startsWith(testHostPool(1)) ? 1 : 2;
       const { stdout } = await run('docker', ['-H', `unix:///run/svc-host-${i}.sock`, 'network', 'inspect', '-f', '{{(index .IPAM.Config 0).Subnet}}', name]);
       assert.match(stdout.trim(), /\/28$/);
+      // the host's duties (scripts/host-duties.sh) did their part: ARP retries as on this machine's engine
+      const arp = await run('nsenter', [`--net=/run/netns/svch${i}`, 'cat', `/proc/sys/net/ipv4/neigh/${sandboxBridge(name)}/retrans_time_ms`]);
+      assert.equal(arp.stdout.trim(), String(ARP_RETRY_MS));
     }
     const admin = await t.user('root', { admin: true });
     const view = await t.api('GET', '/api/admin/sandboxes', admin.token);

@@ -32,9 +32,10 @@ export interface TestService {
 export async function startTestService(overrides: Partial<Config> = {}): Promise<TestService> {
   const id = `svct${randomBytes(3).toString('hex')}`;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${id}-`));
-  // the sandbox engine as the environment names it (as harness/sandbox-engine.ts reads it); nothing else
-  const { SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST, SVC_DATA_PLANE } = process.env;
-  const base = loadConfig({ SVC_DATA_DIR: overrides.dataDir ?? dataDir, SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST, SVC_DATA_PLANE });
+  // the sandbox engine as the environment names it (as harness/sandbox-engine.ts reads it), and the
+  // sandbox image (a build under test before it becomes svc-sandbox:latest); nothing else
+  const { SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST, SVC_DATA_PLANE, SVC_SANDBOX_IMAGE } = process.env;
+  const base = loadConfig({ SVC_DATA_DIR: overrides.dataDir ?? dataDir, SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST, SVC_DATA_PLANE, SVC_SANDBOX_IMAGE });
   const config: Config = { ...base, secretKeyFile: TEST_SECRET_KEY_FILE, redisPrefix: id, httpsPort: await freePort(), httpPort: 0, ...overrides };
   let service = await startService(config, logger);
   let url = await listen(service);

@@ -4,7 +4,8 @@ import tls from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
 import type { EngineCerts } from '../../store/records.ts';
-import { curl, freePort, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
+import https from 'node:https';
+import { curl, freePort, lookupLoopback, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 import { eventually } from '../../harness/service.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
 import { ENGINE_PROOF_BYTES } from '../../edge/dataplane/activity-poll.ts';
@@ -128,5 +129,90 @@ describe('the HAProxy data plane', () => {
     const down = Date.now() - t0;
     assert.ok(down < 3_000, `down for ${down} ms`);
     await eventually(async () => mapHas(appsMap, 'svc-dp-web.localhost'), 'the route restored', 2_000, 10);
+  });
+});
+
+/**
+ * Issue 21's checks of the data plane under change: routes of many sandboxes coming and going
+ * while one app keeps answering, and HAProxy killed under load.
+ */
+describe('the HAProxy data plane under churn and crashes', () => {
+  const backend = new TestBackend();
+  let edge: TestEdge;
+  let app: Awaited<ReturnType<typeof startApp>>;
+  const CHURNED = 50;
+
+  before(async () => {
+    app = await startApp((_req, res) => res.end('ok\n'));
+    backend.addApp('svc-stay-web', 'svc-stay', { host: '127.0.0.1', port: app.port });
+    for (let i = 0; i < CHURNED; i++) backend.addApp(`svc-c${i}-web`, `svc-c${i}`, { host: '127.0.0.1', port: app.port });
+    edge = await startTestEdge(backend, { dataPlane: 'haproxy' });
+    // its route into HAProxy first, so the client's connections all go to HAProxy
+    assert.equal((await curl(edge.port, 'svc-stay-web.localhost', '/', edge.caFile)).status, 200);
+    await sleep(50);
+  });
+  after(async () => {
+    await edge?.close();
+    await app?.close();
+  });
+
+  /** Requests to `host` one after another (kept-alive connections, as a browser), until stopped. */
+  const client = (host: string) => {
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 4, ca: edge.caPem });
+    const failures: Array<{ at: number; why: string }> = [];
+    let ok = 0;
+    let running = true;
+    const one = () => new Promise<void>((resolve) => {
+      const req = https.get({ host, port: edge.port, path: '/', agent, lookup: lookupLoopback as never, timeout: 5_000 }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode === 200 && !res.headers['x-svc-waiting']) ok++;
+          else failures.push({ at: Date.now(), why: `status ${res.statusCode}` });
+          resolve();
+        });
+      });
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', (err) => { failures.push({ at: Date.now(), why: err.message }); resolve(); });
+    });
+    const loop = (async () => { while (running) await one(); })();
+    return { failures, get ok() { return ok; }, stop: async () => { running = false; await loop; agent.destroy(); } };
+  };
+
+  it(`${CHURNED} sandboxes waking and sleeping: the app that stays up never fails a request`, async (t) => {
+    const steady = client('svc-stay-web.localhost');
+    // every churned sandbox's route into HAProxy, then flip them for a few seconds
+    await Promise.all(Array.from({ length: CHURNED }, (_, i) => curl(edge.port, `svc-c${i}-web.localhost`, '/', edge.caFile)));
+    const until = Date.now() + 4_000;
+    let flips = 0;
+    while (Date.now() < until) {
+      const i = flips % CHURNED;
+      backend.setStatus(`svc-c${i}`, backend.sandboxes.get(`svc-c${i}`)!.status === 'running' ? 'exited' : 'running');
+      if (flips % 5 === 0) void curl(edge.port, `svc-c${i}-web.localhost`, '/', edge.caFile); // woken ones come back into the maps
+      flips++;
+      await sleep(10);
+    }
+    await steady.stop();
+    t.diagnostic(`${steady.ok} requests answered, ${steady.failures.length} failed, ${flips} route changes`);
+    assert.deepEqual(steady.failures, [], `${steady.failures.length} failed of ${steady.ok + steady.failures.length}`);
+    assert.ok(steady.ok > 50, `only ${steady.ok} requests`);
+    assert.ok(flips > 200, `${flips} route changes`);
+  });
+
+  it('HAProxy killed under load: restarted, and requests fail for at most a few seconds', async (t) => {
+    const load = client('svc-stay-web.localhost');
+    await sleep(500);
+    const dp = edge.edge.dataPlane!;
+    const pid = dp.pid!;
+    const killedAt = Date.now();
+    execFileSync('kill', ['-9', String(pid)]);
+    await eventually(async () => dp.pid !== pid && load.ok > 0, 'restarted', 5_000, 20);
+    const before = load.ok;
+    await eventually(async () => load.ok > before + 20, 'answering again', 5_000, 20);
+    await sleep(500);
+    await load.stop();
+    const last = load.failures.at(-1)?.at ?? killedAt;
+    t.diagnostic(`${load.failures.length} requests failed, the last ${last - killedAt} ms after the kill; ${load.ok} answered`);
+    assert.ok(last - killedAt < 3_000, `requests failed for ${last - killedAt} ms (${load.failures.length} failures)`);
+    assert.ok(load.failures.every((f) => f.at - killedAt < 3_000));
   });
 });

@@ -13,6 +13,7 @@
  *  3. time from the end of a 200 MB image push to its finished report (target: < 5 s).
  *
  * Usage: npx tsx bench/registry.ts [--mb 200] [--runs 3] [--transfer-only]
+ *        SVC_DATA_PLANE=haproxy npx tsx bench/registry.ts …   the front behind HAProxy (TLS ended there), same references
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -142,6 +143,7 @@ async function nginxInFront(dataDir: string, domain: string, host: string, upstr
 async function main() {
   console.log(`bench/registry: ${MB} MB blobs, ${RUNS} runs each, medians (${os.cpus().length} cores, load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')})`);
   const t = await startTestService();
+  console.log(`# the front's TLS ended by: ${t.config.dataPlane === 'haproxy' ? 'HAProxy (SVC_DATA_PLANE=haproxy)' : 'the Node edge'}`);
   try {
     const alice = await t.user('bench');
     const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `bench-${t.config.redisPrefix}` });

@@ -54,6 +54,11 @@ export interface EdgeBackend {
   requestWake(sandbox: string): Promise<void>;
   /** Bytes moved for this sandbox (either direction, any connection); the backend throttles renewals itself. */
   recordActivity(sandbox: string): void;
+  /**
+   * Optional: calls `listener` as a sandbox starts going to sleep, before its container stops, so
+   * that a data plane holding routes to it (edge/dataplane/) drops them at once. Returns the unsubscribe.
+   */
+  onSleeping?(listener: (sandbox: string) => void): () => void;
 }
 
 /** Error code the backend uses when the owner's wake limit is reached (core/errors.ts TooManyWakes). */

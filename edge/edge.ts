@@ -353,6 +353,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     dispatch,
   });
   let appsFallback: BoundPort | null = null;
+  let registryPlain: BoundPort | null = null;
   let redirect: RedirectPort | null = null;
   try {
     if (dataPlane) {
@@ -367,6 +368,16 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
           socket.resume(); // the bytes after the PROXY header, put back, flow to the HTTP parser
         }, () => socket.destroy());
       }), dataPlane.files.nodeAppsSocket);
+      // registry.<domain> with TLS ended by HAProxy: the front gets plain HTTP (Node no longer encrypts layers)
+      registryPlain = await bindPort(net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+        socket.on('error', (err) => log.debug({ err }, 'edge: data plane registry socket error'));
+        readProxyHeader(socket, t.clientHelloMs).then(() => {
+          // the client's connection is TLS (ended by HAProxy): the front builds https:// token realms from this
+          Object.defineProperty(socket, 'encrypted', { value: true });
+          registryServer.emit('connection', socket);
+          socket.resume();
+        }, () => socket.destroy());
+      }), dataPlane.files.nodeRegistrySocket);
       publicPort = (await dataPlane.start()).port;
     } else {
       publicPort = tlsPort.port;
@@ -375,7 +386,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       redirect = await listenHttpRedirect({ port: config.httpPort, host: opts.host, domain, httpsPort: publicPort });
     }
   } catch (err) {
-    await Promise.all([tlsPort.close(), appsFallback?.close(), dataPlane?.close()]);
+    await Promise.all([tlsPort.close(), appsFallback?.close(), registryPlain?.close(), dataPlane?.close()]);
     throw err;
   }
   log.info({ httpsPort: publicPort, httpPort: redirect?.port ?? null, domain, certificates: certificates.mode, dataPlane: dataPlane ? 'haproxy' : 'node' }, 'edge: listening');
@@ -387,7 +398,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     dataPlane,
     async close() {
       await dataPlane?.close();
-      await Promise.all([tlsPort.close(), appsFallback?.close(), redirect?.close()]);
+      await Promise.all([tlsPort.close(), appsFallback?.close(), registryPlain?.close(), redirect?.close()]);
       apps.close();
       activity.close();
       certificates.close();

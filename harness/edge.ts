@@ -34,9 +34,18 @@ export class TestBackend implements EdgeBackend {
     if (!this.sandboxes.has(sandbox)) this.sandboxes.set(sandbox, { status: 'running', address: '127.0.0.1' });
   }
 
+  private readonly sleepListeners = new Set<(sandbox: string) => void>();
+
+  /** A running sandbox set to another status went to sleep: listeners hear it, as the lifecycle tells its edge backend's. */
   setStatus(sandbox: string, status: SandboxStatus): void {
-    const sb = this.sandboxes.get(sandbox) ?? {};
+    const sb = this.sandboxes.get(sandbox);
     this.sandboxes.set(sandbox, { ...sb, status });
+    if (sb?.status === 'running' && status !== 'running') for (const listener of this.sleepListeners) listener(sandbox);
+  }
+
+  onSleeping(listener: (sandbox: string) => void): () => void {
+    this.sleepListeners.add(listener);
+    return () => this.sleepListeners.delete(listener);
   }
 
   async resolveApp(label: string, opts: { fresh?: boolean } = {}): Promise<ResolvedApp | null> {

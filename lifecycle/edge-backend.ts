@@ -73,4 +73,11 @@ export class LifecycleEdgeBackend implements EdgeBackend {
   recordActivity(sandbox: string): void {
     this.lifecycle.recordActivity(sandbox);
   }
+
+  onSleeping(listener: (sandbox: string) => void): () => void {
+    return this.apps.onSleeping((sandbox) => {
+      this.states.delete(sandbox); // "running" kept in memory is no longer true
+      listener(sandbox);
+    });
+  }
 }

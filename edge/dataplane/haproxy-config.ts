@@ -9,6 +9,8 @@ export interface DataPlaneFiles {
   nodeSocket: string;
   /** Node's app proxy for decrypted requests HAProxy cannot serve (asleep, Host ≠ SNI), with PROXY v2. */
   nodeAppsSocket: string;
+  /** Node's registry front for decrypted requests to `registry.<domain>`, with PROXY v2. */
+  nodeRegistrySocket: string;
   /** HAProxy's own TLS-terminating HTTP frontend, fed by the public TCP frontend. */
   appsSocket: string;
   /** SNI → `<address>` of a running sandbox's engine. */
@@ -30,6 +32,7 @@ export function dataPlaneFiles(dir: string): DataPlaneFiles {
     adminSocket: f('admin.sock'),
     nodeSocket: f('node.sock'),
     nodeAppsSocket: f('node-apps.sock'),
+    nodeRegistrySocket: f('node-registry.sock'),
     appsSocket: f('apps.sock'),
     engineMap: f('engine.map'),
     appsMap: f('apps.map'),
@@ -43,6 +46,8 @@ export function dataPlaneFiles(dir: string): DataPlaneFiles {
 
 export interface HaproxyConfigOptions {
   files: DataPlaneFiles;
+  /** The service's domain: `registry.<domain>` has its TLS ended here. */
+  domain: string;
   /** The public TLS port and its address (default: all interfaces). */
   port: number;
   host?: string;
@@ -69,7 +74,8 @@ export const ENGINE_TABLE = 'be_engine';
  * - `public` (mode tcp) owns the port: per-client connection cap, reads the SNI, and sends an
  *   engine name found in the engine map straight to that dockerd (TLS untouched), an app name found
  *   in the app map to `apps_tls`, and everything else, as TLS, to Node's socket with PROXY v2.
- * - `apps_tls` (mode http) ends TLS, picks the app's address from the map by SNI (`set-dst`), and
+ * - `apps_tls` (mode http) ends TLS of apps and of `registry.<domain>` (whose requests go to Node's
+ *   registry front as plain HTTP), picks an app's address from the map by SNI (`set-dst`), and
  *   sends to Node (decrypted, PROXY v2 with the SNI as authority) what it must not serve itself:
  *   a name no longer in the map (asleep since the connection opened) or Host ≠ SNI (421 there).
  *
@@ -111,7 +117,7 @@ frontend public
     tcp-request inspect-delay ${ms(o.clientHelloMs)}
     tcp-request content accept if { req.ssl_hello_type 1 }
     use_backend be_engine if { req.ssl_sni,lower,map(${f.engineMap}) -m found }
-    use_backend be_apps if { req.ssl_sni,lower,map(${f.appsMap}) -m found }
+    use_backend be_apps if { req.ssl_sni,lower,map(${f.appsMap}) -m found } || { req.ssl_sni,lower -m str registry.${o.domain} }
     default_backend be_node
 
 backend ${ENGINE_TABLE}
@@ -139,6 +145,7 @@ frontend apps_tls
     http-request set-var(txn.host) req.hdr(host),lower,field(1,:)
     http-request set-var(txn.route) var(txn.sni),map(${f.appsMap})
     acl host_is_sni var(txn.host),strcmp(txn.sni) eq 0
+    use_backend be_node_registry if { var(txn.sni) -m str registry.${o.domain} }
     use_backend be_node_apps unless host_is_sni { var(txn.route) -m found }
     default_backend ${APP_TABLE}
 
@@ -163,5 +170,10 @@ backend ${APP_TABLE}
 backend be_node_apps
     mode http
     server node unix@${f.nodeAppsSocket} send-proxy-v2 proxy-v2-options authority
+
+# Registry: TLS ends here, Node's front (auth, manifests) gets plain HTTP; layers of hundreds of MB
+backend be_node_registry
+    mode http
+    server node unix@${f.nodeRegistrySocket} send-proxy-v2
 `;
 }

@@ -40,7 +40,7 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
   fs.chmodSync(dir, 0o700);
   const files = dataPlaneFiles(dir);
   const log = o.logger.child({ component: 'data-plane' });
-  const mirror = new RouteMirror(o.backend, { domain: o.domain, files, certificates: o.certificates, logger: log });
+  const mirror = new RouteMirror(o.backend, { domain: o.domain, files, certificates: o.certificates, logger: log, fixedNames: [`registry.${o.domain}`] });
   let proc: HaproxyProcess | null = null;
   const activity = new DataPlaneActivity({
     api: () => proc?.api ?? null,

@@ -6,6 +6,11 @@ import type { RuntimeApi } from './runtime-api.ts';
 
 /** How often every mirrored route is looked up again: a route change reaches HAProxy within this. */
 export const REVALIDATE_MS = 100;
+/**
+ * A sandbox going to sleep stays off the maps this long: its container is still stopping, and
+ * Node (which asks the backend per request and again when an address refuses) serves it meanwhile.
+ */
+export const SLEEP_DRAIN_MS = 15_000;
 /** A route without traffic for this long leaves the maps (its next connection goes through Node, which puts it back). */
 export const UNUSED_ROUTE_MS = 5 * 60_000;
 
@@ -34,13 +39,39 @@ export class RouteMirror implements EdgeBackend {
   private api: RuntimeApi | null = null;
   private readonly timer: NodeJS.Timeout;
   private revalidating = false;
+  /** Sandboxes going to sleep → until when their routes stay off the maps. */
+  private readonly draining = new Map<string, number>();
+  private readonly unsubscribe: (() => void) | undefined;
   private writes: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly inner: EdgeBackend,
-    private readonly opts: { domain: string; files: DataPlaneFiles; certificates: EdgeCertificates; logger: Logger },
+    private readonly opts: {
+      domain: string;
+      files: DataPlaneFiles;
+      certificates: EdgeCertificates;
+      logger: Logger;
+      /** Names HAProxy ends TLS for whatever the routes (the registry): their certificates are loaded at each start. */
+      fixedNames?: string[];
+    },
   ) {
     this.timer = setInterval(() => void this.revalidate(), REVALIDATE_MS).unref();
+    this.unsubscribe = inner.onSleeping?.((sandbox) => this.sleeping(sandbox));
+  }
+
+  /** The backend says the sandbox is going to sleep: its routes leave the maps now, not at the next check. */
+  private sleeping(sandbox: string): void {
+    this.draining.set(sandbox, Date.now() + SLEEP_DRAIN_MS);
+    for (const m of [...this.apps.values()]) if (m.sandbox === sandbox) this.observeApp(m.label, null);
+    for (const m of [...this.engines.values()]) if (m.sandbox === sandbox) this.observeEngine(sandbox, null);
+  }
+
+  private isDraining(sandbox: string): boolean {
+    const until = this.draining.get(sandbox);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.draining.delete(sandbox);
+    return false;
   }
 
   async resolveApp(label: string, o?: { fresh?: boolean }): Promise<ResolvedApp | null> {
@@ -80,18 +111,20 @@ export class RouteMirror implements EdgeBackend {
   async attach(api: RuntimeApi): Promise<void> {
     this.api = api;
     this.certsLoaded.clear();
+    for (const name of this.opts.fixedNames ?? []) await this.loadCertificate(name);
     for (const [host, m] of this.apps) await this.writeApp(host, m.value);
     for (const [sni, m] of this.engines) await api.putMapEntry(this.opts.files.engineMap, sni, m.value);
   }
 
   close(): void {
     clearInterval(this.timer);
+    this.unsubscribe?.();
   }
 
   private observeApp(label: string, r: ResolvedApp | null): void {
     const host = `${label}.${this.opts.domain}`;
     const t = r?.status === 'running' ? r.target : undefined;
-    const value = t && !t.loopbackOnly ? `${t.sandbox}|${t.host}|${t.port}` : null;
+    const value = t && !t.loopbackOnly && !this.isDraining(t.sandbox) ? `${t.sandbox}|${t.host}|${t.port}` : null;
     const had = this.apps.get(host);
     if (value === (had?.value ?? null)) return;
     if (value) this.apps.set(host, { value, label, sandbox: t!.sandbox, lastUsed: had?.lastUsed ?? Date.now() });
@@ -101,7 +134,7 @@ export class RouteMirror implements EdgeBackend {
 
   private observeEngine(sandbox: string, r: ResolvedSandbox | null): void {
     const sni = `${sandbox}-engine.${this.opts.domain}`;
-    const value = r?.status === 'running' && r.address ? r.address : null;
+    const value = r?.status === 'running' && r.address && !this.isDraining(sandbox) ? r.address : null;
     const had = this.engines.get(sni);
     if (value === (had?.value ?? null)) return;
     if (value) this.engines.set(sni, { value, sandbox, lastUsed: had?.lastUsed ?? Date.now() });
@@ -110,20 +143,24 @@ export class RouteMirror implements EdgeBackend {
     this.enqueue(() => (value ? this.api!.putMapEntry(map, sni, value) : this.api!.deleteMapEntry(map, sni)));
   }
 
+  /** Loads a per-name certificate into HAProxy (the default one covers every name otherwise); false when there is none. */
+  private async loadCertificate(host: string): Promise<boolean> {
+    if (this.opts.certificates.mode !== 'per-name' || this.certsLoaded.has(host)) return true;
+    const pem = await this.opts.certificates.pemFor(host);
+    if (!pem) return false;
+    await this.api!.addCertificate(`/${host}.pem`, pem, this.opts.files.crtList, host);
+    this.certsLoaded.add(host);
+    return true;
+  }
+
   private async writeApp(host: string, value: string): Promise<void> {
-    const api = this.api!;
-    if (this.opts.certificates.mode === 'per-name' && !this.certsLoaded.has(host)) {
-      const pem = await this.opts.certificates.pemFor(host);
-      if (!pem) {
-        // no certificate of its own (issuing refused or failed): Node serves it and asks again
-        if (this.apps.get(host)?.value === value) this.apps.delete(host);
-        return;
-      }
-      await api.addCertificate(`/${host}.pem`, pem, this.opts.files.crtList, host);
-      this.certsLoaded.add(host);
+    if (!(await this.loadCertificate(host))) {
+      // no certificate of its own (issuing refused or failed): Node serves it and asks again
+      if (this.apps.get(host)?.value === value) this.apps.delete(host);
+      return;
     }
     // the route may have gone while the certificate loaded
-    if (this.apps.get(host)?.value === value) await api.putMapEntry(this.opts.files.appsMap, host, value);
+    if (this.apps.get(host)?.value === value) await this.api!.putMapEntry(this.opts.files.appsMap, host, value);
   }
 
   /** Map writes in order (a remove never overtakes the add before it). */

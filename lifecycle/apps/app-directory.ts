@@ -57,6 +57,7 @@ export class AppDirectory {
   private reloadAgain = false;
   /** Set by close(): work that was in flight then (a wake, a reconcile pass) starts no watcher after it. */
   private closed = false;
+  private readonly sleepListeners = new Set<(sandbox: string) => void>();
 
   /**
    * @param readProcNet the /proc/<pid>/net/tcp and tcp6 of a process in a sandbox (pid as the
@@ -98,8 +99,10 @@ export class AppDirectory {
     } catch {
       return;
     }
-    if (event.op === 'unwatch') this.stopFollowing(event.sandbox);
-    else void this.reload().catch((err) => this.log.warn({ err: (err as Error).message }, 'app table reload failed'));
+    if (event.op === 'unwatch') {
+      this.stopFollowing(event.sandbox);
+      this.toldSleeping(event.sandbox);
+    } else void this.reload().catch((err) => this.log.warn({ err: (err as Error).message }, 'app table reload failed'));
   }
 
   /** Reads the whole table from Redis; concurrent calls share one read, and one more after it. */
@@ -259,9 +262,23 @@ export class AppDirectory {
   unwatch(sandbox: string): void {
     this.stopFollowing(sandbox);
     if (this.closed) return;
+    this.toldSleeping(sandbox);
     void (async () => {
       if (await this.redis.exists(`${this.leases.namespace}:${sandbox}`)) await this.publish({ op: 'unwatch', sandbox });
     })().catch((err) => this.log.warn({ sandbox, err: (err as Error).message }, 'could not tell the other processes to stop following this sandbox'));
+  }
+
+  /**
+   * Calls `listener` when a sandbox starts going to sleep (here or, through Redis, in another
+   * process), before its container stops: the data plane drops its routes then. Returns the unsubscribe.
+   */
+  onSleeping(listener: (sandbox: string) => void): () => void {
+    this.sleepListeners.add(listener);
+    return () => this.sleepListeners.delete(listener);
+  }
+
+  private toldSleeping(sandbox: string): void {
+    for (const listener of this.sleepListeners) listener(sandbox);
   }
 
   /** Stops every watcher and the reloads for good (service shutdown); the table stays in Redis. */

@@ -31,6 +31,7 @@ describe('the HAProxy data plane', () => {
       res.end('app says hi\n');
     });
     backend.addApp('svc-dp-web', 'svc-dp', { host: '127.0.0.1', port: app.port });
+    backend.addApp('svc-dq-web', 'svc-dq', { host: '127.0.0.1', port: app.port });
     certs = await issueEngineCerts('svc-dpe', 'svc-dpe-engine.localhost');
     engine = tls.createServer({ key: certs.server_key, cert: certs.server_cert, ca: certs.ca_cert, requestCert: true, rejectUnauthorized: true }, (s) => {
       s.on('error', () => undefined);
@@ -40,7 +41,12 @@ describe('the HAProxy data plane', () => {
     const enginePort = await freePort();
     await new Promise<void>((r) => engine.listen(enginePort, '127.0.0.1', r));
     backend.sandboxes.set('svc-dpe', { status: 'running', address: '127.0.0.1' });
-    edge = await startTestEdge(backend, { dataPlane: 'haproxy', sandboxPorts: { engine: enginePort }, timeouts: { activityIntervalMs: 0 } });
+    edge = await startTestEdge(backend, {
+      dataPlane: 'haproxy',
+      sandboxPorts: { engine: enginePort },
+      timeouts: { activityIntervalMs: 0 },
+      registry: (req, res) => res.end(`registry ${(req.socket as tls.TLSSocket).encrypted} ${req.socket.remoteAddress} ${req.url}`),
+    });
     const files = edge.edge.dataPlane!.files;
     api = new RuntimeApi(files.adminSocket);
     appsMap = files.appsMap;
@@ -67,6 +73,13 @@ describe('the HAProxy data plane', () => {
     assert.ok((table.get('svc-dp')?.http_req_cnt ?? 0) >= 1, 'HAProxy counted the request for the sandbox');
   });
 
+  it('registry.<domain>: TLS ended by HAProxy, the front gets plain HTTP knowing the client and that it came over TLS', async () => {
+    const r = await curl(edge.port, 'registry.localhost', '/v2/', edge.caFile);
+    assert.equal(r.status, 200);
+    assert.equal(r.stdout, 'registry true 127.0.0.1 /v2/');
+    assert.match(await api.send('show ssl cert'), /registry\.localhost/, 'its own certificate is loaded into HAProxy');
+  });
+
   it('counts app requests served by HAProxy as activity within about a second', async () => {
     backend.activity.length = 0;
     assert.equal((await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile)).status, 200);
@@ -80,18 +93,29 @@ describe('the HAProxy data plane', () => {
     assert.equal(seen.length, 0);
   });
 
-  it('a sandbox going to sleep leaves the map within 100 ms (+ one lookup); its next request gets the waiting page and a wake', async () => {
+  it('a sandbox the backend says is going to sleep leaves the map at once; its next request gets the waiting page and a wake', async () => {
     assert.ok(await mapHas(appsMap, 'svc-dp-web.localhost'));
-    backend.setStatus('svc-dp', 'exited');
     const t0 = Date.now();
-    await eventually(async () => !(await mapHas(appsMap, 'svc-dp-web.localhost')), 'the route gone', 2_000, 5);
+    backend.setStatus('svc-dp', 'exited');
+    await eventually(async () => !(await mapHas(appsMap, 'svc-dp-web.localhost')), 'the route gone', 2_000, 2);
     const took = Date.now() - t0;
-    assert.ok(took <= 150, `route removed after ${took} ms`);
+    assert.ok(took <= 50, `route removed after ${took} ms`);
     const r = await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile);
     assert.equal(r.status, 200);
     assert.equal(r.headers['x-svc-waiting'], '1');
     assert.deepEqual(backend.wakeCalls, ['svc-dp']);
     backend.setStatus('svc-dp', 'running');
+  });
+
+  it('a sandbox stopped behind the service\'s back leaves the map within 100 ms of the backend knowing', async () => {
+    assert.equal((await curl(edge.port, 'svc-dq-web.localhost', '/', edge.caFile)).status, 200);
+    await eventually(async () => mapHas(appsMap, 'svc-dq-web.localhost'), 'the route in the map', 2_000, 10);
+    const t0 = Date.now();
+    backend.sandboxes.set('svc-dq', { status: 'exited' }); // no sleep told: found by the 100-ms check
+    await eventually(async () => !(await mapHas(appsMap, 'svc-dq-web.localhost')), 'the route gone', 2_000, 2);
+    const took = Date.now() - t0;
+    assert.ok(took <= 150, `route removed after ${took} ms`);
+    backend.sandboxes.set('svc-dq', { status: 'running', address: '127.0.0.1' });
   });
 
   it('engine TLS passes through HAProxy to dockerd; only a client the engine accepted is activity', async () => {
@@ -125,10 +149,10 @@ describe('the HAProxy data plane', () => {
     const pid = dp.pid!;
     execFileSync('kill', ['-9', String(pid)]);
     const t0 = Date.now();
-    await eventually(async () => dp.pid !== pid && (await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile)).status === 200, 'answers again', 5_000, 20);
+    await eventually(async () => dp.pid !== pid && (await curl(edge.port, 'svc-dq-web.localhost', '/', edge.caFile)).status === 200, 'answers again', 5_000, 20);
     const down = Date.now() - t0;
     assert.ok(down < 3_000, `down for ${down} ms`);
-    await eventually(async () => mapHas(appsMap, 'svc-dp-web.localhost'), 'the route restored', 2_000, 10);
+    await eventually(async () => mapHas(engineMap, 'svc-dpe-engine.localhost'), 'the routes restored', 2_000, 10);
   });
 });
 

@@ -422,6 +422,8 @@ async function main(): Promise<void> {
     let haproxied = 0;
     const rounds = arg('rounds', 4);
     if (only !== 'http') {
+      // bulk bytes: every process may use every CPU again (as socat and the pipe, started now, do)
+      if (useWrk) for (const pid of serverPids()) execFileSync('taskset', ['-apc', `0-${os.cpus().length - 1}`, String(pid)], { stdio: 'ignore' });
       const pipe = await tsxChild('--role', 'pipe', String(app.blob));
       const socat = await startSocatRelay(app.blob);
       const mb = passMb * 1024 * 1024;

@@ -72,7 +72,7 @@ nat() {
 # A runner host's egress rules: lifecycle/runtime/egress-firewall.ts's, which the service installs on its
 # own machine only, plus the one way in: connections the service opens to its sandboxes (the edge).
 # Sandboxes reach the internet; not this host, not the private network (the service, other hosts), not
-# link-local addresses, not each other. The chains are made again whole on every run.
+# link-local addresses, not each other; nothing over IPv6. The chains are made again whole on every run.
 runner_egress() {
     local c
     for c in SVC-SANDBOX-IN SVC-SANDBOX-FWD; do iptables -w 5 -N "$c" 2> /dev/null || iptables -w 5 -F "$c"; done
@@ -88,6 +88,15 @@ runner_egress() {
     iptables -w 5 -A SVC-SANDBOX-FWD -o 'svcb+' -j DROP
     iptables -w 5 -C INPUT -j SVC-SANDBOX-IN 2> /dev/null || iptables -w 5 -I INPUT 1 -j SVC-SANDBOX-IN
     iptables -w 5 -C FORWARD -j SVC-SANDBOX-FWD 2> /dev/null || iptables -w 5 -I FORWARD 1 -j SVC-SANDBOX-FWD
+    # IPv6 as egress-firewall.ts: sandbox networks have none, but each bridge has a link-local address
+    # (the host's listeners on ::), and a sandbox's root can give itself one
+    for c in SVC-SANDBOX-IN SVC-SANDBOX-FWD; do ip6tables -w 5 -N "$c" 2> /dev/null || ip6tables -w 5 -F "$c"; done
+    ip6tables -w 5 -A SVC-SANDBOX-IN -i 'svcb+' -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+    ip6tables -w 5 -A SVC-SANDBOX-IN -i 'svcb+' -j DROP
+    ip6tables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -j DROP
+    ip6tables -w 5 -A SVC-SANDBOX-FWD -o 'svcb+' -j DROP
+    ip6tables -w 5 -C INPUT -j SVC-SANDBOX-IN 2> /dev/null || ip6tables -w 5 -I INPUT 1 -j SVC-SANDBOX-IN
+    ip6tables -w 5 -C FORWARD -j SVC-SANDBOX-FWD 2> /dev/null || ip6tables -w 5 -I FORWARD 1 -j SVC-SANDBOX-FWD
 }
 
 # This dockerd removes the interface docker0 when it starts (seen with --bridge=none and with a bridge of

@@ -3,10 +3,12 @@
 # sandbox engine (scripts/sandbox-engine.sh: userns-remap, cgroup parent, egress rules) and, once the
 # service has signed its certificate, that engine on tcp 2376 for the service alone (mutual TLS).
 #
-#   scripts/runner.sh NAME SERVICE_ADDRESS [--pool CIDR] [--private CIDRS]
-#       SERVICE_ADDRESS  the service machine's address on the private network (the only one that may
-#                        open connections to sandboxes: its edge)
-#       --pool           this host's sandbox addresses, a /16 no other host uses (10.213.0.0/16)
+#   scripts/runner.sh NAME SERVICE_ADDRESS --pool CIDR [--private CIDRS]
+#       SERVICE_ADDRESS  the service machine's IPv4 address on the private network (the only one that
+#                        may open connections to sandboxes: its edge)
+#       --pool           this host's sandbox addresses, a /16 no other host uses: not the service
+#                        machine's own (10.213.0.0/16 unless set), whose sandboxes would then share
+#                        addresses with this host's (the edge dials them by address)
 #       --private        the private network, which sandboxes must not reach (SERVICE_ADDRESS alone)
 #       --network-size   the prefix of each sandbox's network in the pool (28: 4096 sandboxes in a /16)
 #     Starts the engine (local socket only), makes the engine's key and its certificate request, and
@@ -63,12 +65,12 @@ case ${1:-} in
         echo "runner: the engine listens on 2376 for the service (mutual TLS); npx svc hosts list shows it ready"
         exit 0
         ;;
-    ''|-*) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    ''|-*) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
 
 NAME=$1 SERVICE_ADDRESS=${2:-}
-shift 2 || fail "usage: scripts/runner.sh NAME SERVICE_ADDRESS [--pool CIDR] [--private CIDRS]"
-POOL=10.213.0.0/16 PRIVATE=$SERVICE_ADDRESS SIZE=28
+shift 2 || fail "usage: scripts/runner.sh NAME SERVICE_ADDRESS --pool CIDR [--private CIDRS]"
+POOL='' PRIVATE=$SERVICE_ADDRESS SIZE=28
 while [ $# -gt 0 ]; do
     case $1 in
         --pool) POOL=$2; shift 2 ;;
@@ -78,6 +80,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 [[ $NAME =~ ^[a-z0-9][a-z0-9-]{0,30}$ ]] || fail "NAME: lowercase letters, digits and -, at most 31"
+# without it the engine would start with no egress rules at all (sandbox-engine.sh)
+[[ $SERVICE_ADDRESS =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || fail "SERVICE_ADDRESS: the service machine's IPv4 address"
+[[ $POOL =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$ ]] || fail "--pool: this host's own sandbox addresses (a CIDR like 10.220.0.0/16), none the service machine or another host uses"
+[ "$POOL" != 10.213.0.0/16 ] || fail "--pool: 10.213.0.0/16 is the service machine's own pool (scripts/sandbox-engine.sh)"
 
 for tool in dockerd iptables ip openssl; do
     command -v "$tool" > /dev/null || { apt-get update -q && apt-get install -y -q docker.io iptables iproute2 openssl; break; }

@@ -152,8 +152,9 @@ engine_down() {
         for _ in $(seq 1 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
         kill -0 "$pid" 2> /dev/null && kill -9 "$pid"
     fi
-    # mounts a killed engine left (its containers' root file systems, its netns files)
-    { grep -oE " /(var/lib|run)/svc-host-$i[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+    # mounts a killed engine left (its containers' root file systems, its netns files); host i's
+    # alone (svc-host-1 is a prefix of svc-host-10's paths, whose engine may still run)
+    { grep -oE " /(var/lib|run)/svc-host-$i(/[^ ]*)? " /proc/mounts | sed 's/ $//' || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
     rm -rf "/var/lib/svc-host-$i" "/run/svc-host-$i" "/run/svc-host-$i.sock" "$pidfile" "/run/svc-host-$i.docker0" "/var/log/svc-host-$i.log"
 }
 

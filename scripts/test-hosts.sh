@@ -79,8 +79,11 @@ register() {
     mkdir -p "$tls" && chmod 700 "$STATE/svch$i" "$tls"
     [ -f "$tls/key.pem" ] || openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
         -keyout "$tls/key.pem" -subj "/CN=test-$i" -out "$tls/request.csr" 2> /dev/null
+    local ca; ca=$(cat "$tls/ca.pem" 2> /dev/null || true)
     "$ROOT/node_modules/.bin/tsx" "$ROOT/bin/svc.ts" hosts add "test-$i" "$NET.$i.2" --same-machine --networks 4096 \
         --csr "$tls/request.csr" --certs-out "$tls" > /dev/null
+    # another service's CA (a host a killed test left up): its engine read the old one at its start
+    [ -z "$ca" ] || [ "$ca" = "$(cat "$tls/ca.pem")" ] || engine_stop "$i"
 }
 
 # nsenter, not `ip netns exec`: that one mounts a sysfs of its own, which leaves the engine without the
@@ -141,17 +144,22 @@ up() {
     prune_cache
 }
 
+engine_stop() {
+    local pid
+    if [ -f "/run/svc-host-$1.pid" ] && pid=$(cat "/run/svc-host-$1.pid") && kill -0 "$pid" 2> /dev/null; then
+        kill "$pid"
+        for _ in $(seq 1 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2> /dev/null; then kill -9 "$pid"; fi
+    fi
+}
+
 engine_down() {
-    local i=$1 pidfile=/run/svc-host-$1.pid pid
+    local i=$1 pidfile=/run/svc-host-$1.pid
     if [ -f "/run/svc-host-$i.duties.pid" ]; then
         kill -- "-$(cat "/run/svc-host-$i.duties.pid")" 2> /dev/null || true
         rm -f "/run/svc-host-$i.duties.pid"
     fi
-    if [ -f "$pidfile" ] && pid=$(cat "$pidfile") && kill -0 "$pid" 2> /dev/null; then
-        kill "$pid"
-        for _ in $(seq 1 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
-        kill -0 "$pid" 2> /dev/null && kill -9 "$pid"
-    fi
+    engine_stop "$i"
     # mounts a killed engine left (its containers' root file systems, its netns files); host i's
     # alone (svc-host-1 is a prefix of svc-host-10's paths, whose engine may still run)
     { grep -oE " /(var/lib|run)/svc-host-$i(/[^ ]*)? " /proc/mounts | sed 's/ $//' || true; } | sort -r | while read -r m; do umount -l "$m" || true; done

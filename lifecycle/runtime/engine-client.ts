@@ -14,13 +14,18 @@ export function statusCode(err: unknown): number | undefined {
   return (err as { statusCode?: number } | null)?.statusCode;
 }
 
+/** Node's codes of a TLS handshake that failed (a runner host's certificate expired, or names another host). */
+const TLS_HANDSHAKE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_(GET|VERIFY)|DEPTH_ZERO_SELF_SIGNED|SELF_SIGNED_CERT)/;
+
 /**
- * Why an engine could not be asked at all (refused, no socket, no route, no answer before our own
- * deadline), or undefined for any other failure: only a call that never reached the engine counts.
+ * Why an engine could not be asked at all (refused, no socket, no route, a TLS handshake that failed,
+ * no answer before our own deadline), or undefined for any other failure: only a call that never
+ * reached the engine counts.
  */
 export function unreachableReason(err: unknown): string | undefined {
   const e = err as { code?: string; syscall?: string; message?: string } | null;
   if (e?.syscall === 'connect') return e.message;
+  if (typeof e?.code === 'string' && TLS_HANDSHAKE.test(e.code)) return `TLS: ${e.message}`;
   if (e?.code === 'ABORT_ERR') return 'no answer in time'; // only our own deadlines abort engine calls
   return undefined;
 }

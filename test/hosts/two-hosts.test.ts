@@ -153,8 +153,17 @@ describe('sandboxes on two runner hosts', () => {
     assert.equal(away.status, 'unreachable', 'never deep_sleep');
     assert.equal((await t.service.runtime.inspect(onOne.name)).status, 'running', 'host one goes on');
     assert.deepEqual((await t.service.runtime.list()).map((c) => c.name).filter((n) => sandboxes.some((s) => s.name === n)), [onOne.name], 'listings leave host two out');
+    // a host whose engine presents another host's certificate (test-1's, at its address) cannot be asked either
+    const impostor = await svcCli(t.config, 'hosts', 'add', 'test-3', testHostAddress(1), '--certs-out', path.join(dir, 'test-3'));
+    assert.equal(impostor.code, 0, impostor.stderr);
+    await t.service.store.hosts.place(`svc-elsewhere-${t.config.redisPrefix}`, 'test-3');
+    const misnamed = await t.service.runtime.inspect(`svc-elsewhere-${t.config.redisPrefix}`);
+    assert.ok(misnamed.status === 'unreachable' && /TLS/.test(misnamed.reason), `unreachable over TLS, not ${JSON.stringify(misnamed)}`);
+    assert.deepEqual((await t.service.runtime.list()).map((c) => c.name).filter((n) => sandboxes.some((s) => s.name === n)), [onOne.name], 'still listed');
     const listed = JSON.parse((await svcCli(t.config, 'hosts', 'list', '--json')).stdout) as Array<{ name: string; state: string }>;
-    assert.equal(listed.find((h) => h.name === 'test-2')?.state, 'away');
+    assert.deepEqual(['test-2', 'test-3'].map((h) => listed.find((x) => x.name === h)?.state), ['away', 'away']);
+    await t.service.store.hosts.unplace(`svc-elsewhere-${t.config.redisPrefix}`);
+    assert.equal((await svcCli(t.config, 'hosts', 'remove', 'test-3')).code, 0);
     await testHostsUp(2, t.config); // its engine again, which finds the sandbox's container as it was
     const back = await eventually(async () => {
       const state = await t.service.runtime.inspect(onTwo.name);

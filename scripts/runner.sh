@@ -15,6 +15,7 @@
 #     prints the one command to type on the service machine.
 #   scripts/runner.sh --certs DIR     the folder that command wrote (ca.pem, cert.pem): the engine is
 #                                     started again with them, listening on 2376
+#   scripts/runner.sh --start         starts the engine and the host duties again as set up (after a reboot)
 #   scripts/runner.sh --stop          stops the engine (its sandboxes stop; their volumes stay)
 #
 # Settings are kept in /etc/svc-runner/runner.env, the key and certificates in /etc/svc-runner/tls.
@@ -50,6 +51,11 @@ start_engine() {
 }
 
 case ${1:-} in
+    --start)
+        [ -f "$ETC/runner.env" ] || fail "not set up yet: scripts/runner.sh NAME SERVICE_ADDRESS --pool CIDR"
+        start_engine
+        exit 0
+        ;;
     --stop)
         [ -f "$DUTIES_PIDFILE" ] && kill -- "-$(cat "$DUTIES_PIDFILE")" 2> /dev/null && rm -f "$DUTIES_PIDFILE"
         stop_engine
@@ -65,7 +71,7 @@ case ${1:-} in
         echo "runner: the engine listens on 2376 for the service (mutual TLS); npx svc hosts list shows it ready"
         exit 0
         ;;
-    ''|-*) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    ''|-*) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
 
 NAME=$1 SERVICE_ADDRESS=${2:-}

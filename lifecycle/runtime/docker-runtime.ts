@@ -148,7 +148,9 @@ export class DockerRuntime implements SandboxRuntime {
         startedAt: info.State.StartedAt,
         finishedAt: info.State.FinishedAt,
         exitCode: info.State.ExitCode,
-        ...transferOf(info.Mounts.find((m) => m.Destination === TRANSFER_MOUNT)?.Source),
+        // an engine of another machine shares no folder with this one: a path it reports is never
+        // used here (pipes made in it, removed with the container)
+        ...(this.opts.transferRoot === undefined ? {} : transferOf(info.Mounts.find((m) => m.Destination === TRANSFER_MOUNT)?.Source)),
       };
     } catch (err) {
       if (statusCode(err) === 404) return { status: 'deep_sleep' };

@@ -97,7 +97,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const admission = new Admission({
     store, redis, leases, prefix: config.redisPrefix,
     defaults: quotaDefaults(config),
-    host: { memoryMb: Math.floor(os.totalmem() / 1024 / 1024), cpus: os.availableParallelism(), overcommitMemory: config.overcommitMemory, overcommitCpus: config.overcommitCpus },
+    // every host that answers: the guard is on all of them together (placement spreads the load)
+    host: async () => ({
+      ...(await runtime.machines() ?? { memoryMb: Math.floor(os.totalmem() / 1024 / 1024), cpus: os.availableParallelism(), hosts: 1 }),
+      overcommitMemory: config.overcommitMemory, overcommitCpus: config.overcommitCpus,
+    }),
     running: async () => (await runtime.list()).filter((c) => c.running).map((c) => c.name),
     stopsAt: async (sandbox) => (await sessions.get(sandbox))?.expiresAt,
     onRefusal: (owner, sandbox, err) => void audit.record('quota.refused', undefined, { sandbox, target: owner.name, outcome: 'refused', detail: err.message }),

@@ -13,9 +13,11 @@ const LEASE = 'quota-admission';
 const DEFAULT_RETRY_S = 60;
 
 export interface HostCapacity {
-  /** The host's memory and CPUs (os.totalmem(), os.availableParallelism()). */
+  /** Memory and CPUs of the hosts that run sandboxes, added up (this machine's alone without runner hosts). */
   memoryMb: number;
   cpus: number;
+  /** How many hosts these figures add up. */
+  hosts: number;
   /** SVC_OVERCOMMIT_MEMORY / SVC_OVERCOMMIT_CPUS: how far the running sandboxes' limits may add up past the host. */
   overcommitMemory: number;
   overcommitCpus: number;
@@ -27,7 +29,8 @@ export interface AdmissionDeps {
   prefix: string;
   leases: RedisLeases;
   defaults: QuotaValues;
-  host: HostCapacity;
+  /** The hosts' capacity now (runner hosts come and go). */
+  host(): Promise<HostCapacity>;
   /** Names of the sandboxes whose container runs now (the engine's word). */
   running(): Promise<string[]>;
   /** When a running sandbox falls asleep if idle (ms since epoch), for Retry-After. */
@@ -150,16 +153,17 @@ export class Admission {
       const retryAfter = stops.length ? (Math.min(...stops) - Date.now()) / 1000 : DEFAULT_RETRY_S;
       throw new errors.RunningQuota(retryAfter, `${describeQuota('max_running', max_running)} reached: ${mine.length} of your sandboxes are running; let one sleep (or stop it) and try again, or ask an administrator to raise it`);
     }
-    const { host } = this.deps;
+    const host = await this.deps.host();
     const limits = this.limitsOf(record);
     const memory = active.reduce((sum, a) => sum + a.memory_mb, limits.memory_mb);
     const cpus = active.reduce((sum, a) => sum + a.cpus, limits.cpus);
     const memoryCap = Math.floor(host.memoryMb * host.overcommitMemory);
     const cpuCap = host.cpus * host.overcommitCpus;
     if (memory > memoryCap || cpus > cpuCap) {
+      const allows = host.hosts === 1 ? 'this host allows' : `the ${host.hosts} hosts allow`;
       const what = memory > memoryCap
-        ? `${memory} MB of memory limits (this host allows ${memoryCap} MB: ${host.memoryMb} MB × SVC_OVERCOMMIT_MEMORY ${host.overcommitMemory})`
-        : `${Math.round(cpus * 100) / 100} CPUs (this host allows ${cpuCap}: ${host.cpus} × SVC_OVERCOMMIT_CPUS ${host.overcommitCpus})`;
+        ? `${memory} MB of memory limits (${allows} ${memoryCap} MB: ${host.memoryMb} MB × SVC_OVERCOMMIT_MEMORY ${host.overcommitMemory})`
+        : `${Math.round(cpus * 100) / 100} CPUs (${allows} ${cpuCap}: ${host.cpus} × SVC_OVERCOMMIT_CPUS ${host.overcommitCpus})`;
       throw new errors.HostFull(DEFAULT_RETRY_S, `the host is full: starting this sandbox would bring the running sandboxes to ${what}; try again once others sleep`);
     }
   }

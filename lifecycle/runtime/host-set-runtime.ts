@@ -10,6 +10,8 @@ import {
 
 /** How long placement waits for a host's figures before it leaves that host out. */
 const CAPACITY_ASK_MS = 3000;
+/** How long the hosts' sizes added up (machines()) are used before they are asked again. */
+const MACHINES_TTL_MS = 30_000;
 
 /** One host's figures for a placement. */
 export interface HostLoad extends EngineCapacity {
@@ -62,6 +64,7 @@ export class HostSetRuntime implements SandboxRuntime {
   /** Placements seen: they change only when a sandbox's volumes go (removeVolumes), or through another process. */
   private readonly placed = new Map<string, string>();
   private watching = false;
+  private machinesSeen?: { at: number; figures: Awaited<ReturnType<HostSetRuntime['machines']>> };
 
   constructor(private readonly opts: HostSetOptions) {
     const on = async (sandbox: string) => (await this.runtimeOf(sandbox)).exec;
@@ -266,6 +269,23 @@ export class HostSetRuntime implements SandboxRuntime {
 
   saveImage(image: string): Promise<NodeJS.ReadableStream> {
     return this.opts.local.saveImage(image);
+  }
+
+  /**
+   * Memory (MB) and cores of every host that answers, added up, for the admission guard; asked at most
+   * every MACHINES_TTL_MS (a host's size does not change, the set of hosts rarely). Undefined when none answers.
+   */
+  async machines(): Promise<{ memoryMb: number; cpus: number; hosts: number } | undefined> {
+    if (!this.machinesSeen || Date.now() - this.machinesSeen.at > MACHINES_TTL_MS) {
+      const loads = (await this.loads()).flatMap((h) => (h.load ? [h.load] : []));
+      const figures = loads.length === 0 ? undefined : {
+        memoryMb: Math.floor(loads.reduce((sum, l) => sum + l.memoryBytes, 0) / 2 ** 20),
+        cpus: loads.reduce((sum, l) => sum + l.cpus, 0),
+        hosts: loads.length,
+      };
+      this.machinesSeen = { at: Date.now(), figures };
+    }
+    return this.machinesSeen.figures;
   }
 
   /** Every host with its figures, for `svc hosts list`: undefined figures for a host that does not answer. */

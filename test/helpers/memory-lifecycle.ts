@@ -54,7 +54,7 @@ export async function memoryLifecycle(): Promise<MemoryLifecycle> {
   const admission = new Admission({
     store, redis, leases, prefix: id,
     defaults: quotaDefaults(config),
-    host: { memoryMb: 1 << 20, cpus: 1024, overcommitMemory: 1, overcommitCpus: 1 },
+    host: async () => ({ memoryMb: 1 << 20, cpus: 1024, hosts: 1, overcommitMemory: 1, overcommitCpus: 1 }),
     running: async () => (await runtime.list()).filter((c) => c.running).map((c) => c.name),
     stopsAt: async (sandbox) => (await sessions.get(sandbox))?.expiresAt,
   });

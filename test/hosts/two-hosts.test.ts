@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { EngineCli } from '../../harness/engine-cli.ts';
 import { ARP_RETRY_MS } from '../../lifecycle/runtime/arp-retries.ts';
 import { sandboxBridge } from '../../lifecycle/runtime/docker-runtime.ts';
+import type { HostSetRuntime } from '../../lifecycle/runtime/host-set-runtime.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { testHostAddress, testHostPool, testHostsDown, testHostsUp } from '../../harness/test-hosts.ts';
 import { svcCli } from '../helpers/svc-cli.ts';
@@ -74,6 +75,8 @@ describe('sandboxes on two runner hosts', () => {
       const arp = await run('nsenter', [`--net=/run/netns/svch${i}`, 'cat', `/proc/sys/net/ipv4/neigh/${sandboxBridge(name)}/retrans_time_ms`]);
       assert.equal(arp.stdout.trim(), String(ARP_RETRY_MS));
     }
+    const machines = await (t.service.runtime as HostSetRuntime).machines();
+    assert.equal(machines?.hosts, 3, 'the admission guard adds up this machine and both hosts');
     const admin = await t.user('root', { admin: true });
     const view = await t.api('GET', '/api/admin/sandboxes', admin.token);
     const hosts = (view.body as Array<{ name: string; host: string }>).filter((s) => sandboxes.some((x) => x.name === s.name)).map((s) => s.host);

@@ -296,10 +296,17 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
         // Bytes count as activity only once the engine has accepted the client's certificate.
         const proof = new TlsProof();
         const touch = activity.listener(route.sandbox);
+        let told = false;
         const upstream = forwardTcp(socket, { host: address, port: enginePort }, {
           connectTimeoutMs: t.upstreamConnectMs,
           idleMs: t.tunnelIdleMs,
-          onBytes: () => { if (proof.proven) touch(); },
+          onBytes: () => {
+            if (!proof.proven) return;
+            touch();
+            // HAProxy takes the engine's next connections once one client was proven here
+            if (!told) dataPlane?.backend.engineProven(route.sandbox, proof.flightBytes);
+            told = true;
+          },
           onConnectError: (err) => {
             log.debug({ err, sandbox: route.sandbox }, 'edge: engine unreachable');
             reset(socket);

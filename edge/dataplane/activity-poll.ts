@@ -7,23 +7,21 @@ import type { RuntimeApi } from './runtime-api.ts';
 
 /** Activity is read from HAProxy once per this interval (the granularity docs/data-plane.md states). */
 export const ACTIVITY_POLL_MS = 1_000;
-/**
- * An engine connection counts once dockerd sent it more than this: a client whose certificate it
- * refused gets one handshake flight (its certificate, about 1-2 KiB) and an alert, never this much.
- */
-export const ENGINE_PROOF_BYTES = 8 * 1024;
 
 /**
  * Turns what HAProxy moved into `recordActivity` calls, once per ACTIVITY_POLL_MS:
  * - apps: the per-sandbox stick table of the app backend (requests and bytes, `show table`);
  *   a sandbox whose counters moved had traffic.
- * - engines: the kernel's per-socket counters of HAProxy's connections to dockerd (`ss -ti`),
- *   each counted only past ENGINE_PROOF_BYTES received from dockerd: the proof that dockerd
- *   accepted the client certificate, which HAProxy cannot see (TLS is passed through).
+ * - engines: bytes from dockerd count only past its handshake flight (as Node measured it on the
+ *   first proven connection, RouteMirror.engineProofBytes): the proof that dockerd accepted the
+ *   client certificate, which HAProxy cannot see (TLS is passed through). Live connections are read
+ *   from the kernel's per-socket counters of HAProxy's sockets to dockerd (`ss -ti`), those that
+ *   ended since the last poll from the engine stick table (endedConnectionsProven).
  */
 export class DataPlaneActivity {
   private readonly appCounters = new Map<string, number>();
   private readonly engineReceived = new Map<string, number>();
+  private readonly engineTotals = new Map<string, { started: number; open: number; sent: number }>();
   private readonly timer: NodeJS.Timeout;
   private polling = false;
 
@@ -59,9 +57,12 @@ export class DataPlaneActivity {
       const suffix = `-engine.${this.opts.domain}`;
       let tunnels = 0;
       for (const [sni, c] of await api.table(ENGINE_TABLE)) {
-        if (!c.conn_cur || !sni.endsWith(suffix)) continue;
+        if (!sni.endsWith(suffix)) continue;
+        const sandbox = sni.slice(0, -suffix.length);
+        if (this.endedConnectionsProven(sni, sandbox, c)) this.touch(sandbox);
+        if (!c.conn_cur) continue;
         tunnels += c.conn_cur;
-        this.opts.mirror.used(sni.slice(0, -suffix.length));
+        this.opts.mirror.used(sandbox);
       }
       if (tunnels > 0) await this.pollEngineSockets();
       else this.engineReceived.clear();
@@ -70,6 +71,21 @@ export class DataPlaneActivity {
     } finally {
       this.polling = false;
     }
+  }
+
+  /**
+   * Connections shorter than a poll (a `docker ps`) are gone before `ss` sees them: HAProxy adds
+   * their bytes from dockerd to the table when they end. If the connections that ended since the
+   * last poll got more than each one's proof threshold together, at least one of them got more
+   * than its own: a proven client (refused ones each stay under it, however many there are).
+   */
+  private endedConnectionsProven(sni: string, sandbox: string, c: Record<string, number>): boolean {
+    const now = { started: c.conn_cnt ?? 0, open: c.conn_cur ?? 0, sent: c.bytes_out_cnt ?? 0 };
+    const before = this.engineTotals.get(sni);
+    this.engineTotals.set(sni, now);
+    if (!before) return false;
+    const ended = now.started - before.started - (now.open - before.open);
+    return ended > 0 && now.sent - before.sent > ended * this.opts.mirror.engineProofBytes(sandbox);
   }
 
   private touch(sandbox: string): void {
@@ -85,11 +101,11 @@ export class DataPlaneActivity {
     );
     const seen = new Map<string, number>();
     for (const s of parseSs(out)) {
-      if (s.pid !== pid || s.bytesReceived <= ENGINE_PROOF_BYTES) continue;
-      seen.set(s.key, s.bytesReceived);
-      if (this.engineReceived.get(s.key) === s.bytesReceived) continue;
+      if (s.pid !== pid) continue;
       const sandbox = this.opts.mirror.engineSandboxAt(s.peerAddress);
-      if (sandbox) this.touch(sandbox);
+      if (!sandbox || s.bytesReceived <= this.opts.mirror.engineProofBytes(sandbox)) continue;
+      seen.set(s.key, s.bytesReceived);
+      if (this.engineReceived.get(s.key) !== s.bytesReceived) this.touch(sandbox);
     }
     this.engineReceived.clear();
     for (const [k, v] of seen) this.engineReceived.set(k, v);

@@ -123,7 +123,7 @@ frontend public
 backend ${ENGINE_TABLE}
     mode tcp
     option splice-auto
-    stick-table type string len 253 size 100k expire 1h store conn_cur
+    stick-table type string len 253 size 100k expire 1h store conn_cur,conn_cnt,bytes_out_cnt
     tcp-request content track-sc1 req.ssl_sni,lower
     tcp-request content reject if { sc1_conn_cur gt ${o.tunnelsPerSandbox} }
     tcp-request content set-dst req.ssl_sni,lower,map(${f.engineMap})

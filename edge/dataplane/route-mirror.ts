@@ -4,6 +4,8 @@ import type { EdgeCertificates } from '../certs/edge-certificates.ts';
 import type { DataPlaneFiles } from './haproxy-config.ts';
 import type { RuntimeApi } from './runtime-api.ts';
 
+/** Without a measured flight, an engine connection through HAProxy counts past this many bytes from dockerd. */
+export const ENGINE_FALLBACK_PROOF_BYTES = 8 * 1024;
 /** How often every mirrored route is looked up again: a route change reaches HAProxy within this. */
 export const REVALIDATE_MS = 100;
 /**
@@ -36,6 +38,8 @@ export class RouteMirror implements EdgeBackend {
   private readonly apps = new Map<string, Mirrored & { label: string; sandbox: string }>();
   private readonly engines = new Map<string, Mirrored & { sandbox: string }>();
   private readonly certsLoaded = new Set<string>();
+  /** Per sandbox, what its dockerd sends before it accepted a client (measured by Node's TlsProof). */
+  private readonly engineFlights = new Map<string, number>();
   private api: RuntimeApi | null = null;
   private readonly timer: NodeJS.Timeout;
   private revalidating = false;
@@ -101,6 +105,25 @@ export class RouteMirror implements EdgeBackend {
     for (const m of this.engines.values()) if (m.sandbox === sandbox) m.lastUsed = now;
   }
 
+  /**
+   * Node proved a client of this sandbox's engine (TlsProof) after `flightBytes` from dockerd:
+   * from now on its engine connections may go through HAProxy, whose bytes count past that flight.
+   */
+  engineProven(sandbox: string, flightBytes: number): void {
+    if (this.engineFlights.has(sandbox)) return;
+    this.engineFlights.set(sandbox, flightBytes);
+    void this.resolveSandbox(sandbox).catch(() => undefined);
+  }
+
+  /**
+   * Bytes from dockerd past which an engine connection through HAProxy counts: its handshake
+   * flight plus 1 KiB (a refused client gets the flight, maybe a HelloRetryRequest, and an alert;
+   * a flight of the other TLS version differs by a few hundred bytes).
+   */
+  engineProofBytes(sandbox: string): number {
+    return (this.engineFlights.get(sandbox) ?? ENGINE_FALLBACK_PROOF_BYTES - 1024) + 1024;
+  }
+
   /** The sandbox whose engine HAProxy sends to `address` (activity from kernel socket counters). */
   engineSandboxAt(address: string): string | undefined {
     for (const m of this.engines.values()) if (m.value === address) return m.sandbox;
@@ -134,7 +157,8 @@ export class RouteMirror implements EdgeBackend {
 
   private observeEngine(sandbox: string, r: ResolvedSandbox | null): void {
     const sni = `${sandbox}-engine.${this.opts.domain}`;
-    const value = r?.status === 'running' && r.address && !this.isDraining(sandbox) ? r.address : null;
+    // only after a client was proven through Node: the flight it measured is HAProxy's proof
+    const value = r?.status === 'running' && r.address && !this.isDraining(sandbox) && this.engineFlights.has(sandbox) ? r.address : null;
     const had = this.engines.get(sni);
     if (value === (had?.value ?? null)) return;
     if (value) this.engines.set(sni, { value, sandbox, lastUsed: had?.lastUsed ?? Date.now() });

@@ -18,6 +18,12 @@ const LONGER_THAN_ALERT = 32;
 
 export class TlsProof {
   proven = false;
+  /**
+   * What the server sent before the record that proved the client (its hellos and handshake
+   * flight): a client it refused gets about this much and an alert. The HAProxy data plane counts
+   * engine bytes past it (edge/dataplane/activity-poll.ts).
+   */
+  flightBytes = 0;
   private clientChangedCipher = false;
   private serverEncrypting = false;
   private clientAnswered = false;
@@ -36,6 +42,7 @@ export class TlsProof {
   private fromServerRecord(type: number, length: number): void {
     if (type === CHANGE_CIPHER_SPEC && this.clientChangedCipher) this.proven = true;
     if (type === APPLICATION_DATA && this.clientAnswered && length > LONGER_THAN_ALERT) this.proven = true;
+    if (!this.proven) this.flightBytes += 5 + length;
     if (type === CHANGE_CIPHER_SPEC || type === APPLICATION_DATA) this.serverEncrypting = true;
   }
 }

@@ -8,7 +8,6 @@ import https from 'node:https';
 import { curl, freePort, lookupLoopback, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 import { eventually } from '../../harness/service.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
-import { ENGINE_PROOF_BYTES } from '../../edge/dataplane/activity-poll.ts';
 
 /**
  * HAProxy as the data plane (docs/data-plane.md), the real one from Debian: it owns the port,
@@ -121,19 +120,23 @@ describe('the HAProxy data plane', () => {
   });
 
   it('engine TLS passes through HAProxy to dockerd; only a client the engine accepted is activity', async () => {
-    const session = (withCert: boolean, bytes: number) => new Promise<number>((resolve) => {
+    const session = (withCert: boolean, bytes: number, holdMs = 1_500) => new Promise<number>((resolve) => {
       const s = tls.connect({
         host: '127.0.0.1', port: edge.port, servername: 'svc-dpe-engine.localhost', ca: certs.ca_cert,
         ...(withCert ? { cert: certs.client_cert, key: certs.client_key } : {}),
       });
       let echoed = 0;
       s.on('error', () => undefined);
-      s.on('data', (d: Buffer) => { echoed += d.length; if (echoed >= bytes) setTimeout(() => s.end(), 1_500); });
+      s.on('data', (d: Buffer) => { echoed += d.length; if (echoed >= bytes) setTimeout(() => s.end(), holdMs); });
       s.on('secureConnect', () => s.write(Buffer.alloc(bytes, 'x')));
       s.on('close', () => resolve(echoed));
       setTimeout(() => s.destroy(), 8_000);
     });
-    // the first connection goes through Node (it resolves the sandbox), which mirrors the route
+    // the first connections go through Node, until one proves a client (TLS records read there):
+    // then the route, and the size of dockerd's handshake flight, go to HAProxy
+    assert.equal(await session(false, 100), 0);
+    await sleep(300);
+    assert.ok(!(await mapHas(engineMap, 'svc-dpe-engine.localhost')), 'no route before a proven client');
     assert.equal(await session(true, 10), 10);
     await eventually(async () => mapHas(engineMap, 'svc-dpe-engine.localhost'), 'the engine route in the map', 2_000, 10);
     backend.activity.length = 0;
@@ -142,8 +145,19 @@ describe('the HAProxy data plane', () => {
     assert.deepEqual(backend.activity.filter((s) => s === 'svc-dpe'), [], 'refused handshakes are no activity');
     const conns = (await api.table('be_engine')).get('svc-dpe-engine.localhost');
     assert.ok(conns, 'these connections went through HAProxy');
-    assert.equal(await session(true, ENGINE_PROOF_BYTES * 4), ENGINE_PROOF_BYTES * 4);
-    assert.ok(backend.activity.includes('svc-dpe'), 'an accepted client moving bytes is activity');
+    assert.equal(await session(true, 2_048), 2_048, 'a small session (as `docker version`)');
+    assert.ok(backend.activity.includes('svc-dpe'), 'an accepted client moving a couple of KiB is activity');
+    // one shorter than a poll (as `docker ps`): counted from HAProxy's table once it ended
+    await sleep(1_100);
+    backend.activity.length = 0;
+    assert.equal(await session(true, 300, 0), 300);
+    await eventually(async () => backend.activity.includes('svc-dpe'), 'activity for a short session', 3_000, 50);
+    // and many refused ones that end at once still are not
+    await sleep(1_100);
+    backend.activity.length = 0;
+    for (let i = 0; i < 5; i++) assert.equal(await session(false, 100, 0), 0);
+    await sleep(2_200);
+    assert.deepEqual(backend.activity.filter((x) => x === 'svc-dpe'), [], 'short refused connections are no activity');
   });
 
   it('HAProxy killed: the service starts it again with its routes, requests fail for at most a few seconds', async () => {

@@ -12,6 +12,16 @@ export class RuntimeApiError extends Error {
 const FAILED = /^(Unknown command|Unknown map|Unknown table|Missing|Unable|Can't|Cannot|No such|Not found|Permission denied|error|.*\bnot found\b|.*\bfailed\b)/im;
 
 /**
+ * Arguments of a command are single words: a space, a newline or any control character would end a
+ * word or the command itself, and what follows would be a command of its own (admin level).
+ */
+function oneWord(...args: string[]): void {
+  for (const a of args) {
+    if (!/^[\x21-\x7e]+$/.test(a)) throw new Error(`haproxy runtime API: refused an argument that is not one printable word: ${JSON.stringify(a.slice(0, 80))}`);
+  }
+}
+
+/**
  * A client of HAProxy's Runtime API on its admin stats socket (doc/management.txt, section 9.3).
  * One connection per call: HAProxy answers and closes in non-interactive mode, which costs a
  * fraction of a millisecond on a unix socket and needs no reconnect logic.
@@ -41,17 +51,20 @@ export class RuntimeApi {
 
   /** Sets a map entry, adding it if absent (`set map` alone fails on a missing key). */
   async putMapEntry(map: string, key: string, value: string): Promise<void> {
+    oneWord(map, key, value);
     const answer = await this.send(`set map ${map} ${key} ${value}`);
     if (answer.trim() === '') return;
     await this.run(`add map ${map} ${key} ${value}`);
   }
 
   async deleteMapEntry(map: string, key: string): Promise<void> {
+    oneWord(map, key);
     await this.send(`del map ${map} ${key}`); // "entry not found" is the state we want
   }
 
   /** Loads a certificate (PEM chain + key) under `name` and lists it for the TLS server name `sni`. */
   async addCertificate(name: string, pem: string, crtList: string, sni: string): Promise<void> {
+    oneWord(name, crtList, sni);
     await this.run(`new ssl cert ${name}`);
     await this.run(`set ssl cert ${name} <<\n${pem.trim()}\n\n`); // a payload ends with an empty line
     await this.run(`commit ssl cert ${name}`);

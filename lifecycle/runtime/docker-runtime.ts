@@ -4,6 +4,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import type Docker from 'dockerode';
 import { createHash } from 'node:crypto';
+import { isIPv4 } from 'node:net';
 import type { SandboxRuntimeMode } from '../../core/config.ts';
 import { onJsonLines } from '../../core/json-lines.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -144,7 +145,8 @@ export class DockerRuntime implements SandboxRuntime {
       const net = info.NetworkSettings.Networks[resourceNames(name).network];
       return {
         status: running ? 'running' : 'exited',
-        address: running ? net?.IPAddress || undefined : undefined,
+        // the engine may be another machine's: only an address goes on (to the edge, HAProxy's maps)
+        address: running && isIPv4(net?.IPAddress ?? '') ? net!.IPAddress : undefined,
         startedAt: info.State.StartedAt,
         finishedAt: info.State.FinishedAt,
         exitCode: info.State.ExitCode,

@@ -85,6 +85,15 @@ describe('the HAProxy data plane', () => {
     await eventually(async () => backend.activity.includes('svc-dp'), 'activity for svc-dp', 3_000, 50);
   });
 
+  it('a map write whose words hold a space or a newline is refused before HAProxy sees it (no second command)', async () => {
+    const injected = ['x.localhost', '127.0.0.1\nadd map ' + appsMap + ' svc-evil-web.localhost svc-evil|127.0.0.1|1'];
+    await assert.rejects(api.putMapEntry(appsMap, injected[0]!, injected[1]!), /not one printable word/);
+    await assert.rejects(api.putMapEntry(appsMap, 'x.localhost y', 'svc-x|127.0.0.1|1'), /not one printable word/);
+    await assert.rejects(api.deleteMapEntry(appsMap, 'svc-dp-web.localhost\nclear map ' + appsMap), /not one printable word/);
+    const map = await api.send(`show map ${appsMap}`);
+    assert.ok(!map.includes('x.localhost') && !map.includes('svc-evil'), map);
+  });
+
   it('Host ≠ SNI on a connection HAProxy holds: 421 from the edge, nothing reaches the app', async () => {
     seen.length = 0;
     const r = await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile, ['-H', 'Host: svc-other-web.localhost']);

@@ -4,8 +4,6 @@ import type { EdgeCertificates } from '../certs/edge-certificates.ts';
 import type { DataPlaneFiles } from './haproxy-config.ts';
 import type { RuntimeApi } from './runtime-api.ts';
 
-/** Without a measured flight, an engine connection through HAProxy counts past this many bytes from dockerd. */
-export const ENGINE_FALLBACK_PROOF_BYTES = 8 * 1024;
 /** How often every mirrored route is looked up again: a route change reaches HAProxy within this. */
 export const REVALIDATE_MS = 100;
 /**
@@ -121,7 +119,7 @@ export class RouteMirror implements EdgeBackend {
    * a flight of the other TLS version differs by a few hundred bytes).
    */
   engineProofBytes(sandbox: string): number {
-    return (this.engineFlights.get(sandbox) ?? ENGINE_FALLBACK_PROOF_BYTES - 1024) + 1024;
+    return (this.engineFlights.get(sandbox) ?? Infinity) + 1024; // never without a measured flight
   }
 
   /** The sandbox whose engine HAProxy sends to `address` (activity from kernel socket counters). */

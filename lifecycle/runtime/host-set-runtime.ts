@@ -205,25 +205,30 @@ export class HostSetRuntime implements SandboxRuntime {
   }
 
   list(): Promise<Array<{ name: string; running: boolean }>> {
-    return this.gather((r) => r.list());
+    return this.gather((r) => r.list(), (s) => s.name);
   }
 
   withVolumes(): Promise<string[]> {
-    return this.gather((r) => r.withVolumes());
+    return this.gather((r) => r.withVolumes(), (name) => name);
   }
 
   /**
    * One listing over every host. A host that cannot be asked is left out (logged): its sandboxes are
    * then not acted on, which is what reconcile does with a sandbox it does not see. Only when no host
-   * answers does the listing fail.
+   * answers does the listing fail. Each host answers only for the sandboxes placed on it: a container
+   * left on another host, or one an engine on another machine merely claims, is never taken for the
+   * sandbox (reconcile would act on the real one by its placement).
    */
-  private async gather<T>(ask: (runtime: DockerRuntime) => Promise<T[]>): Promise<T[]> {
+  private async gather<T>(ask: (runtime: DockerRuntime) => Promise<T[]>, nameOf: (item: T) => string): Promise<T[]> {
     const engines = await this.allEngines();
     const answers = await Promise.allSettled(engines.map((e) => ask(e.runtime)));
+    // read after the answers: a sandbox placed is placed before its container is made
+    const placements = await this.opts.hosts.placements();
     const out: T[] = [];
     let failure: unknown;
     answers.forEach((a, i) => {
-      if (a.status === 'fulfilled') return void out.push(...a.value);
+      const host = engines[i]!.name;
+      if (a.status === 'fulfilled') return void out.push(...a.value.filter((item) => (placements.get(nameOf(item)) ?? LOCAL_HOST) === host));
       failure ??= a.reason;
       if (!(a.reason instanceof RuntimeUnreachable)) throw a.reason;
       this.opts.logger.warn({ host: engines[i]!.name, err: a.reason.reason }, 'host does not answer: its sandboxes are left out of this listing');

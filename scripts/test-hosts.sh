@@ -18,7 +18,7 @@
 # it, so the service's edge reaches them as it reaches its own. Sandboxes of a test host reach the
 # internet, not this machine (the service's Redis, PostgreSQL, API), nor another host or its sandboxes.
 #
-# Images: SVC_TEST_HOSTS_IMAGES (the sandbox image; svc-manager:latest too where present) are copied from
+# Images: SVC_TEST_HOSTS_IMAGES (the sandbox image; the management tool's comes from the service's engine) are copied from
 # this machine's sandbox engine (docker save | docker load), through a cache of saved images by id in
 # /var/cache/svc-test-hosts: a second `up` loads from the cache; a host that has the image is skipped.
 set -euo pipefail
@@ -28,7 +28,7 @@ NET=10.216
 CACHE=/var/cache/svc-test-hosts
 STATE=/run/svc-test-hosts
 LOCAL_ENGINE=${SVC_SANDBOX_DOCKER_HOST:-unix:///run/svc-sandbox-docker.sock}
-IMAGES=${SVC_TEST_HOSTS_IMAGES:-${SVC_SANDBOX_IMAGE:-svc-sandbox:latest} svc-manager:latest}
+IMAGES=${SVC_TEST_HOSTS_IMAGES:-${SVC_SANDBOX_IMAGE:-svc-sandbox:latest}}
 
 say() { printf '[test-hosts] %s\n' "$*"; }
 ipt() { iptables -w 5 "$@"; }

@@ -109,7 +109,7 @@ export async function startTestEdge(
     ...opts,
     config: { domain: 'localhost', httpsPort: 0, httpPort: 0, dataDir, tlsCertFile: undefined, tlsKeyFile: undefined, ...opts.config },
     backend,
-    logger,
+    logger: opts.logger ?? logger,
     host: '127.0.0.1',
   });
   const caPem = edge.certificates.caPem ?? '';

@@ -139,7 +139,9 @@ backend be_node
 
 frontend apps_tls
     mode http
-    option httplog
+    # httplog's fields, the request line without its query string: tokens and keys travel there, and
+    # the service never logs one (the edge in Node logs no app URL at all)
+    log-format "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %{+Q}HM %{+Q}HP %{+Q}HV"
     bind unix@${f.appsSocket} mode 600 accept-proxy ssl crt-list ${f.crtList} alpn http/1.1
     http-request set-var(txn.sni) ssl_fc_sni,lower
     http-request set-var(txn.host) req.hdr(host),lower,field(1,:)

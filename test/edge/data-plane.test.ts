@@ -8,6 +8,7 @@ import https from 'node:https';
 import { curl, freePort, lookupLoopback, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 import { eventually } from '../../harness/service.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
+import { pino } from 'pino';
 
 /**
  * HAProxy as the data plane (docs/data-plane.md), the real one from Debian: it owns the port,
@@ -263,5 +264,32 @@ describe('the HAProxy data plane under churn and crashes', () => {
     t.diagnostic(`${load.failures.length} requests failed, the last ${last - killedAt} ms after the kill; ${load.ok} answered`);
     assert.ok(last - killedAt < 3_000, `requests failed for ${last - killedAt} ms (${load.failures.length} failures)`);
     assert.ok(load.failures.every((f) => f.at - killedAt < 3_000));
+  });
+});
+
+/** What HAProxy logs (a failed request's line) goes to the service's log: never a URL's query string. */
+describe('the HAProxy data plane\'s log', () => {
+  it('a request HAProxy could not serve is logged with its path, not its query string', async () => {
+    const lines: string[] = [];
+    const backend = new TestBackend();
+    const app = await startApp((_req, res) => res.end('up\n'));
+    backend.addApp('svc-dl-web', 'svc-dl', { host: '127.0.0.1', port: app.port });
+    const edge = await startTestEdge(backend, {
+      dataPlane: 'haproxy',
+      logger: pino({ level: 'info' }, { write: (line: string) => void lines.push(line) }),
+    });
+    try {
+      assert.equal((await curl(edge.port, 'svc-dl-web.localhost', '/', edge.caFile)).status, 200);
+      const api = new RuntimeApi(edge.edge.dataPlane!.files.adminSocket);
+      const appsMap = edge.edge.dataPlane!.files.appsMap;
+      await eventually(async () => (await api.send(`show map ${appsMap}`)).includes(' svc-dl-web.localhost '), 'the route in the map', 2_000, 10);
+      await app.close(); // HAProxy's connection is refused: its 503 page, and a log line
+      await curl(edge.port, 'svc-dl-web.localhost', '/a-path?token=svc_not-for-logs', edge.caFile);
+      await eventually(async () => lines.some((l) => l.includes('/a-path')), 'the request logged', 5_000, 20);
+      assert.ok(!lines.some((l) => l.includes('svc_not-for-logs')), lines.filter((l) => l.includes('/a-path')).join('\n'));
+    } finally {
+      await edge.close();
+      await app.close().catch(() => undefined);
+    }
   });
 });

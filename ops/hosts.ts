@@ -77,10 +77,16 @@ export async function addHost(store: Store, config: Config, add: AddHost): Promi
   return { record, files };
 }
 
-/** Writes the host's files into `dir` (created 0700; the key 0600). */
+/** Writes the host's files into `dir` (created 0700; the key 0600, also over a file that was there). */
 export async function writeHostFiles(dir: string, files: Record<string, string>): Promise<void> {
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-  for (const [file, pem] of Object.entries(files)) await fs.writeFile(path.join(dir, file), pem, { mode: file === 'key.pem' ? 0o600 : 0o644 });
+  for (const [file, pem] of Object.entries(files)) {
+    const mode = file === 'key.pem' ? 0o600 : 0o644;
+    const target = path.join(dir, file);
+    // a file's mode is set only when writeFile creates it: narrowed first, before the key goes in
+    await fs.chmod(target, mode).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'ENOENT') throw err; });
+    await fs.writeFile(target, pem, { mode });
+  }
 }
 
 /** Marks a host drained (no new sandboxes) or open again; the service's own machine gets a record for it. */

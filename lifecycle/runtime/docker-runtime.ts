@@ -483,6 +483,24 @@ export class DockerRuntime implements SandboxRuntime {
     }
   }
 
+  /**
+   * Whether this engine holds the sandbox's files: its volumes, or, where sandboxes move from the main
+   * engine at their next creation (engine-move.ts), volumes of it there.
+   */
+  holds(name: string): Promise<boolean> {
+    return guarded(async () => {
+      if ((await this.withVolumes()).includes(name)) return true;
+      if (!this.opts.move) return false;
+      try {
+        await this.opts.move.from.getVolume(resourceNames(name).volumes.root).inspect();
+        return true;
+      } catch (err) {
+        if (statusCode(err) === 404) return false;
+        throw err;
+      }
+    });
+  }
+
   /** Sandboxes of this instance that still have volumes on the host engine (with or without a container). */
   withVolumes(): Promise<string[]> {
     return guarded(async () => {

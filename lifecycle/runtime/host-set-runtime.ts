@@ -138,8 +138,9 @@ export class HostSetRuntime implements SandboxRuntime {
     let host = await this.opts.hosts.placementOf(spec.name);
     if (!host) {
       // asked even when it makes the create wait for this machine's engine: volumes of a sandbox from
-      // before placements must never be left behind for an empty sandbox on another host
-      const legacy = (await this.opts.local.withVolumes()).includes(spec.name);
+      // before placements (or from before isolation, on the main engine) must never be left behind for
+      // an empty sandbox on another host
+      const legacy = await this.opts.local.holds(spec.name);
       host = await this.opts.hosts.place(spec.name, legacy ? LOCAL_HOST : await this.choose());
     }
     this.placed.set(spec.name, host);

@@ -255,6 +255,8 @@ export class AppHttpProxy {
       // it was sent) is held like any request for a waking sandbox, and sent again once the app answers
       if (page.headers[WAITING_HEADER] && !x.retried && !x.hasBody && !x.res.destroyed) {
         const target = await this.opts.holds.hold(x.conn.label);
+        // it runs again: its next sleep's first request must wake it, not join this finished wake
+        if (target) this.opts.wakes.awake(x.sandbox);
         if (target && !x.res.destroyed) return this.forward(x.req, x.res, x.conn, x.sandbox, target, true);
       }
       if (!x.res.destroyed) this.page(x.req, x.res, page);

@@ -87,6 +87,24 @@ test('an app that refuses connections just after its sandbox started is waited f
   assert.deepEqual(backend.wakeCalls, [], 'a running sandbox is not woken');
 });
 
+test('a sandbox stopped since the edge last looked is woken and the request held; after its next sleep the first request wakes it again', async () => {
+  const closedPort = await freePort();
+  backend.addApp('svc-t-web', 'svc-t', { host: '127.0.0.1', port: app.port });
+  backend.wakeCalls = [];
+  // the edge still remembers it running, at an address that no longer answers
+  backend.remembered.set('svc-t-web', { sandbox: 'svc-t', status: 'running', target: { sandbox: 'svc-t', host: '127.0.0.1', port: closedPort } });
+  backend.setStatus('svc-t', 'exited');
+  const first = await curl(held.port, 'svc-t-web.localhost', '/', held.caFile);
+  assert.equal(first.headers[WAITING_HEADER], undefined, 'the app answered, not the waiting page');
+  assert.match(first.stdout, /the app/);
+  // asleep again, and known to be: this request must wake it, not join the finished wake
+  backend.setStatus('svc-t', 'exited');
+  const second = await curl(held.port, 'svc-t-web.localhost', '/', held.caFile);
+  assert.equal(second.headers[WAITING_HEADER], undefined, 'the app answered again, not the waiting page');
+  assert.match(second.stdout, /the app/);
+  assert.deepEqual(backend.wakeCalls, ['svc-t', 'svc-t']);
+});
+
 test('over the wake limit: the 429 page at once, nothing held', async () => {
   backend.addApp('svc-l-web', 'svc-l', { host: '127.0.0.1', port: app.port });
   backend.setStatus('svc-l', 'exited');

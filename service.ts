@@ -15,7 +15,7 @@ import { OidcSignIn } from './accounts/oidc.ts';
 import { addressesOf } from './core/addresses.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
-import { IdleSessions, Lifecycle, openDockerRuntime, openHostSet, SshKeyMarks, procNetTcp, startLifecycleWorker, type SandboxRuntime } from './lifecycle/index.ts';
+import { applyRunnerPools, IdleSessions, Lifecycle, openDockerRuntime, openHostSet, SshKeyMarks, procNetTcp, startLifecycleWorker, type SandboxRuntime } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
@@ -79,6 +79,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     throw err;
   }
   const runtime = openHostSet(localRuntime, store.hosts, config, logger, transferRoot);
+  await applyRunnerPools(store.hosts, config, logger);
   const sealed = await store.sandboxes.sealPlainRecords();
   if (sealed > 0) logger.info({ sealed }, 'store: sealed the engine keys of records written before sealing');
   const queue = new LifecycleQueue(redis, config.redisPrefix);

@@ -17,7 +17,7 @@
  *   svc doctor                        checks this host and the configuration (docs/operations.md)
  *   svc backup FILE [--with-secret-key] | svc restore FILE
  *                                     one backup file of the store; restored into an empty store
- *   svc hosts add NAME ADDRESS [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N]
+ *   svc hosts add NAME ADDRESS --pool CIDR [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N]
  *   svc hosts list [--json] | svc hosts drain NAME | svc hosts undrain NAME | svc hosts remove NAME
  *
  * Uses the store of the service's configuration (SVC_STORE_URL, else the SQLite file in
@@ -71,10 +71,11 @@ const USAGE = `usage:
                                       list of archives; the secret key file only with --with-secret-key
   svc restore FILE                    restore a backup into an empty store (SVC_STORE_URL, SVC_STORE_TABLE); says what
                                       else to copy (secret key, archives, registry blobs)
-  svc hosts add NAME ADDRESS [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N]
+  svc hosts add NAME ADDRESS --pool CIDR [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N]
                                       register a runner host (scripts/runner.sh prints this line): the service CA signs
                                       its engine certificate (for the request in FILE, or a new key) and the service's
                                       client certificate; ca.pem and cert.pem (key.pem) go to DIR (default ./NAME-certs);
+                                      --pool: its sandbox addresses (none of this machine's sandboxes reaches them);
                                       --networks: sandbox networks its pool holds (256)
   svc hosts list [--json]             hosts with state, sandboxes, memory and CPU committed / total
   svc hosts drain NAME                no new sandboxes on NAME ("local": this machine); undrain opens it again
@@ -93,7 +94,7 @@ class UsageError extends Error {}
 
 type Options = {
   admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string;
-  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; networks?: string; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
+  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; networks?: string; pool?: string; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
 };
 
 /** `svc user set` options and the quota each sets. */
@@ -170,6 +171,7 @@ async function run(argv: string[]): Promise<void> {
         'certs-out': { type: 'string' },
         'same-machine': { type: 'boolean' },
         networks: { type: 'string' },
+        pool: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -342,12 +344,13 @@ async function run(argv: string[]): Promise<void> {
         return;
       }
       case 'hosts add': {
-        only(options, ['port', 'csr', 'certs-out', 'same-machine', 'networks'], command);
+        only(options, ['port', 'csr', 'certs-out', 'same-machine', 'networks', 'pool'], command);
+        if (typeof options.pool !== 'string') throw new UsageError('"svc hosts add" needs --pool CIDR: the host\'s sandbox addresses (scripts/runner.sh prints it)');
         if (options.networks !== undefined && !/^[1-9][0-9]{0,5}$/.test(options.networks)) throw new UsageError(`--networks needs a number of sandbox networks, got "${options.networks}"`);
         const [name, address] = args(rest, 2, 'NAME ADDRESS', command);
         if (options.port !== undefined && !/^[0-9]{1,5}$/.test(options.port)) throw new UsageError(`--port needs a port number, got "${options.port}"`);
         const { record, files } = await addHost(store, config, {
-          name: name!, address: address!, sameMachine: options['same-machine'] === true,
+          name: name!, address: address!, pool: options.pool, sameMachine: options['same-machine'] === true,
           ...(options.port ? { port: Number(options.port) } : {}),
           ...(options.networks ? { networks: Number(options.networks) } : {}),
           ...(options.csr ? { csrPem: await readFile(options.csr === '-' ? '/dev/stdin' : options.csr, 'utf8') } : {}),
@@ -383,7 +386,7 @@ async function run(argv: string[]): Promise<void> {
       case 'hosts remove': {
         only(options, [], command);
         const [name] = args(rest, 1, 'NAME', command);
-        await removeHost(store, name!);
+        await removeHost(store, config, name!);
         await audit('admin.host_remove', name!);
         out(`removed host ${name}; stop its engine on that machine (scripts/runner.sh --stop)`);
         return;

@@ -1,5 +1,6 @@
 // `svc hosts …`: runner hosts as the operator adds, lists, drains and removes them (docs/scale-out.md).
 import fs from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { pino } from 'pino';
@@ -9,7 +10,7 @@ import { generateKeys, privateKeyPem, x509 } from '../core/x509.ts';
 import { issueCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
 import { DockerRuntime } from '../lifecycle/runtime/docker-runtime.ts';
 import { engineClient } from '../lifecycle/runtime/engine-client.ts';
-import { openHostSet, runtimeOptions } from '../lifecycle/runtime/open-docker-runtime.ts';
+import { applyRunnerPools, openHostSet, runtimeOptions } from '../lifecycle/runtime/open-docker-runtime.ts';
 import { LOCAL_HOST, type Store } from '../store/index.ts';
 import type { HostRecord } from '../store/records.ts';
 
@@ -31,7 +32,19 @@ export interface AddHost {
   csrPem?: string;
   sameMachine?: boolean;
   networks?: number;
+  /** The host's sandbox address pool (scripts/runner.sh --pool): kept off by this machine's sandboxes. */
+  pool: string;
 }
+
+/** An IPv4 CIDR as iptables and net.BlockList take it: "10.220.0.0/16". */
+export function parsePool(pool: string): { address: string; prefix: number } | undefined {
+  const m = /^([0-9.]+)\/([0-9]{1,2})$/.exec(pool);
+  if (!m || !net.isIPv4(m[1]!) || Number(m[2]) < 8 || Number(m[2]) > 30) return undefined;
+  return { address: m[1]!, prefix: Number(m[2]) };
+}
+
+/** The CLI's warnings (a host without a pool) go to stderr. */
+const cliLogger = () => pino({ level: 'warn' }, pino.destination(2));
 
 /**
  * Registers a host (or renews its certificates: a host added again keeps its drain state and its
@@ -43,6 +56,7 @@ export interface AddHost {
 export async function addHost(store: Store, config: Config, add: AddHost): Promise<{ record: HostRecord; files: Record<string, string> }> {
   if (add.name === LOCAL_HOST) throw new errors.BadRequest(`"${LOCAL_HOST}" is the machine the service runs on; it needs no adding`);
   if (!/^[a-z0-9][a-z0-9.:-]*$/i.test(add.address)) throw new errors.BadRequest(`"${add.address}" is not an address (an IP or a DNS name)`);
+  if (!parsePool(add.pool)) throw new errors.BadRequest(`"${add.pool}" is not a sandbox pool (an IPv4 CIDR, /8 to /30, as scripts/runner.sh --pool)`);
   const ca = await loadOrCreateServiceCa(config.dataDir, config.domain, store.serviceKeys);
   const serverName = hostServerName(add.name, config.domain);
   const files: Record<string, string> = { 'ca.pem': ca.certPem };
@@ -70,10 +84,12 @@ export async function addHost(store: Store, config: Config, add: AddHost): Promi
     ca_cert: ca.certPem,
     ...(add.sameMachine ? { same_machine: true } : {}),
     ...(add.networks ? { networks: add.networks } : {}),
+    pool: add.pool,
     ...(previous?.drained_at ? { drained_at: previous.drained_at } : {}),
     created_at: previous?.created_at ?? new Date().toISOString(),
   };
   await store.hosts.put(record);
+  await applyRunnerPools(store.hosts, config, cliLogger());
   return { record, files };
 }
 
@@ -99,10 +115,11 @@ export async function setDrained(store: Store, name: string, drained: boolean): 
   return updated;
 }
 
-export async function removeHost(store: Store, name: string): Promise<void> {
+export async function removeHost(store: Store, config: Config, name: string): Promise<void> {
   if (name === LOCAL_HOST) throw new errors.BadRequest(`"${LOCAL_HOST}" is the machine the service runs on; drain it instead`);
   if (!(await store.hosts.get(name))) throw new errors.NotFound(`no host named "${name}" (svc hosts list)`);
   await store.hosts.remove(name);
+  await applyRunnerPools(store.hosts, config, cliLogger());
 }
 
 export interface HostRow {

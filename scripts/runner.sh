@@ -116,7 +116,7 @@ cat <<EOF
 On the service machine, add this host (then copy the folder it writes here and run
 scripts/runner.sh --certs $NAME-certs):
 
-npx svc hosts add $NAME $ADDRESS --networks $((1 << (SIZE - ${POOL#*/}))) --certs-out $NAME-certs --csr - <<'CSR'
+npx svc hosts add $NAME $ADDRESS --pool $POOL --networks $((1 << (SIZE - ${POOL#*/}))) --certs-out $NAME-certs --csr - <<'CSR'
 $(cat "$TLS/request.csr")
 CSR
 

@@ -96,6 +96,11 @@ export interface HostRecord {
   same_machine?: boolean;
   /** Sandbox networks its engine's pool holds (absent: 256, a /16 in /24s; scripts/runner.sh says). */
   networks?: number;
+  /**
+   * Its engine's sandbox address pool (a CIDR, scripts/runner.sh --pool): this machine's sandboxes are
+   * kept off it (egress-firewall.ts), and an address its engine reports outside it is not used.
+   */
+  pool?: string;
   /** Set while no new sandbox goes there (`svc hosts drain`). */
   drained_at?: string;
   created_at: string;

@@ -13,6 +13,7 @@ import { SANDBOX_BRIDGE_PREFIX } from './docker-runtime.ts';
 const run = promisify(execFile);
 const IN = 'SVC-SANDBOX-IN';
 const FWD = 'SVC-SANDBOX-FWD';
+const POOLS = 'SVC-SANDBOX-POOLS';
 const BRIDGES = `${SANDBOX_BRIDGE_PREFIX}+`;
 
 type Tool = 'iptables' | 'ip6tables';
@@ -69,10 +70,28 @@ export async function installEgressRules(logger: Logger): Promise<void> {
     ['-i', BRIDGES, '-j', 'ACCEPT'],
     ['-o', BRIDGES, '-j', 'DROP'],
   ], ['FORWARD', 'DOCKER-USER']);
+  // first in FWD (inserted, not appended: a chain from an older version ends with its ACCEPT)
+  await ipt('iptables', ['-N', POOLS]);
+  await ensure('iptables', FWD, ['-i', BRIDGES, '-j', POOLS], 1);
   // sandbox networks have no IPv6 addresses, but the host's bridge has a link-local one
   await chain('ip6tables', IN, [['-i', BRIDGES, ...established], ['-i', BRIDGES, '-j', 'DROP']], ['INPUT']);
   await chain('ip6tables', FWD, [['-i', BRIDGES, '-j', 'DROP'], ['-o', BRIDGES, '-j', 'DROP']], ['FORWARD']);
   logger.info('sandbox egress rules installed: internet yes; link-local, host listeners, other sandboxes no');
+}
+
+/**
+ * Keeps this machine's sandboxes off the runner hosts' sandbox pools. A runner lets in whatever comes
+ * from this machine's address (the edge dials its sandboxes from there), which a sandbox's packets
+ * masqueraded here would be too. The chain is replaced whole in one iptables-restore commit (never a
+ * moment without it, nor with half of it); FWD jumps to it first (installEgressRules).
+ */
+export async function blockRunnerPools(pools: string[]): Promise<void> {
+  const rules = pools.map((pool) => `-A ${POOLS} -i ${BRIDGES} -d ${pool} -j DROP`);
+  const restore = run('iptables-restore', ['-w', '5', '--noflush']);
+  restore.child.stdin!.end(['*filter', `:${POOLS} - [0:0]`, ...rules, 'COMMIT', ''].join('\n'));
+  await restore.catch((err: { stderr?: string; message: string }) => {
+    throw new Error(`iptables-restore of ${POOLS} failed: ${err.stderr?.trim() || err.message}`);
+  });
 }
 
 const PORT_OWNER = /^svc-p(\d+)$/;

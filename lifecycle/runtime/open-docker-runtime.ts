@@ -5,7 +5,7 @@ import type { Logger } from '../../core/logger.ts';
 import type { HostStore } from '../../store/hosts.ts';
 import type { HostRecord } from '../../store/records.ts';
 import { DockerRuntime, type DockerRuntimeOptions } from './docker-runtime.ts';
-import { installEgressRules, openPort } from './egress-firewall.ts';
+import { blockRunnerPools, installEgressRules, openPort } from './egress-firewall.ts';
 import { engineClient, hostEngineClient } from './engine-client.ts';
 import { HostSetRuntime } from './host-set-runtime.ts';
 
@@ -40,6 +40,18 @@ export function openHostSet(local: DockerRuntime, hosts: HostStore, config: Conf
     },
   );
   return new HostSetRuntime({ local, hosts, connect, logger });
+}
+
+/**
+ * Keeps this machine's sandboxes off every registered host's pool (egress-firewall.ts): at the
+ * service's start and after `svc hosts add` / `remove`. Only in userns mode, where the rules are ours.
+ */
+export async function applyRunnerPools(hosts: HostStore, config: Config, logger: Logger): Promise<void> {
+  if (config.sandboxRuntime !== 'userns') return;
+  const records = await hosts.list();
+  await blockRunnerPools(records.flatMap((h) => (h.pool ? [h.pool] : [])));
+  const unknown = records.filter((h) => h.address && !h.pool).map((h) => h.name);
+  if (unknown.length > 0) logger.warn({ hosts: unknown }, 'hosts without a recorded pool: this machine\'s sandboxes are not kept off theirs (svc hosts add NAME ADDRESS --pool CIDR again)');
 }
 
 /**

@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { EngineCli } from '../../harness/engine-cli.ts';
 import { ARP_RETRY_MS } from '../../lifecycle/runtime/arp-retries.ts';
+import { sandboxName } from '../../lifecycle/names.ts';
 import { sandboxBridge } from '../../lifecycle/runtime/docker-runtime.ts';
 import type { HostSetRuntime } from '../../lifecycle/runtime/host-set-runtime.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
@@ -146,6 +147,29 @@ describe('sandboxes on two runner hosts', () => {
     }
   });
 
+  it('keeps a sandbox on this machine off the hosts\' sandboxes (their pools, recorded by svc hosts add --pool)', async () => {
+    const { stdout: pools } = await run('iptables', ['-w', '5', '-S', 'SVC-SANDBOX-POOLS']);
+    for (const i of [1, 2]) assert.match(pools, new RegExp(`-d 10\\.${216 + i}\\.0\\.0/16 -i svcb\\+ -j DROP`));
+    const { stdout: fwd } = await run('iptables', ['-w', '5', '-S', 'SVC-SANDBOX-FWD']);
+    assert.equal(fwd.split('\n')[1], '-A SVC-SANDBOX-FWD -i svcb+ -j SVC-SANDBOX-POOLS', 'first: no ACCEPT before it');
+    const name = sandboxName(`l-${t.config.redisPrefix}`);
+    await t.service.store.hosts.place(name, 'local'); // this machine is drained for the other tests
+    const res = await t.api('POST', '/api/sandboxes', alice.token, { name, idle_timeout: '1h' });
+    assert.equal(res.status, 201, answerOf(res));
+    assert.equal(res.body.name, name);
+    try {
+      const target = await address(sandboxes[0]!.name);
+      const probe = `for t in 127.0.0.1 ${target}; do timeout 3 bash -c "exec 3<>/dev/tcp/$t/22" 2>/dev/null && echo open || echo closed; done`;
+      const answers = await eventually(async () => {
+        const lines = (await t.service.runtime.exec.run(name, ['bash', '-c', probe])).stdout.toString().trim().split('\n');
+        return lines[0] === 'open' ? lines : null;
+      }, 'the probe from this machine', 30_000, 1000);
+      assert.deepEqual(answers, ['open', 'closed'], `a sandbox of this machine reaches ${target}:22 on a test host`);
+    } finally {
+      await t.api('DELETE', `/api/sandboxes/${name}`, alice.token);
+    }
+  });
+
   it('answers "unreachable" for the sandbox of a host whose engine is killed, while the other host\'s goes on; back with its engine', async () => {
     const [onTwo, onOne] = (await address(sandboxes[0]!.name)).startsWith(testHostPool(2)) ? [sandboxes[0]!, sandboxes[1]!] : [sandboxes[1]!, sandboxes[0]!];
     process.kill(Number(fs.readFileSync('/run/svc-host-2.pid', 'utf8')), 'SIGKILL');
@@ -157,7 +181,7 @@ describe('sandboxes on two runner hosts', () => {
     assert.equal((await t.service.runtime.inspect(onOne.name)).status, 'running', 'host one goes on');
     assert.deepEqual((await t.service.runtime.list()).map((c) => c.name).filter((n) => sandboxes.some((s) => s.name === n)), [onOne.name], 'listings leave host two out');
     // a host whose engine presents another host's certificate (test-1's, at its address) cannot be asked either
-    const impostor = await svcCli(t.config, 'hosts', 'add', 'test-3', testHostAddress(1), '--certs-out', path.join(dir, 'test-3'));
+    const impostor = await svcCli(t.config, 'hosts', 'add', 'test-3', testHostAddress(1), '--pool', '10.219.0.0/16', '--certs-out', path.join(dir, 'test-3'));
     assert.equal(impostor.code, 0, impostor.stderr);
     await t.service.store.hosts.place(`svc-elsewhere-${t.config.redisPrefix}`, 'test-3');
     const misnamed = await t.service.runtime.inspect(`svc-elsewhere-${t.config.redisPrefix}`);

@@ -36,6 +36,8 @@ export interface Config {
    * (scripts/sandbox-engine.sh). In `unisolated` mode the main engine (dockerHost) runs them.
    */
   sandboxDockerHost: string;
+  /** The sandbox engine's address pool (scripts/sandbox-engine.sh): an address it reports outside is not used. */
+  sandboxAddressPool: string;
   /** Limits of one sandbox container (all its inner containers share them). */
   sandboxMemoryMb: number;
   sandboxCpus: number;
@@ -216,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     managerImage: env.SVC_MANAGER_IMAGE || 'svc-manager:latest',
     sandboxRuntime: runtimeMode(env.SVC_SANDBOX_RUNTIME),
     sandboxDockerHost: env.SVC_SANDBOX_DOCKER_HOST || 'unix:///run/svc-sandbox-docker.sock',
+    sandboxAddressPool: env.SVC_SANDBOX_ADDRESS_POOL || '10.213.0.0/16',
     sandboxMemoryMb: int(env, 'SVC_SANDBOX_MEMORY_MB', 2048),
     sandboxCpus: positive(env, 'SVC_SANDBOX_CPUS', 1.5),
     sandboxPids: int(env, 'SVC_SANDBOX_PIDS', 4096),

@@ -1,3 +1,4 @@
+import { BlockList, isIPv4 } from 'node:net';
 import type Docker from 'dockerode';
 import type { Logger } from '../../core/logger.ts';
 import { errors } from '../../core/errors.ts';
@@ -41,12 +42,26 @@ export function choosePlacement(loads: HostLoad[]): string | undefined {
   return open[0]?.name;
 }
 
+/** True when `address` lies in `pool`, an IPv4 CIDR ("10.220.0.0/16"); false for anything malformed. */
+export function inPool(address: string, pool: string): boolean {
+  const [base, prefix] = pool.split('/');
+  const list = new BlockList();
+  try {
+    list.addSubnet(base!, Number(prefix), 'ipv4');
+  } catch {
+    return false;
+  }
+  return isIPv4(address) && list.check(address, 'ipv4');
+}
+
 export interface HostSetOptions {
   /** The engine of the machine the service runs on: LOCAL_HOST, a runner host with nothing to configure. */
   local: DockerRuntime;
   hosts: HostStore;
   /** A runtime on a registered host's engine. */
   connect(host: HostRecord): DockerRuntime;
+  /** The pool of `local`'s addresses; undefined: its addresses are taken as they come (the main engine). */
+  localPool?: string;
   logger: Logger;
 }
 
@@ -122,11 +137,25 @@ export class HostSetRuntime implements SandboxRuntime {
 
   private async inspectOn(host: string, name: string): Promise<Inspection> {
     try {
-      return await (await this.engine(host)).inspect(name);
+      return this.withinPool(host, name, await (await this.engine(host)).inspect(name));
     } catch (err) {
       if (err instanceof RuntimeUnreachable) return { status: 'unreachable', reason: err.reason };
       throw err;
     }
+  }
+
+  /**
+   * The edge connects public clients to the address an engine reports: a runner host's (which may be
+   * compromised) is used only inside that host's recorded pool, never 127.0.0.1 nor another host's
+   * sandbox. One outside (or from a host with no pool recorded) leaves the sandbox without an address.
+   */
+  private withinPool(host: string, name: string, answer: Inspection): Inspection {
+    if (answer.status === 'unreachable' || answer.address === undefined) return answer;
+    const pool = host === LOCAL_HOST ? this.opts.localPool : this.engines.get(host)?.record.pool;
+    if (pool === undefined ? host === LOCAL_HOST : inPool(answer.address, pool)) return answer;
+    this.opts.logger.warn({ host, sandbox: name, address: answer.address, pool: pool ?? null }, 'a host reported a sandbox address outside its pool: not used');
+    const { address: _outside, ...rest } = answer;
+    return rest;
   }
 
   /**

@@ -39,7 +39,7 @@ export function openHostSet(local: DockerRuntime, hosts: HostStore, config: Conf
       ...(host.same_machine ? { transferRoot } : {}),
     },
   );
-  return new HostSetRuntime({ local, hosts, connect, logger });
+  return new HostSetRuntime({ local, hosts, connect, logger, ...(config.sandboxRuntime === 'userns' ? { localPool: config.sandboxAddressPool } : {}) });
 }
 
 /**

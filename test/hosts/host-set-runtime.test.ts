@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { loadConfig } from '../../core/config.ts';
 import { DockerRuntime } from '../../lifecycle/runtime/docker-runtime.ts';
 import { engineClient } from '../../lifecycle/runtime/engine-client.ts';
-import { choosePlacement, placementScore } from '../../lifecycle/runtime/host-set-runtime.ts';
+import { choosePlacement, inPool, placementScore } from '../../lifecycle/runtime/host-set-runtime.ts';
 import { openHostSet, runtimeOptions } from '../../lifecycle/runtime/open-docker-runtime.ts';
 import { destroyStore, openStore, LOCAL_HOST, type Store } from '../../store/index.ts';
 import { removeInstance } from '../../harness/service.ts';
@@ -35,6 +35,17 @@ describe('placement score (lifecycle/runtime/host-set-runtime.ts)', () => {
     assert.equal(choosePlacement([load('full', { sandboxes: 256 }), load('finer', { sandboxes: 256, networks: 4096 })]), 'finer', 'a pool cut in /28s holds more');
     assert.equal(choosePlacement([load('full', { sandboxes: 256 })]), undefined);
     assert.equal(choosePlacement([load('a', { committedCpus: 24 }), load('b', { committedCpus: 16 })]), 'b', 'both past their cores');
+  });
+});
+
+describe('engine-reported addresses (HostSetRuntime: only inside the host\'s pool)', () => {
+  it('takes an address inside the pool; refuses loopback, another pool, malformed pools and non-addresses', () => {
+    assert.equal(inPool('10.217.3.18', '10.217.0.0/16'), true);
+    assert.equal(inPool('127.0.0.1', '10.217.0.0/16'), false);
+    assert.equal(inPool('10.218.0.2', '10.217.0.0/16'), false, 'another host\'s sandbox');
+    assert.equal(inPool('10.217.0.2', '10.217.0.0'), false);
+    assert.equal(inPool('10.217.0.2', 'nonsense/16'), false);
+    assert.equal(inPool('10.217.0.2.example', '10.217.0.0/16'), false);
   });
 });
 

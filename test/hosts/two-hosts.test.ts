@@ -170,6 +170,20 @@ describe('sandboxes on two runner hosts', () => {
     }
   });
 
+  it('uses no address a host reports outside its recorded pool (a compromised runner cannot point the edge elsewhere)', async () => {
+    const one = (await t.service.store.hosts.get('test-1'))!;
+    const onOne = (await address(sandboxes[0]!.name)).startsWith(testHostPool(1)) ? sandboxes[0]! : sandboxes[1]!;
+    await t.service.store.hosts.put({ ...one, pool: '10.250.0.0/16' });
+    try {
+      const state = await t.service.runtime.inspect(onOne.name);
+      assert.equal(state.status, 'running');
+      assert.equal('address' in state ? state.address : undefined, undefined);
+    } finally {
+      await t.service.store.hosts.put(one);
+    }
+    assert.match((await address(onOne.name)), new RegExp(`^${testHostPool(1).replace(/\./g, '\\.')}`), 'its own pool again');
+  });
+
   it('answers "unreachable" for the sandbox of a host whose engine is killed, while the other host\'s goes on; back with its engine', async () => {
     const [onTwo, onOne] = (await address(sandboxes[0]!.name)).startsWith(testHostPool(2)) ? [sandboxes[0]!, sandboxes[1]!] : [sandboxes[1]!, sandboxes[0]!];
     process.kill(Number(fs.readFileSync('/run/svc-host-2.pid', 'utf8')), 'SIGKILL');

@@ -37,6 +37,8 @@ DUTIES_PIDFILE=/run/$ENGINE.duties.pid
 fail() { echo "runner: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || fail "run as root"
 
+private_address() { ip -4 route get "$SERVICE_ADDRESS" | grep -oE 'src [0-9.]+' | cut -d' ' -f2; }
+
 stop_engine() {
     local pid
     [ -f "$PIDFILE" ] && pid=$(cat "$PIDFILE") && kill -0 "$pid" 2> /dev/null || return 0
@@ -48,7 +50,8 @@ stop_engine() {
 start_engine() {
     # shellcheck source=/dev/null
     . "$ETC/runner.env"
-    SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_SANDBOX_NETWORK_SIZE=$SIZE SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$PRIVATE \
+    # 2376 only on the address the service reaches this host at (the one `svc hosts add` was given)
+    SVC_ENGINE_LISTEN_ADDRESS=$(private_address) SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_SANDBOX_NETWORK_SIZE=$SIZE SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$PRIVATE \
         SVC_ENGINE_TLS_DIR=$([ -f "$TLS/cert.pem" ] && echo "$TLS" || true) bash "$ROOT/scripts/sandbox-engine.sh"
     # the cgroup hand-over of every sandbox it starts (the service cannot do it from its machine)
     if ! { [ -f "$DUTIES_PIDFILE" ] && kill -0 "$(cat "$DUTIES_PIDFILE")" 2> /dev/null; }; then
@@ -109,7 +112,7 @@ start_engine
 DOCKER_HOST=unix:///run/$ENGINE.sock bash "$ROOT/scripts/build-sandbox-image.sh" --if-missing || fail "the sandbox image could not be built"
 [ -f "$TLS/key.pem" ] || openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
     -keyout "$TLS/key.pem" -subj "/CN=$NAME" -out "$TLS/request.csr" 2> /dev/null
-ADDRESS=$(ip -4 route get "$SERVICE_ADDRESS" | grep -oE 'src [0-9.]+' | cut -d' ' -f2)
+ADDRESS=$(private_address)
 
 cat <<EOF
 

@@ -19,6 +19,7 @@
 #   SVC_ENGINE_CGROUP_PARENT    (/svc-sandboxes)
 #   SVC_ENGINE_TLS_DIR          ca.pem, cert.pem, key.pem: the engine also listens on tcp 2376, mutual TLS
 #                               only (ca.pem is the service's CA: only a client cert it issued gets in)
+#   SVC_ENGINE_LISTEN_ADDRESS   the host's private address, the one the service dials: 2376 is on it alone
 #   SVC_ENGINE_SERVICE_ADDRESS  the address the service dials from: the host's egress rules (the service
 #                               installs them itself on its own machine) let only it open connections to
 #                               sandboxes, and let sandboxes reach the internet, not this host nor its network
@@ -45,6 +46,7 @@ LOG=/var/log/${NAME/%-docker/-dockerd}.log
 POOL=${SVC_SANDBOX_ADDRESS_POOL:-10.213.0.0/16}
 BRIDGE_ADDRESS=${SVC_ENGINE_BRIDGE_ADDRESS:-10.214.0.1/24}
 TLS_DIR=${SVC_ENGINE_TLS_DIR:-}
+LISTEN_ADDRESS=${SVC_ENGINE_LISTEN_ADDRESS:-}
 SERVICE_ADDRESS=${SVC_ENGINE_SERVICE_ADDRESS:-}
 PRIVATE_NETWORK=${SVC_ENGINE_PRIVATE_NETWORK:-$SERVICE_ADDRESS}
 
@@ -54,7 +56,8 @@ DOCKERD_ARGS=(--host "unix://$SOCK" --data-root "$DATA" --exec-root "$EXEC_ROOT"
     --default-address-pool "base=$POOL,size=${SVC_SANDBOX_NETWORK_SIZE:-24}" --cgroup-parent="${SVC_ENGINE_CGROUP_PARENT:-/svc-sandboxes}"
     --exec-opt native.cgroupdriver=cgroupfs --log-opt max-size=10m --log-opt max-file=2)
 if [ -n "$TLS_DIR" ]; then
-    DOCKERD_ARGS+=(--host tcp://0.0.0.0:2376 --tlsverify --tlscacert "$TLS_DIR/ca.pem" --tlscert "$TLS_DIR/cert.pem" --tlskey "$TLS_DIR/key.pem")
+    [ -n "$LISTEN_ADDRESS" ] || { echo "SVC_ENGINE_TLS_DIR needs SVC_ENGINE_LISTEN_ADDRESS (the host's private address)" >&2; exit 1; }
+    DOCKERD_ARGS+=(--host "tcp://$LISTEN_ADDRESS:2376" --tlsverify --tlscacert "$TLS_DIR/ca.pem" --tlscert "$TLS_DIR/cert.pem" --tlskey "$TLS_DIR/key.pem")
 fi
 
 say() { printf '[setup] %s\n' "$*"; }

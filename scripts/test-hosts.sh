@@ -91,7 +91,7 @@ register() {
 engine_up() {
     local i=$1
     nsenter --net="/run/netns/svch$i" env SVC_ENGINE_NAME="svc-host-$i" SVC_SANDBOX_ADDRESS_POOL="10.$((216 + i)).0.0/16" SVC_SANDBOX_NETWORK_SIZE=28 \
-        SVC_ENGINE_CGROUP_PARENT="/svc-host-$i" SVC_ENGINE_TLS_DIR="$STATE/svch$i/tls" \
+        SVC_ENGINE_CGROUP_PARENT="/svc-host-$i" SVC_ENGINE_TLS_DIR="$STATE/svch$i/tls" SVC_ENGINE_LISTEN_ADDRESS="$NET.$i.2" \
         SVC_ENGINE_SERVICE_ADDRESS="$NET.$i.1" SVC_ENGINE_PRIVATE_NETWORK="$NET.0.0/16" \
         bash "$ROOT/scripts/sandbox-engine.sh" | sed "s/^\[setup\] sandbox engine/[test-hosts] test-$i engine/"
 }

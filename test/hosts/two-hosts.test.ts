@@ -75,6 +75,9 @@ describe('sandboxes on two runner hosts', () => {
       // the host's duties (scripts/host-duties.sh) did their part: ARP retries as on this machine's engine
       const arp = await run('nsenter', [`--net=/run/netns/svch${i}`, 'cat', `/proc/sys/net/ipv4/neigh/${sandboxBridge(name)}/retrans_time_ms`]);
       assert.equal(arp.stdout.trim(), String(ARP_RETRY_MS));
+      // its engine listens on the host's private address only, not on its sandboxes' bridges
+      const listens = await run('nsenter', [`--net=/run/netns/svch${i}`, 'ss', '-Hltn', 'sport = :2376']);
+      assert.deepEqual(listens.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/)[3]), [`${testHostAddress(i)}:2376`]);
     }
     const machines = await (t.service.runtime as HostSetRuntime).machines();
     assert.equal(machines?.hosts, 3, 'the admission guard adds up this machine and both hosts');

@@ -23,7 +23,11 @@ export class LifecycleEdgeBackend implements EdgeBackend {
     private readonly apps: AppDirectory,
     private readonly limits: WakeLimits,
     private readonly log: Logger,
-  ) {}
+  ) {
+    // "running" kept in memory is no longer true: the first request after a sleep must wake the
+    // sandbox at once, not be sent to its dead address and wake it only once that connection fails
+    apps.onSleeping((sandbox) => this.states.delete(sandbox));
+  }
 
   private state(sandbox: string, fresh = false): Promise<SandboxState> {
     const cached = this.states.get(sandbox);
@@ -75,9 +79,6 @@ export class LifecycleEdgeBackend implements EdgeBackend {
   }
 
   onSleeping(listener: (sandbox: string) => void): () => void {
-    return this.apps.onSleeping((sandbox) => {
-      this.states.delete(sandbox); // "running" kept in memory is no longer true
-      listener(sandbox);
-    });
+    return this.apps.onSleeping(listener);
   }
 }

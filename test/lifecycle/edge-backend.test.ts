@@ -12,7 +12,10 @@ test('resolveApp answers "running" from memory for a second, and looks again whe
   let truth: SandboxState = { status: 'running', address: '10.9.0.2' };
   let inspects = 0;
   const lifecycle = { observe: async () => (inspects++, truth) } as unknown as Lifecycle;
-  const apps = { resolve: (label: string) => (label === 'svc-a-web' ? { sandbox: 'svc-a', hostPort: 8080, loopbackOnly: false } : undefined) } as unknown as AppDirectory;
+  const apps = {
+    resolve: (label: string) => (label === 'svc-a-web' ? { sandbox: 'svc-a', hostPort: 8080, loopbackOnly: false } : undefined),
+    onSleeping: () => () => undefined,
+  } as unknown as AppDirectory;
   const backend = new LifecycleEdgeBackend(lifecycle, apps, {} as WakeLimits, pino({ level: 'silent' }));
 
   assert.equal((await backend.resolveApp('svc-a-web'))?.target?.host, '10.9.0.2');
@@ -30,4 +33,19 @@ test('resolveApp answers "running" from memory for a second, and looks again whe
   assert.deepEqual(await backend.resolveApp('svc-a-web', { fresh: true }), { sandbox: 'svc-a', status: 'unavailable' });
   truth = { status: 'running', address: '10.9.0.2' };
   assert.equal((await backend.resolveApp('svc-a-web'))?.target?.host, '10.9.0.2', 'running again at the next request');
+});
+
+test('a sandbox going to sleep is forgotten at once: the next request looks afresh (and wakes it) instead of trusting "running"', async () => {
+  let truth: SandboxState = { status: 'running', address: '10.9.0.2' };
+  const lifecycle = { observe: async () => truth } as unknown as Lifecycle;
+  let toldSleeping: (sandbox: string) => void = () => undefined;
+  const apps = {
+    resolve: () => ({ sandbox: 'svc-a', hostPort: 8080, loopbackOnly: false }),
+    onSleeping: (listener: (sandbox: string) => void) => { toldSleeping = listener; return () => undefined; },
+  } as unknown as AppDirectory;
+  const backend = new LifecycleEdgeBackend(lifecycle, apps, {} as WakeLimits, pino({ level: 'silent' }));
+  assert.equal((await backend.resolveApp('svc-a-web'))?.status, 'running');
+  toldSleeping('svc-a');
+  truth = { status: 'exited' };
+  assert.equal((await backend.resolveApp('svc-a-web'))?.status, 'exited', 'not the remembered "running"');
 });

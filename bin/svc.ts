@@ -79,7 +79,7 @@ const USAGE = `usage:
                                       --networks: sandbox networks its pool holds (256)
   svc hosts list [--json]             hosts with state, sandboxes, memory and CPU committed / total
   svc hosts drain NAME                no new sandboxes on NAME ("local": this machine); undrain opens it again
-  svc hosts remove NAME               forget a host; refused while it holds sandboxes (docs/scale-out.md)
+  svc hosts remove NAME               forget a drained host; refused while it holds sandboxes (docs/scale-out.md)
 
 a user's commands (status, ls, create, start, keep-awake, logs, exec, cp, ssh, docker-context, up, urls)
   are the user CLI's, with SVC_URL/SVC_TOKEN/SVC_SANDBOX or svc.env: svc status --help (docs/user-tools.md)

@@ -17,7 +17,7 @@ export interface HostStore {
   list(): Promise<HostRecord[]>;
   /** Creates or replaces the record. */
   put(host: HostRecord): Promise<void>;
-  /** Removes the record; refused (409) while any sandbox is placed on it. */
+  /** Removes the record; refused (409) unless it is drained, and while any sandbox is placed on it. */
   remove(name: string): Promise<void>;
   /** The host a sandbox is placed on; undefined when it has none (LOCAL_HOST). */
   placementOf(sandbox: string): Promise<string | undefined>;
@@ -57,9 +57,22 @@ export async function hostStore(backend: Backend, box: SecretBox): Promise<HostS
       await records.set([host.name], seal(host));
     },
     async remove(name) {
-      const holding = [...(await placements())].filter(([, host]) => host === name).map(([sandbox]) => sandbox);
-      if (holding.length > 0) throw new errors.Conflict(`host "${name}" holds ${holding.length} sandbox(es) (${holding.slice(0, 5).join(', ')}${holding.length > 5 ? ', …' : ''}): delete or move them first`);
+      const record = await records.get([name]);
+      if (record && !record.drained_at) throw new errors.Conflict(`host "${name}" is not drained: svc hosts drain ${name} first (no new sandbox goes there then)`);
+      const holding = async () => {
+        const on = [...(await placements())].filter(([, host]) => host === name).map(([sandbox]) => sandbox);
+        return on.length === 0 ? undefined : new errors.Conflict(`host "${name}" holds ${on.length} sandbox(es) (${on.slice(0, 5).join(', ')}${on.length > 5 ? ', …' : ''}): delete or move them first`);
+      };
+      const before = await holding();
+      if (before) throw before;
       await records.delete([name]);
+      // a placement chosen before the drain may land meanwhile: either it is seen here (the record comes
+      // back) or its creation finds the host gone (HostSetRuntime.create gives the placement up)
+      const after = await holding();
+      if (after && record) {
+        await records.set([name], record);
+        throw after;
+      }
     },
     async placementOf(sandbox) {
       return placed.get([sandbox]);

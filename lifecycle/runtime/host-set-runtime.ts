@@ -165,15 +165,25 @@ export class HostSetRuntime implements SandboxRuntime {
    */
   async create(spec: ContainerSpec): Promise<void> {
     let host = await this.opts.hosts.placementOf(spec.name);
+    let placedNow = false;
     if (!host) {
       // asked even when it makes the create wait for this machine's engine: volumes of a sandbox from
       // before placements (or from before isolation, on the main engine) must never be left behind for
       // an empty sandbox on another host
       const legacy = await this.opts.local.holds(spec.name);
       host = await this.opts.hosts.place(spec.name, legacy ? LOCAL_HOST : await this.choose());
+      placedNow = true;
     }
     this.placed.set(spec.name, host);
-    await (await this.engine(host)).create(spec);
+    const engine = await this.engine(host).catch(async (err: unknown) => {
+      // the host was removed between its choice and the placement (store/hosts.ts remove): nothing is there
+      if (placedNow) {
+        await this.opts.hosts.unplace(spec.name);
+        this.placed.delete(spec.name);
+      }
+      throw err;
+    });
+    await engine.create(spec);
   }
 
   /** The host with the most room (placementScore) among those not drained that answer in time. */

@@ -207,6 +207,8 @@ describe('sandboxes on two runner hosts', () => {
     const listed = JSON.parse((await svcCli(t.config, 'hosts', 'list', '--json')).stdout) as Array<{ name: string; state: string }>;
     assert.deepEqual(['test-2', 'test-3'].map((h) => listed.find((x) => x.name === h)?.state), ['away', 'away']);
     await t.service.store.hosts.unplace(`svc-elsewhere-${t.config.redisPrefix}`);
+    assert.match((await svcCli(t.config, 'hosts', 'remove', 'test-3')).stderr, /not drained/);
+    assert.equal((await svcCli(t.config, 'hosts', 'drain', 'test-3')).code, 0);
     assert.equal((await svcCli(t.config, 'hosts', 'remove', 'test-3')).code, 0);
     await testHostsUp(2, t.config); // its engine again, which finds the sandbox's container as it was
     const back = await eventually(async () => {
@@ -216,8 +218,9 @@ describe('sandboxes on two runner hosts', () => {
     assert.ok(['running', 'exited'].includes(back.status), `its container is there (${back.status}), never deep_sleep`);
   });
 
-  it('refuses to remove a host while it holds a sandbox; once the sandbox is deleted, the host goes', async () => {
+  it('refuses to remove a host until drained and while it holds a sandbox; once the sandbox is deleted, the host goes', async () => {
     const onTwo = (await address(sandboxes[0]!.name)).startsWith(testHostPool(2)) ? sandboxes[0]! : sandboxes[1]!;
+    assert.equal((await svcCli(t.config, 'hosts', 'drain', 'test-2')).code, 0);
     const refused = await svcCli(t.config, 'hosts', 'remove', 'test-2');
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, new RegExp(`holds 1 sandbox\\(es\\) \\(${onTwo.name}\\)`));

@@ -57,7 +57,8 @@ try {
           await page.goto(`https://${sb.name}-web.${t.config.domain}:${t.config.httpsPort}/`, { waitUntil: 'commit' });
           break;
         } catch (err) {
-          if (attempt >= 3 || !/ERR_NETWORK_CHANGED/.test((err as Error).message)) throw err;
+          // (Playwright reports it as the error page's navigation interrupting ours)
+          if (attempt >= 3 || !/ERR_NETWORK_CHANGED|interrupted by another navigation to "chrome-error:/.test((err as Error).message)) throw err;
           networkChanges++;
         }
       }

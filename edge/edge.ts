@@ -172,6 +172,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       clientHelloMs: t.clientHelloMs,
       headersMs: t.headersMs,
       keepAliveMs: t.keepAliveMs,
+      bodyIdleMs: t.bodyIdleMs,
       upstreamConnectMs: t.upstreamConnectMs,
       tunnelIdleMs: t.tunnelIdleMs,
     })

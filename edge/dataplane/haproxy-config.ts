@@ -58,6 +58,8 @@ export interface HaproxyConfigOptions {
   clientHelloMs: number;
   headersMs: number;
   keepAliveMs: number;
+  /** A request body's first 16 KiB (or the whole body if shorter) must arrive within this. */
+  bodyIdleMs: number;
   upstreamConnectMs: number;
   tunnelIdleMs: number;
   /** HAProxy threads (default 1: the figures in docs/data-plane.md are for one, like nginx's one worker). */
@@ -164,6 +166,12 @@ backend ${APP_TABLE}
     http-request set-header x-forwarded-proto https
     http-request set-header x-forwarded-host %[req.hdr(host)]
     http-request set-header x-forwarded-port ${o.port}
+    # The edge's body deadline, as far as HAProxy 2.6 can hold it: it lifts the client timeout while
+    # a forwarded request waits for the app's answer (stream.c, so slow apps are not blamed on
+    # clients), so a client that announced a body and went silent would hold the app's connection
+    # for the tunnel idle. The body's first 16 KiB (or all of a shorter one) are awaited here,
+    # before the app is connected: 408 if they take longer. A stall after them is not cut.
+    http-request wait-for-body time ${ms(o.bodyIdleMs)} at-least 16k
     errorfile 503 ${f.waitingPage}
     errorfile 502 ${f.badGatewayPage}
     errorfile 504 ${f.badGatewayPage}

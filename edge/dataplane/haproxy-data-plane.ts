@@ -60,8 +60,7 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
     },
     async start() {
       const port = o.port || (await freePort(o.host));
-      const pem = await o.certificates.pemFor(null);
-      fs.writeFileSync(files.defaultCert, pem!, { mode: 0o600 });
+      await mirror.writeDefaultCertificate();
       fs.writeFileSync(files.crtList, `${files.defaultCert}\n`);
       fs.writeFileSync(files.engineMap, '');
       fs.writeFileSync(files.appsMap, '');

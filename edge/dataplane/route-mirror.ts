@@ -1,3 +1,4 @@
+import fs from 'node:fs/promises';
 import type { Logger } from '../../core/logger.ts';
 import type { EdgeBackend, ResolvedApp, ResolvedSandbox } from '../backend.ts';
 import type { EdgeCertificates } from '../certs/edge-certificates.ts';
@@ -13,6 +14,11 @@ export const REVALIDATE_MS = 100;
 export const SLEEP_DRAIN_MS = 15_000;
 /** A route without traffic for this long leaves the maps (its next connection goes through Node, which puts it back). */
 export const UNUSED_ROUTE_MS = 5 * 60_000;
+/**
+ * How often the certificates HAProxy serves are compared with the edge's: as often as the edge
+ * itself looks at the operator's files and its renewals (edge/certs/edge-certificates.ts).
+ */
+export const CERT_REFRESH_MS = 60_000;
 
 interface Mirrored {
   /** The map value now in HAProxy (or being written). */
@@ -35,11 +41,15 @@ interface Mirrored {
 export class RouteMirror implements EdgeBackend {
   private readonly apps = new Map<string, Mirrored & { label: string; sandbox: string }>();
   private readonly engines = new Map<string, Mirrored & { sandbox: string }>();
-  private readonly certsLoaded = new Set<string>();
+  /** Per-name certificates loaded into HAProxy: host → the PEM it has. */
+  private readonly certsLoaded = new Map<string, string>();
+  /** The default certificate's PEM as HAProxy has it (and as its file holds it for a restart). */
+  private defaultPem: string | null = null;
   /** Per sandbox, what its dockerd sends before it accepted a client (measured by Node's TlsProof). */
   private readonly engineFlights = new Map<string, number>();
   private api: RuntimeApi | null = null;
   private readonly timer: NodeJS.Timeout;
+  private readonly certTimer: NodeJS.Timeout;
   private revalidating = false;
   /** Sandboxes going to sleep → until when their routes stay off the maps. */
   private readonly draining = new Map<string, number>();
@@ -58,6 +68,7 @@ export class RouteMirror implements EdgeBackend {
     },
   ) {
     this.timer = setInterval(() => void this.revalidate(), REVALIDATE_MS).unref();
+    this.certTimer = setInterval(() => this.enqueue(() => this.refreshCertificates()), CERT_REFRESH_MS).unref();
     this.unsubscribe = inner.onSleeping?.((sandbox) => this.sleeping(sandbox));
   }
 
@@ -137,8 +148,38 @@ export class RouteMirror implements EdgeBackend {
     for (const [sni, m] of this.engines) await api.putMapEntry(this.opts.files.engineMap, sni, m.value);
   }
 
+  /** Writes the default certificate's file, which HAProxy reads at each (re)start. */
+  async writeDefaultCertificate(): Promise<void> {
+    const pem = await this.opts.certificates.pemFor(null);
+    if (!pem) throw new Error('data plane: the edge has no default certificate');
+    await fs.writeFile(this.opts.files.defaultCert, pem, { mode: 0o600 });
+    this.defaultPem = pem;
+  }
+
+  /**
+   * Certificates the edge replaced since HAProxy loaded them (the operator's files changed, the
+   * domain certificate renewed, a per-name one reissued after 7 days) are swapped in HAProxy too.
+   */
+  async refreshCertificates(): Promise<void> {
+    const api = this.api;
+    if (!api) return;
+    const pem = await this.opts.certificates.pemFor(null);
+    if (pem && pem !== this.defaultPem) {
+      await this.writeDefaultCertificate();
+      await api.replaceCertificate(this.opts.files.defaultCert, pem);
+      this.opts.logger.info('data plane: HAProxy serves the renewed default certificate');
+    }
+    for (const [host, had] of [...this.certsLoaded]) {
+      const now = await this.opts.certificates.pemFor(host);
+      if (!now || now === had) continue; // none now (issue refused): the one loaded stays until it can be renewed
+      await api.replaceCertificate(`/${host}.pem`, now);
+      this.certsLoaded.set(host, now);
+    }
+  }
+
   close(): void {
     clearInterval(this.timer);
+    clearInterval(this.certTimer);
     this.unsubscribe?.();
   }
 
@@ -171,7 +212,7 @@ export class RouteMirror implements EdgeBackend {
     const pem = await this.opts.certificates.pemFor(host);
     if (!pem) return false;
     await this.api!.addCertificate(`/${host}.pem`, pem, this.opts.files.crtList, host);
-    this.certsLoaded.add(host);
+    this.certsLoaded.set(host, pem);
     return true;
   }
 

@@ -66,9 +66,15 @@ export class RuntimeApi {
   async addCertificate(name: string, pem: string, crtList: string, sni: string): Promise<void> {
     oneWord(name, crtList, sni);
     await this.run(`new ssl cert ${name}`);
+    await this.replaceCertificate(name, pem);
+    await this.run(`add ssl crt-list ${crtList} <<\n${name} ${sni}\n\n`);
+  }
+
+  /** Swaps the certificate loaded under `name` for a new PEM; connections already open keep the old one. */
+  async replaceCertificate(name: string, pem: string): Promise<void> {
+    oneWord(name);
     await this.run(`set ssl cert ${name} <<\n${pem.trim()}\n\n`); // a payload ends with an empty line
     await this.run(`commit ssl cert ${name}`);
-    await this.run(`add ssl crt-list ${crtList} <<\n${name} ${sni}\n\n`);
   }
 
   /** Entries of a stick table: key → its counters (`show table <name>`). */

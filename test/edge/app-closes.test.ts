@@ -68,7 +68,9 @@ test('an app that closes after answering, behind a slow client: whole answers, a
   for (const path of ['/length', '/eof', '/length', '/eof']) {
     const r = await slowGet(path);
     assert.ok(r.closed, `${path}: the answer ended`);
-    assert.match(r.head, /^HTTP\/1\.1 200/, path);
+    // the app's own version may come back: HAProxy 2.6 relays a response's HTTP/1.0 status line
+    // (h1_format_htx_stline) where Node's edge writes its own 1.1; the body ends at the close either way
+    assert.match(r.head, /^HTTP\/1\.[01] 200/, path);
     assert.equal(r.bodyBytes, BODY, `${path}: the whole body`);
   }
 });

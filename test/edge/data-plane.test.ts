@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import tls from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
@@ -8,6 +11,9 @@ import https from 'node:https';
 import { curl, freePort, lookupLoopback, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 import { eventually } from '../../harness/service.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
+import { haproxyDataPlane } from '../../edge/dataplane/haproxy-data-plane.ts';
+import type { EdgeCertificates } from '../../edge/certs/edge-certificates.ts';
+import { DEFAULT_TIMEOUTS } from '../../edge/edge.ts';
 import { pino } from 'pino';
 
 /**
@@ -290,6 +296,51 @@ describe('the HAProxy data plane\'s log', () => {
     } finally {
       await edge.close();
       await app.close().catch(() => undefined);
+    }
+  });
+});
+
+/**
+ * Certificates the edge replaces while HAProxy runs (the operator's files renewed, the domain
+ * certificate renewed, a per-name one reissued) reach HAProxy without a restart, and a restart
+ * keeps the new one. The edge's own certificate source re-reads files once a minute; here a stand-in
+ * hands out the PEM so the swap is immediate, HAProxy is the real one.
+ */
+describe('the HAProxy data plane\'s certificates', () => {
+  it('a replaced default certificate is served by the running HAProxy, and after a restart', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-dp-cert-'));
+    const issue = (cn: string) => {
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${cn}.key`, '-out', `${cn}.crt`, '-days', '2', '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=DNS:op.test,DNS:*.op.test'], { cwd: dir, stdio: 'pipe' });
+      return fs.readFileSync(path.join(dir, `${cn}.crt`), 'utf8') + fs.readFileSync(path.join(dir, `${cn}.key`), 'utf8');
+    };
+    let pem = issue('first.op.test');
+    const certificates: EdgeCertificates = { mode: 'files', caPem: null, contextFor: () => { throw new Error('HAProxy ends TLS here'); }, pemFor: async () => pem, close: () => undefined };
+    const t = DEFAULT_TIMEOUTS;
+    const dp = haproxyDataPlane({
+      domain: 'op.test', backend: new TestBackend(), certificates, logger: pino({ level: 'silent' }), port: 0, host: '127.0.0.1',
+      enginePort: 2376, connectionsPerClient: 256, tunnelsPerSandbox: 128, clientHelloMs: t.clientHelloMs, headersMs: t.headersMs,
+      keepAliveMs: t.keepAliveMs, bodyIdleMs: t.bodyIdleMs, upstreamConnectMs: t.upstreamConnectMs, tunnelIdleMs: t.tunnelIdleMs,
+    });
+    // registry.<domain> has its TLS ended by HAProxy itself, with the default certificate
+    const servedName = (port: number) => new Promise<string>((resolve, reject) => {
+      const s = tls.connect({ host: '127.0.0.1', port, servername: 'registry.op.test', rejectUnauthorized: false }, () => {
+        resolve(String(s.getPeerCertificate().subject.CN));
+        s.destroy();
+      });
+      s.once('error', reject);
+    });
+    try {
+      const { port } = await dp.start();
+      assert.equal(await servedName(port), 'first.op.test');
+      pem = issue('second.op.test');
+      await dp.backend.refreshCertificates();
+      assert.equal(await servedName(port), 'second.op.test', 'served without a restart');
+      const pid = dp.pid!;
+      process.kill(pid, 'SIGKILL');
+      await eventually(async () => dp.pid !== pid && (await servedName(port).catch(() => '')) === 'second.op.test', 'the new one after a restart', 5_000, 50);
+    } finally {
+      await dp.close();
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });

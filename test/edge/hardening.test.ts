@@ -13,10 +13,13 @@ let edge: TestEdge;
 let app: Awaited<ReturnType<typeof startApp>>;
 let slowReader: Awaited<ReturnType<typeof startApp>>;
 const seen: string[] = [];
+/** How the app saw each request's body framed: `<content-length>|<transfer-encoding>`. */
+const framing: string[] = [];
 
 before(async () => {
   app = await startApp((req, res) => {
     seen.push(`${req.method} ${req.url}`);
+    framing.push(`${req.headers['content-length'] ?? ''}|${req.headers['transfer-encoding'] ?? ''}`);
     req.resume();
     req.on('end', () => res.end('app'));
   });
@@ -31,6 +34,9 @@ before(async () => {
   });
   backend.addApp('svc-h-slow', 'svc-h', { host: '127.0.0.1', port: slowReader.port });
   edge = await startTestEdge(backend, { timeouts: { clientHelloMs: 600, handshakeMs: 600, headersMs: 800, bodyIdleMs: 800 } });
+  // with HAProxy in front, a name's first request goes through Node, which hands the route to
+  // HAProxy: these make the attacks below meet HAProxy's rules, not Node's
+  for (const host of ['svc-h-web', 'svc-h-slow']) await raw(`GET /warm HTTP/1.1\r\nHost: ${host}.localhost\r\nConnection: close\r\n\r\n`, host);
 });
 
 after(async () => {
@@ -92,7 +98,8 @@ test('a client that stops sending the body it announced is dropped by the body i
   const ms = Date.now() - t0;
   assert.ok(r.closed, 'closed');
   assert.ok(ms >= 700 && ms < 5000, `closed after ${ms} ms`); // body idle deadline 800 ms
-  assert.ok(seen.includes('POST /stalled'), 'the app had the request (and sees it aborted)');
+  // Node hands the app the head at once (the app sees the request aborted); HAProxy holds a
+  // request until its body's first 16 KiB came, so the app never had this one
 });
 
 test('a body the app reads late is not cut by the body idle deadline: only the client\'s silence counts', async () => {
@@ -105,20 +112,31 @@ test('a body the app reads late is not cut by the body idle deadline: only the c
   assert.ok(r.data.endsWith(String(body.length)), r.data.slice(-100));
 });
 
-/** Sends raw bytes over TLS to the app host and returns the whole answer. */
-async function raw(text: string): Promise<string> {
-  const s = await tlsConnect(edge.port, 'svc-h-web.localhost');
+/** Sends raw bytes over TLS to an app host and returns the whole answer. */
+async function raw(text: string, label = 'svc-h-web'): Promise<string> {
+  const s = await tlsConnect(edge.port, `${label}.localhost`);
   s.write(text);
   return (await readUntilClose(s, 3000)).data;
 }
 
-test('CL.TE smuggling: both Content-Length and Transfer-Encoding is refused with 400', async () => {
+test('CL.TE smuggling: both Content-Length and Transfer-Encoding never reach the app ambiguous, nor smuggle a request', async () => {
   seen.length = 0;
-  const answer = await raw(
-    'POST / HTTP/1.1\r\nHost: svc-h-web.localhost\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: svc-h-web.localhost\r\n\r\n',
-  );
-  assert.match(answer, /^HTTP\/1\.1 400/);
-  assert.deepEqual(seen, [], 'nothing reached the app');
+  framing.length = 0;
+  const s = await tlsConnect(edge.port, 'svc-h-web.localhost');
+  s.write('POST / HTTP/1.1\r\nHost: svc-h-web.localhost\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: svc-h-web.localhost\r\n\r\n');
+  const r = await readUntilClose(s, 3000);
+  // RFC 9112 6.1 allows two answers, both closing the connection after it: refuse (Node's llhttp:
+  // 400), or drop Content-Length and frame by chunked alone (HAProxy 2.6 deletes the header in its
+  // parser, h1_headers_to_hdr_list, before any rule could see both, and forces close)
+  assert.ok(r.closed, 'the connection is closed after the answer');
+  assert.ok(!seen.includes('GET /smuggled'), 'no smuggled request reached the app');
+  if (/^HTTP\/1\.1 400/.test(r.data)) {
+    assert.deepEqual(seen, [], 'nothing reached the app');
+  } else {
+    assert.deepEqual(seen, ['POST /']);
+    assert.deepEqual(framing, ['|chunked'], 'the app saw chunked framing alone');
+    assert.equal(r.data.match(/^HTTP\/1\.1 /gm)?.length, 1, r.data);
+  }
 });
 
 test('TE.CL smuggling with an obfuscated Transfer-Encoding is refused', async () => {
@@ -142,14 +160,15 @@ test('a bad chunk size is refused and nothing after it is parsed as a request', 
   assert.match(answer, /HTTP\/1\.1 (400|502)/);
 });
 
-test('oversized request headers are refused (431 or a closed connection): memory per connection stays bounded', async () => {
+test('oversized request headers are refused (431, 400 or a closed connection): memory per connection stays bounded', async () => {
   seen.length = 0;
   const s = await tlsConnect(edge.port, 'svc-h-web.localhost');
   s.write(`GET /big HTTP/1.1\r\nHost: svc-h-web.localhost\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`);
   const r = await readUntilClose(s, 3000);
   assert.ok(r.closed, 'closed');
-  // The 431 may be lost to the reset that follows while the client is still sending.
-  if (r.data) assert.match(r.data, /^HTTP\/1\.1 431/);
+  // The answer may be lost to the reset that follows while the client is still sending. RFC 9110
+  // 5.4 asks for a 4xx: Node answers 431 (RFC 6585), HAProxy 2.6 400 (it has no 431)
+  if (r.data) assert.match(r.data, /^HTTP\/1\.1 (431|400) /);
   assert.deepEqual(seen, []);
 });
 

@@ -25,6 +25,21 @@ function optionsFor(instance: string, transferRoot: string) {
   };
 }
 
+/**
+ * A test instance of its own inside the current describe: its name, a scratch folder, and a
+ * DockerRuntime with its transfer folder there; all removed after the describe.
+ */
+function scratchInstance() {
+  const instance = `svct${randomBytes(3).toString('hex')}`;
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
+  after(async () => {
+    await removeInstance(instance);
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+  const runtimeOn = (transferRoot: string) => new DockerRuntime(sandboxDocker(), optionsFor(instance, transferRoot));
+  return { instance, root, runtimeOn, runtime: runtimeOn(path.join(root, 'transfer')) };
+}
+
 /** The contract of lifecycle/runtime/sandbox-runtime.ts against DockerRuntime on the real sandbox engine. */
 runtimeContract('DockerRuntime', { runsCommands: true }, async () => {
   const instance = `svct${randomBytes(3).toString('hex')}`;
@@ -44,13 +59,7 @@ runtimeContract('DockerRuntime', { runsCommands: true }, async () => {
 
 /** What DockerRuntime keeps beside the container on the host: the transfer folder the container mounts. */
 describe('DockerRuntime: the transfer folder goes with the container', () => {
-  const instance = `svct${randomBytes(3).toString('hex')}`;
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
-  const runtimeOn = (transferRoot: string) => new DockerRuntime(sandboxDocker(), optionsFor(instance, transferRoot));
-  after(async () => {
-    await removeInstance(instance);
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const { instance, root, runtimeOn } = scratchInstance();
 
   it('a take-down by a process on another data folder removes the folder the maker chose; the volumes stay', async () => {
     const name = `svc-${instance}-transfer`;
@@ -88,13 +97,7 @@ describe('DockerRuntime: the transfer folder goes with the container', () => {
 
 /** Archivers are known by their label, never by a name a user can choose. */
 describe('DockerRuntime: a sandbox named like an archiver is a sandbox', () => {
-  const instance = `svct${randomBytes(3).toString('hex')}`;
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
-  const runtime = new DockerRuntime(sandboxDocker(), optionsFor(instance, path.join(root, 'transfer')));
-  after(async () => {
-    await removeInstance(instance);
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const { instance, root, runtime } = scratchInstance();
 
   it('is listed (so counted and reconciled); an archiver, labelled or left by an older version, is not, and goes with its sandbox', async () => {
     const owner = `svc-${instance}-x`;
@@ -117,13 +120,7 @@ describe('DockerRuntime: a sandbox named like an archiver is a sandbox', () => {
 
 /** A wake's first connection must not wait a second for the host's ARP retry (lifecycle/runtime/arp-retries.ts). */
 describe('DockerRuntime: a sandbox network\'s bridge retries ARP every 100 ms', () => {
-  const instance = `svct${randomBytes(3).toString('hex')}`;
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
-  const runtime = new DockerRuntime(sandboxDocker(), optionsFor(instance, path.join(root, 'transfer')));
-  after(async () => {
-    await removeInstance(instance);
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const { instance, runtime } = scratchInstance();
 
   it('is set at every start, also on a bridge made before (or by an engine restart)', async () => {
     const name = `svc-${instance}-arp`;

@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Agent, fetch as undiciFetch, type RequestInit } from 'undici';
 import type { Logger } from '../core/logger.ts';
 import { pollUntil } from '../core/poll.ts';
+import { superviseProcess } from '../core/supervised-process.ts';
 
 /** The registry the front forwards to: spawned here, or given by the operator. */
 export interface Upstream {
@@ -117,53 +117,22 @@ export async function spawnUpstream(dataDir: string, logger: Logger, opts: { bin
   const configFile = path.join(dir, 'config.yml'); // JSON is YAML
   fs.writeFileSync(configFile, JSON.stringify(config, null, 2), { mode: 0o600 });
 
-  let child: ChildProcess | undefined;
-  let closing = false;
-  let backoff = 1000;
-  let restartTimer: NodeJS.Timeout | undefined;
-
-  const start = () => {
-    fs.rmSync(socketPath, { force: true }); // left by a registry that was killed: it would refuse to listen
-    // setpriv (util-linux) asks the kernel to kill the registry when the service dies, even by
-    // SIGKILL: else each killed service leaves one running, and its next start adds another.
-    const proc = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, 'serve', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
-    child = proc;
-    const startedAt = Date.now();
-    const relay = (d: Buffer) => {
-      for (const line of d.toString().split('\n')) {
-        if (!line.trim()) continue;
-        let entry: { level?: string; msg?: string } = {};
-        try { entry = JSON.parse(line); } catch { entry = { msg: line }; }
-        if (entry.level === 'error' || entry.level === 'fatal' || entry.level === 'panic') log.error({ upstream: entry }, 'registry upstream: %s', entry.msg);
-        else log.debug({ upstream: entry }, 'registry upstream: %s', entry.msg);
-      }
-    };
-    proc.stdout!.on('data', relay);
-    proc.stderr!.on('data', relay);
-    proc.on('error', (err) => log.error({ err }, 'registry upstream: cannot start'));
-    proc.on('exit', (code, signal) => {
-      if (closing) return;
-      if (Date.now() - startedAt > 60_000) backoff = 1000;
-      log.error({ code, signal, restartInMs: backoff }, 'registry upstream exited; restarting');
-      restartTimer = setTimeout(start, backoff);
-      backoff = Math.min(backoff * 2, 30_000);
-    });
-  };
-  const upstream = upstreamOver('http://localhost', socketPath, async () => {
-    closing = true;
-    if (restartTimer) clearTimeout(restartTimer);
-    const proc = child;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    await new Promise<void>((resolve) => {
-      const kill = setTimeout(() => proc.kill('SIGKILL'), 5000);
-      proc.once('exit', () => {
-        clearTimeout(kill);
-        resolve();
-      });
-      proc.kill('SIGTERM');
-    });
+  const supervised = superviseProcess({
+    name: 'registry upstream',
+    binary,
+    args: ['serve', configFile],
+    logger: log,
+    onLine(_stream, line) {
+      let entry: { level?: string; msg?: string } = {};
+      try { entry = JSON.parse(line); } catch { entry = { msg: line }; }
+      if (entry.level === 'error' || entry.level === 'fatal' || entry.level === 'panic') log.error({ upstream: entry }, 'registry upstream: %s', entry.msg);
+      else log.debug({ upstream: entry }, 'registry upstream: %s', entry.msg);
+    },
+    beforeStart: () => fs.rmSync(socketPath, { force: true }), // left by a registry that was killed: it would refuse to listen
+    firstBackoffMs: 1000,
+    maxBackoffMs: 30_000,
   });
-  start();
+  const upstream = upstreamOver('http://localhost', socketPath, () => supervised.stop());
   try {
     await waitReady(upstream, 15_000);
   } catch (err) {

@@ -1,6 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import type { Logger } from '../../core/logger.ts';
+import { superviseProcess } from '../../core/supervised-process.ts';
 import { RuntimeApi } from './runtime-api.ts';
 
 export const HAPROXY_BINARY = '/usr/sbin/haproxy';
@@ -24,9 +25,6 @@ export interface SuperviseOptions {
   binary?: string;
 }
 
-const FIRST_BACKOFF_MS = 200;
-const MAX_BACKOFF_MS = 5_000;
-
 /**
  * Runs HAProxy in the foreground (`-db`) and keeps it running: if it exits, it is started again
  * after a back-off (200 ms doubling to 5 s) and `onReady` restores its run-time state. It dies with
@@ -40,71 +38,41 @@ export async function superviseHaproxy(opts: SuperviseOptions): Promise<HaproxyP
     throw new Error(`HAProxy is not installed (${binary} missing): run "npm run setup" (Debian package haproxy)`);
   }
   const api = new RuntimeApi(opts.adminSocket);
-  let child: ChildProcess | undefined;
-  let closing = false;
-  let backoff = FIRST_BACKOFF_MS;
-  let restartTimer: NodeJS.Timeout | undefined;
-
-  const start = (): Promise<void> => {
-    fs.rmSync(opts.adminSocket, { force: true });
-    const proc = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, '-db', '-f', opts.configFile], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
-    });
-    child = proc;
+  const ready = async (proc: ChildProcess) => {
     const startedAt = Date.now();
-    const relay = (level: 'info' | 'warn') => (d: Buffer) => {
-      for (const line of d.toString().split('\n')) {
-        const text = line.trim();
-        if (!text) continue;
-        if (/^\[(ALERT|EMERG)\]/.test(text)) log.error({ haproxy: text }, 'haproxy: %s', text);
-        else log[level]({ haproxy: text }, 'haproxy: %s', text);
-      }
-    };
-    proc.stdout!.on('data', relay('info'));
-    proc.stderr!.on('data', relay('warn'));
-    proc.on('error', (err) => log.error({ err }, 'haproxy: cannot start'));
-    proc.on('exit', (code, signal) => {
-      if (closing || child !== proc) return;
-      if (Date.now() - startedAt > 60_000) backoff = FIRST_BACKOFF_MS;
-      log.error({ code, signal, restartInMs: backoff }, 'haproxy exited; restarting');
-      restartTimer = setTimeout(() => void start().catch((err) => log.error({ err }, 'haproxy: restart failed')), backoff);
-      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
-    });
-    return waitReady(api, proc, 10_000)
-      .then(() => opts.onReady(api))
-      .then(() => log.info({ pid: proc.pid, startMs: Date.now() - startedAt }, 'haproxy ready'));
+    await waitReady(api, proc, 10_000);
+    await opts.onReady(api);
+    log.info({ pid: proc.pid, startMs: Date.now() - startedAt }, 'haproxy ready');
   };
-
-  const stop = async () => {
-    closing = true;
-    if (restartTimer) clearTimeout(restartTimer);
-    const proc = child;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    await new Promise<void>((resolve) => {
-      const kill = setTimeout(() => proc.kill('SIGKILL'), 5_000);
-      proc.once('exit', () => {
-        clearTimeout(kill);
-        resolve();
-      });
-      // SIGUSR1 is HAProxy's soft stop (open tunnels could hold it for hard-stop-after): the
-      // service is going away, so its connections go with it.
-      proc.kill('SIGTERM');
-    });
-  };
-
+  const supervised = superviseProcess({
+    name: 'haproxy',
+    binary,
+    args: ['-db', '-f', opts.configFile],
+    logger: log,
+    onLine(stream, text) {
+      if (/^\[(ALERT|EMERG)\]/.test(text)) log.error({ haproxy: text }, 'haproxy: %s', text);
+      else if (stream === 'stdout') log.info({ haproxy: text }, 'haproxy: %s', text);
+      else log.warn({ haproxy: text }, 'haproxy: %s', text);
+    },
+    beforeStart: () => fs.rmSync(opts.adminSocket, { force: true }),
+    onRestart: ready,
+    firstBackoffMs: 200,
+    maxBackoffMs: 5_000,
+  });
   try {
-    await start();
+    await ready(supervised.current);
   } catch (err) {
-    await stop();
+    await supervised.stop();
     throw err;
   }
   return {
     api,
     get pid() {
-      return child?.pid;
+      return supervised.current.pid;
     },
-    close: stop,
+    // SIGTERM, not HAProxy's soft stop (SIGUSR1), which open tunnels could hold: the service is
+    // going away, so its connections go with it.
+    close: () => supervised.stop(),
   };
 }
 

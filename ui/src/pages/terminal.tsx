@@ -25,7 +25,14 @@ export function Terminal({ path }: { path: string }) {
     const ws = new WebSocket(url);
     ws.binaryType = 'arraybuffer';
     const send = (msg: object) => { if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg)); };
-    ws.onopen = () => { setState('open'); term.focus(); };
+    // The session takes the focus unless the user is typing in another field of the panel: the socket
+    // opens a moment after the panel shows, and taking the focus then sent their keys to the shell.
+    ws.onopen = () => {
+      setState('open');
+      const active = document.activeElement;
+      const typingElsewhere = (active instanceof HTMLInputElement || active instanceof HTMLTextAreaElement || active instanceof HTMLSelectElement) && !box.current!.contains(active);
+      if (!typingElsewhere) term.focus();
+    };
     ws.onmessage = (e) => term.write(new Uint8Array(e.data as ArrayBuffer));
     ws.onclose = (e) => { setState('closed'); setReason(e.reason || 'the connection closed'); };
     // Ctrl+V pastes, as in the terminals of Windows and VS Code: xterm would send it as ^V and keep

@@ -2,6 +2,7 @@ import net from 'node:net';
 import type { Logger } from '../../core/logger.ts';
 import { plainHttpOnTlsPage } from '../pages/pages.ts';
 import { writeRawPage } from '../pages/respond.ts';
+import { HandshakeFailed } from '../services/tls-terminate.ts';
 import { bindPort, type BoundPort } from './bound-port.ts';
 import { readProxyHeader } from './proxy-header.ts';
 import { PeekError, peekClientHello, type PeekedHello } from './sni-peek.ts';
@@ -80,7 +81,8 @@ export async function listenTlsPort(opts: TlsPortOptions): Promise<TlsPort> {
     );
   };
   const fail = (socket: net.Socket, err: unknown) => {
-    opts.logger.warn({ err }, 'edge: dispatch failed');
+    if (err instanceof HandshakeFailed) opts.logger.debug({ err }, 'edge: TLS handshake not finished');
+    else opts.logger.warn({ err }, 'edge: dispatch failed');
     socket.destroy();
   };
   server.on('error', (err) => opts.logger.error({ err }, 'edge: TLS port error'));

@@ -17,6 +17,17 @@ export interface TerminateOptions {
 }
 
 /**
+ * A handshake the client did not finish: it aborted (a browser that does not trust the certificate
+ * yet sends `certificate unknown`), stalled or closed. Routine on a public port, so logged at debug.
+ */
+export class HandshakeFailed extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'HandshakeFailed';
+  }
+}
+
+/**
  * Takes TLS off a connection whose ClientHello was peeked and put back (the TLS socket reads the
  * replayed bytes first: Node feeds a wrapped socket's buffered data into the TLS engine).
  * Resolves with the server-side TLS socket once the handshake is done.
@@ -34,7 +45,7 @@ export function terminateTls(raw: net.Socket, opts: TerminateOptions): Promise<t
     const socket = new tls.TLSSocket(raw, options);
     const client = adoptedClientAddress(raw); // a connection handed over by the data plane
     if (client) adoptClientAddress(socket, client.address, client.port);
-    const timer = setTimeout(() => fail(new Error(`TLS handshake not done within ${opts.handshakeTimeoutMs} ms`)), opts.handshakeTimeoutMs);
+    const timer = setTimeout(() => fail(new HandshakeFailed(`TLS handshake not done within ${opts.handshakeTimeoutMs} ms`)), opts.handshakeTimeoutMs);
     const fail = (err: Error) => {
       clearTimeout(timer);
       socket.off('secure', onSecure);
@@ -42,14 +53,14 @@ export function terminateTls(raw: net.Socket, opts: TerminateOptions): Promise<t
       raw.destroy();
       reject(err);
     };
-    const onError = (err: Error) => fail(err);
+    const onError = (err: Error) => fail(new HandshakeFailed(`TLS handshake failed: ${err.message}`, { cause: err }));
     const onSecure = () => {
       clearTimeout(timer);
       socket.off('error', onError);
       socket.off('close', onClose);
       resolve(socket);
     };
-    const onClose = () => fail(new Error('connection closed during the TLS handshake'));
+    const onClose = () => fail(new HandshakeFailed('connection closed during the TLS handshake'));
     socket.once('secure', onSecure);
     socket.once('error', onError);
     socket.once('close', onClose);

@@ -76,7 +76,7 @@ const USAGE = `usage:
                                       its engine certificate (for the request in FILE, or a new key) and the service's
                                       client certificate; ca.pem and cert.pem (key.pem) go to DIR (default ./NAME-certs);
                                       --pool: its sandbox addresses (none of this machine's sandboxes reaches them);
-                                      --networks: sandbox networks its pool holds (256)
+                                      --networks: sandbox networks its pool holds (what its engine reports)
   svc hosts list [--json]             hosts with state, sandboxes, memory and CPU committed / total
   svc hosts drain NAME                no new sandboxes on NAME ("local": this machine); undrain opens it again
   svc hosts remove NAME               forget a drained host; refused while it holds sandboxes (docs/scale-out.md)

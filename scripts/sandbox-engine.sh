@@ -2,6 +2,9 @@
 # Starts the sandbox engine: a Docker engine of the service's own, apart from the machine's main engine,
 # that runs every sandbox container in a user namespace (--userns-remap): root in a sandbox is an
 # unprivileged uid range on the host (100000 + n). Idempotent; `--check` only says whether it answers.
+# An engine that answers with another pool or network size than these settings is left running (a
+# restart stops every sandbox in it) and named; `--restart` stops it (dockerd stops its containers) and
+# starts it with these settings. Under systemd: `systemctl restart svc-sandbox-engine` instead.
 # Under systemd (deploy/systemd/svc-sandbox-engine.service): `--foreground` becomes dockerd itself (it
 # tells systemd when it is ready), `--after-start` then puts back docker0 and the NAT rule.
 #
@@ -13,8 +16,9 @@
 # scripts/test-hosts.sh give these; unset, the engine is the service machine's own, as above.
 #   SVC_ENGINE_NAME             names socket, data root, exec root, pidfile and log (/run/NAME.sock …)
 #   SVC_SANDBOX_ADDRESS_POOL    the sandboxes' pool (10.213.0.0/16): one of its own on every host
-#   SVC_SANDBOX_NETWORK_SIZE    the prefix of each sandbox's network in it (24: 256 networks in a /16;
-#                               runners take 28, 4096: a sandbox's network holds only it and its gateway)
+#   SVC_SANDBOX_NETWORK_SIZE    the prefix of each sandbox's network in it (28: 4096 networks in a /16; a
+#                               sandbox's network holds only it and its gateway). Networks made before a
+#                               change keep their subnet: the engine only cuts new ones at the new size
 #   SVC_ENGINE_BRIDGE_ADDRESS   the engine's default bridge (10.214.0.1/24)
 #   SVC_ENGINE_CGROUP_PARENT    (/svc-sandboxes)
 #   SVC_ENGINE_TLS_DIR          ca.pem, cert.pem, key.pem: the engine also listens on tcp 2376, mutual TLS
@@ -44,6 +48,7 @@ EXEC_ROOT=/run/$NAME
 PIDFILE=/run/$NAME.pid
 LOG=/var/log/${NAME/%-docker/-dockerd}.log
 POOL=${SVC_SANDBOX_ADDRESS_POOL:-10.213.0.0/16}
+NETWORK_SIZE=${SVC_SANDBOX_NETWORK_SIZE:-28}
 BRIDGE_ADDRESS=${SVC_ENGINE_BRIDGE_ADDRESS:-10.214.0.1/24}
 TLS_DIR=${SVC_ENGINE_TLS_DIR:-}
 LISTEN_ADDRESS=${SVC_ENGINE_LISTEN_ADDRESS:-}
@@ -53,7 +58,7 @@ PRIVATE_NETWORK=${SVC_ENGINE_PRIVATE_NETWORK:-$SERVICE_ADDRESS}
 DOCKER0_FILE=/run/$NAME.docker0
 DOCKERD_ARGS=(--host "unix://$SOCK" --data-root "$DATA" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE"
     --userns-remap=default --iptables=false --ip6tables=false --ip-masq=false --bridge=svcb-default
-    --default-address-pool "base=$POOL,size=${SVC_SANDBOX_NETWORK_SIZE:-24}" --cgroup-parent="${SVC_ENGINE_CGROUP_PARENT:-/svc-sandboxes}"
+    --default-address-pool "base=$POOL,size=$NETWORK_SIZE" --cgroup-parent="${SVC_ENGINE_CGROUP_PARENT:-/svc-sandboxes}"
     --exec-opt native.cgroupdriver=cgroupfs --log-opt max-size=10m --log-opt max-file=2)
 if [ -n "$TLS_DIR" ]; then
     [ -n "$LISTEN_ADDRESS" ] || { echo "SVC_ENGINE_TLS_DIR needs SVC_ENGINE_LISTEN_ADDRESS (the host's private address)" >&2; exit 1; }
@@ -62,6 +67,19 @@ fi
 
 say() { printf '[setup] %s\n' "$*"; }
 answers() { timeout 10 docker -H "unix://$SOCK" info --format '{{.ServerVersion}}' > /dev/null 2>&1; }
+# The pool the running engine cuts, as "base/size" ("10.213.0.0/16/28")
+running_pool() { timeout 10 docker -H "unix://$SOCK" info --format '{{range .DefaultAddressPools}}{{.Base}}/{{.Size}}{{end}}' 2> /dev/null || true; }
+# Stops the running engine; dockerd stops its containers first (up to its shutdown timeout, 15 s each at once)
+stop_engine() {
+    local pid
+    pid=$(cat "$PIDFILE" 2> /dev/null || true)
+    [ -n "$pid" ] && kill -0 "$pid" 2> /dev/null || { echo "the sandbox engine answers on $SOCK but $PIDFILE names no live dockerd" >&2; exit 1; }
+    say "sandbox engine: stopping dockerd $pid (its running sandboxes stop)"
+    kill -TERM "$pid"
+    for _ in $(seq 1 600); do kill -0 "$pid" 2> /dev/null || return 0; sleep 0.1; done
+    echo "dockerd $pid did not stop within 60 s" >&2
+    exit 1
+}
 
 # Outgoing NAT for the sandboxes' pool (dockerd does none with --iptables=false). Checked on every run:
 # a host reboot empties the tables while the engine may come back by itself.
@@ -138,9 +156,14 @@ case ${1:-} in
         ;;
 esac
 
-if answers; then
+if answers && [ "${1:-}" = --restart ]; then
+    stop_engine
+elif answers; then
     nat
     say "sandbox engine: answering on $SOCK"
+    running=$(running_pool)
+    [ "$running" = "$POOL/$NETWORK_SIZE" ] \
+        || say "sandbox engine: it cuts ${running:-an unknown pool}, not $POOL/$NETWORK_SIZE; \`bash scripts/sandbox-engine.sh --restart\` starts it so (its running sandboxes stop)"
     exit 0
 fi
 [ "${1:-}" != --check ] || exit 1

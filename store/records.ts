@@ -94,7 +94,7 @@ export interface HostRecord {
    * service's transfer folder, as on the service's own engine.
    */
   same_machine?: boolean;
-  /** Sandbox networks its engine's pool holds (absent: 256, a /16 in /24s; scripts/runner.sh says). */
+  /** Sandbox networks its engine's pool holds (absent: what its engine reports of its pool). */
   networks?: number;
   /**
    * Its engine's sandbox address pool (a CIDR, scripts/runner.sh --pool): this machine's sandboxes are

@@ -81,12 +81,26 @@ export interface DockerRuntimeOptions {
   hostDuties?: boolean;
   /** Where sandboxes made on the main engine come from at their next creation (userns mode). */
   move?: Omit<EngineMoveOptions, 'to' | 'labels' | 'logger'>;
-  /** Sandbox networks the engine's address pool holds (DEFAULT_NETWORKS unless its pool is cut finer). */
+  /** Sandbox networks the engine's address pool holds: what the operator said; unset, what the engine reports. */
   networks?: number;
 }
 
-/** The service machine's engine as setup starts it: a /16 pool cut into /24s, one per sandbox network. */
-export const DEFAULT_NETWORKS = 256;
+/** An engine that reports no pool: a /16 cut into /28s, one per sandbox network, as scripts/sandbox-engine.sh starts it. */
+export const DEFAULT_NETWORKS = 4096;
+
+/**
+ * The networks an engine's default address pools hold (docker info's DefaultAddressPools: a /16 cut in
+ * /28s holds 4096). Networks it made before its pools were cut finer keep their larger subnets, so a
+ * pool with some of those holds a little less than this.
+ */
+export function poolNetworks(pools: Array<{ Base: string; Size: number }> | null | undefined): number | undefined {
+  const counts = (pools ?? []).map((p) => {
+    const prefix = Number(p.Base.split('/')[1]);
+    return Number.isInteger(prefix) && p.Size >= prefix && p.Size <= 32 ? 2 ** (p.Size - prefix) : 0;
+  });
+  const total = counts.reduce((sum, n) => sum + n, 0);
+  return total > 0 ? total : undefined;
+}
 
 /** What an engine holds and what it has room for: what placement (host-set-runtime.ts) scores. */
 export interface EngineCapacity {
@@ -451,7 +465,7 @@ export class DockerRuntime implements SandboxRuntime {
   capacity(signal?: AbortSignal): Promise<EngineCapacity> {
     return guarded(async () => {
       // dockerode passes abortSignal on to its requests, though its types do not list it here
-      const info = this.docker.info as unknown as (opts: { abortSignal?: AbortSignal }) => Promise<{ MemTotal: number; NCPU: number }>;
+      const info = this.docker.info as unknown as (opts: { abortSignal?: AbortSignal }) => Promise<{ MemTotal: number; NCPU: number; DefaultAddressPools?: Array<{ Base: string; Size: number }> | null }>;
       const [machine, containers] = await Promise.all([
         info.call(this.docker, { abortSignal: signal }),
         this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] }, abortSignal: signal } as Docker.ContainerListOptions),
@@ -464,7 +478,7 @@ export class DockerRuntime implements SandboxRuntime {
         cpus: machine.NCPU,
         sandboxes: sandboxes.length,
         running: running.length,
-        networks: this.opts.networks ?? DEFAULT_NETWORKS,
+        networks: this.opts.networks ?? poolNetworks(machine.DefaultAddressPools) ?? DEFAULT_NETWORKS,
         committedMemoryBytes: running.reduce((sum, c) => sum + label(c, LABEL_MEMORY_MB, this.opts.limits.memoryMb) * 1024 * 1024, 0),
         committedCpus: running.reduce((sum, c) => sum + label(c, LABEL_CPUS, this.opts.limits.cpus), 0),
       };

@@ -19,10 +19,8 @@
 #   scripts/runner.sh --stop          stops the engine (its sandboxes stop; their volumes stay)
 #
 # Settings are kept in /etc/svc-runner/runner.env, the key and certificates in /etc/svc-runner/tls.
-# The sandbox image is built on the runner from this checkout when its engine has none (as setup builds
-# it; needs a Debian mirror), or copied from the service machine's engine before, which keeps the two
-# the same build: docker -H unix:///run/svc-sandbox-docker.sock save svc-sandbox:latest | ssh RUNNER
-# docker -H unix:///run/svc-sandbox-docker.sock load (again after the service's image changes).
+# The sandbox image is not built here: the service copies its own build over the engine's mutual TLS
+# before the first sandbox it makes here and after each change of it (lifecycle/runtime/image-sync.ts).
 # SVC_ENGINE_NAME and SVC_RUNNER_ETC move the engine and the settings (a second runner on one machine).
 set -euo pipefail
 
@@ -101,15 +99,13 @@ done
 [[ $POOL =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$ ]] || fail "--pool: this host's own sandbox addresses (a CIDR like 10.220.0.0/16), none the service machine or another host uses"
 [ "$POOL" != 10.213.0.0/16 ] || fail "--pool: 10.213.0.0/16 is the service machine's own pool (scripts/sandbox-engine.sh)"
 
-for tool in dockerd iptables ip openssl debootstrap; do
-    command -v "$tool" > /dev/null || { apt-get update -q && apt-get install -y -q docker.io iptables iproute2 openssl debootstrap; break; }
+for tool in dockerd iptables ip openssl; do
+    command -v "$tool" > /dev/null || { apt-get update -q && apt-get install -y -q docker.io iptables iproute2 openssl; break; }
 done
 mkdir -p "$TLS" && chmod 700 "$ETC" "$TLS"
 [[ $SIZE =~ ^[0-9]+$ ]] && [ "$SIZE" -gt "${POOL#*/}" ] && [ "$SIZE" -le 29 ] || fail "--network-size must lie between the pool's prefix and 29"
 printf 'NAME=%q\nSERVICE_ADDRESS=%q\nPOOL=%q\nPRIVATE=%q\nSIZE=%q\n' "$NAME" "$SERVICE_ADDRESS" "$POOL" "$PRIVATE" "$SIZE" > "$ETC/runner.env"
 start_engine
-# (the management tool's image is not needed here: the service loads it from its own engine)
-DOCKER_HOST=unix:///run/$ENGINE.sock bash "$ROOT/scripts/build-sandbox-image.sh" --if-missing || fail "the sandbox image could not be built"
 [ -f "$TLS/key.pem" ] || openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
     -keyout "$TLS/key.pem" -subj "/CN=$NAME" -out "$TLS/request.csr" 2> /dev/null
 ADDRESS=$(private_address)

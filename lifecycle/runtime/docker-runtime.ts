@@ -449,6 +449,37 @@ export class DockerRuntime implements SandboxRuntime {
     return guarded(() => this.docker.getImage(image).get());
   }
 
+  /** The image sandboxes are made from (its name, as the service was configured). */
+  get sandboxImage(): string {
+    return this.opts.image;
+  }
+
+  /** The id of an image on this engine (which build it is, exactly); undefined if it is missing. */
+  imageId(image: string): Promise<string | undefined> {
+    return guarded(async () => {
+      try {
+        return (await this.docker.getImage(image).inspect()).Id;
+      } catch (err) {
+        if (statusCode(err) === 404) return undefined;
+        throw err;
+      }
+    });
+  }
+
+  /** `docker load` of a `docker save` stream: its images, with their tags, onto this engine. */
+  loadImage(tar: NodeJS.ReadableStream): Promise<void> {
+    return guarded(async () => {
+      const progress = await this.docker.loadImage(tar, { quiet: true });
+      await new Promise<void>((resolve, reject) => {
+        this.docker.modem.followProgress(progress, (err: Error | null, events: Array<{ error?: string }>) => {
+          const failed = err ?? events.find((e) => e.error);
+          if (failed) reject(failed instanceof Error ? failed : new Error(`docker load failed: ${failed.error}`));
+          else resolve();
+        });
+      });
+    });
+  }
+
   innerEngine(name: string, address: string, certs: EngineCerts, opts: { timeoutMs?: number } = {}): Docker {
     return innerEngine(name, address, certs, opts);
   }

@@ -5,6 +5,7 @@ import { errors } from '../../core/errors.ts';
 import { LOCAL_HOST, type HostStore } from '../../store/hosts.ts';
 import type { EngineCerts, HostRecord } from '../../store/records.ts';
 import type { DockerRuntime, EngineCapacity } from './docker-runtime.ts';
+import { ImageSync } from './image-sync.ts';
 import {
   RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ResourceUse, type SandboxExecutor, type SandboxRuntime,
 } from './sandbox-runtime.ts';
@@ -74,6 +75,8 @@ export interface HostSetOptions {
  */
 export class HostSetRuntime implements SandboxRuntime {
   readonly exec: SandboxExecutor;
+  /** The sandbox image of each runner host, kept the build of this machine's. */
+  private readonly images: ImageSync;
   /** Runtimes of registered hosts, made once per record (a record changed by `hosts add` again makes a new one). */
   private readonly engines = new Map<string, { record: HostRecord; runtime: DockerRuntime; unwatch?: () => void }>();
   /** Placements seen: they change only when a sandbox's volumes go (removeVolumes), or through another process. */
@@ -82,6 +85,7 @@ export class HostSetRuntime implements SandboxRuntime {
   private machinesSeen?: { at: number; figures: Awaited<ReturnType<HostSetRuntime['machines']>> };
 
   constructor(private readonly opts: HostSetOptions) {
+    this.images = new ImageSync(opts.local, opts.logger);
     const on = async (sandbox: string) => (await this.runtimeOf(sandbox)).exec;
     this.exec = {
       start: async (sandbox, cmd, o) => (await on(sandbox)).start(sandbox, cmd, o),
@@ -183,6 +187,7 @@ export class HostSetRuntime implements SandboxRuntime {
       }
       throw err;
     });
+    if (host !== LOCAL_HOST) await this.images.ensure(host, engine);
     await engine.create(spec);
   }
 

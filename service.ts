@@ -152,7 +152,9 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     config,
     backend: new LifecycleEdgeBackend(lifecycle, apps, wakeLimits, logger),
     api: api.server,
-    registry: registry.front.server,
+    registry: registry.front.app.server,
+    // the spawned upstream's socket: HAProxy sends it the blob bytes the front allows (an operator's upstream gets them from the front)
+    registryBypass: registry.upstream.socketPath ? { upstreamSocket: registry.upstream.socketPath, mayBypass: registry.front.mayBypass } : undefined,
     logger,
     caKeys: store.serviceKeys,
     timeouts: { heldRequestMs: config.wakeHoldMs },

@@ -1,4 +1,4 @@
-import type http from 'node:http';
+import http from 'node:http';
 import net from 'node:net';
 import type { Config } from '../core/config.ts';
 import { logger as defaultLogger, type Logger } from '../core/logger.ts';
@@ -89,6 +89,12 @@ export interface StartEdgeOptions {
   api?: HttpHandler;
   /** Gets `https://registry.<domain>/…`. Without it those answer 404. */
   registry?: HttpHandler;
+  /**
+   * With HAProxy as the data plane: a blob's bytes go from HAProxy straight to the upstream
+   * registry's unix socket when `mayBypass` (the registry front's own rules, asked per request)
+   * allows; every other registry request, and every refused one, goes to `registry` as before.
+   */
+  registryBypass?: { upstreamSocket: string; mayBypass(method: string, url: string, authorization: string | undefined): Promise<boolean> };
   logger?: Logger;
   /** Listen address of both ports (default: all interfaces). */
   host?: string;
@@ -175,6 +181,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       bodyIdleMs: t.bodyIdleMs,
       upstreamConnectMs: t.upstreamConnectMs,
       tunnelIdleMs: t.tunnelIdleMs,
+      registryUpstream: opts.registryBypass?.upstreamSocket,
     })
     : null;
   // with HAProxy, every route this edge resolves is mirrored into HAProxy's maps
@@ -362,6 +369,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   });
   let appsFallback: BoundPort | null = null;
   let registryPlain: BoundPort | null = null;
+  let registryBypass: BoundPort | null = null;
   let redirect: RedirectPort | null = null;
   try {
     if (dataPlane) {
@@ -386,6 +394,19 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
           socket.resume();
         }, () => socket.destroy());
       }), dataPlane.files.nodeRegistrySocket);
+      const bypass = opts.registryBypass;
+      if (bypass) {
+        // HAProxy's question per blob request (registry-bypass.lua): 204 lets it through, anything else sends it to the front
+        registryBypass = await bindPort(http.createServer((req, res) => {
+          const method = req.headers['x-svc-method'];
+          const url = req.headers['x-svc-url'];
+          const answer = typeof method === 'string' && typeof url === 'string' ? bypass.mayBypass(method, url, req.headers.authorization) : Promise.resolve(false);
+          answer.then((yes) => res.writeHead(yes ? 204 : 403).end(), (err) => {
+            log.warn({ err }, 'edge: the registry front could not decide on a blob request; the front gets it');
+            res.writeHead(500).end();
+          });
+        }), dataPlane.files.nodeRegistryBypassSocket);
+      }
       publicPort = (await dataPlane.start()).port;
     } else {
       publicPort = tlsPort.port;
@@ -394,7 +415,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       redirect = await listenHttpRedirect({ port: config.httpPort, host: opts.host, domain, httpsPort: publicPort });
     }
   } catch (err) {
-    await Promise.all([tlsPort.close(), appsFallback?.close(), registryPlain?.close(), dataPlane?.close()]);
+    await Promise.all([tlsPort.close(), appsFallback?.close(), registryPlain?.close(), registryBypass?.close(), dataPlane?.close()]);
     throw err;
   }
   log.info({ httpsPort: publicPort, httpPort: redirect?.port ?? null, domain, certificates: certificates.mode, dataPlane: dataPlane ? 'haproxy' : 'node' }, 'edge: listening');
@@ -406,7 +427,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     dataPlane,
     async close() {
       await dataPlane?.close();
-      await Promise.all([tlsPort.close(), appsFallback?.close(), registryPlain?.close(), redirect?.close()]);
+      await Promise.all([tlsPort.close(), appsFallback?.close(), registryPlain?.close(), registryBypass?.close(), redirect?.close()]);
       apps.close();
       activity.close();
       certificates.close();

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import https from 'node:https';
-import { Readable } from 'node:stream';
+import { type Duplex, Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { execFileSync } from 'node:child_process';
 import tar from 'tar-stream';
@@ -12,16 +12,44 @@ const STALE = new Set(['ECONNRESET', 'EPIPE']);
 const IDLE_MS = 2_000;
 
 /**
+ * An agent that also drops, as a request is queued, pooled connections idle longer than IDLE_MS:
+ * the idle timer cannot fire while the event loop is blocked (a test gzipping 400 MB on a loaded
+ * machine blocked it past the edge's 5-s keep-alive), and the request would go out on a
+ * connection the server closed meanwhile before its close is seen: "socket hang up" for a POST,
+ * which is not sent twice.
+ */
+class FreshAgent extends https.Agent {
+  private readonly idleSince = new WeakMap<object, number>();
+
+  // typed void in @types/node; Node's returns whether to keep the socket, passed on as it is
+  override keepSocketAlive(socket: Duplex): void {
+    this.idleSince.set(socket, Date.now());
+    return super.keepSocketAlive(socket);
+  }
+
+  dropStale(): void {
+    const now = Date.now();
+    for (const sockets of Object.values(this.freeSockets)) {
+      for (const socket of [...(sockets ?? [])]) {
+        if (now - (this.idleSince.get(socket) ?? now) <= IDLE_MS) continue;
+        sockets!.splice(sockets!.indexOf(socket), 1);
+        socket.destroy();
+      }
+    }
+  }
+}
+
+/**
  * A small OCI distribution client for tests and the bench: talks to the edge on 127.0.0.1 with
  * SNI `registry.<domain>` (the machine's resolver is never touched) and trusts the service CA.
  */
 export class OciClient {
-  private readonly agent: https.Agent;
+  private readonly agent: FreshAgent;
 
   constructor(private readonly opts: { port: number; host: string; ca: string; auth?: string }) {
     // An idle connection is dropped after 2 s, before the edge's 5-s keep-alive closes it: a POST
     // (not sent twice) then never meets that close, only a client stalled for seconds could
-    this.agent = new https.Agent({ keepAlive: true, timeout: IDLE_MS, ca: opts.ca, servername: opts.host, maxSockets: 8 });
+    this.agent = new FreshAgent({ keepAlive: true, timeout: IDLE_MS, ca: opts.ca, servername: opts.host, maxSockets: 8 });
   }
 
   withAuth(auth: string | undefined): OciClient {
@@ -37,6 +65,7 @@ export class OciClient {
     return new Promise((resolve, reject) => {
       const auth = opts.auth === null ? undefined : opts.auth ?? this.opts.auth;
       const send = (again: boolean): void => {
+        this.agent.dropStale();
         const req = https.request({
           host: '127.0.0.1', port: this.opts.port, method, path, agent: this.agent, servername: this.opts.host,
           headers: { host: `${this.opts.host}:${this.opts.port}`, ...(auth ? { authorization: auth } : {}), ...opts.headers },

@@ -48,6 +48,26 @@ export function parseV2Path(path: string): V2Route | null {
   return { kind: 'referrers', repo, digest: m[10]! };
 }
 
+/** What the front does with a request: `authorize`'s answer. */
+type Verdict =
+  /** forwarded to the upstream (under `url` if set); `pull` counts a manifest pull; `blobBytes`: a blob's bytes, see mayBypass */
+  | { kind: 'proxy'; url?: string; pull?: boolean; blobBytes?: boolean }
+  | { kind: 'ping' }
+  | { kind: 'challenge'; message: string; scope?: string }
+  | { kind: 'refuse'; status: number; code: OciCode; message: string }
+  | { kind: 'put-manifest' | 'delete-manifest'; repo: string; reference: string };
+
+export interface RegistryFront {
+  app: FastifyInstance;
+  /**
+   * May a data plane in front (docs/data-plane.md) send this request straight to the upstream? Yes
+   * only for a blob's bytes — GET/HEAD of a blob, PATCH/PUT of an open upload session — that this
+   * front would forward unchanged, by the same rules as the front's own requests. Everything else
+   * (refusals with their error bodies, manifests, upload starts and mounts) must come to the front.
+   */
+  mayBypass(method: string, url: string, authorization: string | undefined): Promise<boolean>;
+}
+
 type OciCode = 'UNAUTHORIZED' | 'DENIED' | 'NAME_INVALID' | 'NAME_UNKNOWN' | 'MANIFEST_INVALID' | 'DIGEST_INVALID' | 'SIZE_INVALID' | 'UNSUPPORTED' | 'MANIFEST_UNKNOWN' | 'TAG_INVALID';
 
 /**
@@ -63,7 +83,7 @@ type OciCode = 'UNAUTHORIZED' | 'DENIED' | 'NAME_INVALID' | 'NAME_UNKNOWN' | 'MA
  *   only blobs that belong to its current versions;
  * - a manifest DELETE that the upstream accepts re-decides the repository's visibility.
  */
-export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<FastifyInstance> {
+export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<RegistryFront> {
   const { store, upstream, auth, catalog, queue } = opts;
   const log = opts.logger.child({ part: 'registry' });
   const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: MAX_MANIFEST_BYTES });
@@ -133,64 +153,95 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
     },
     preHandler: async (request: FastifyRequest, reply: FastifyReply) => {
       const [path, query = ''] = request.raw.url!.split('?', 2) as [string, string?];
-      const route = parseV2Path(path);
-      let principal: Principal | null;
-      try {
-        principal = await auth.principal(request.headers.authorization);
-      } catch (err) {
-        return challenge(request, reply, (err as Error).message);
-      }
-      if (!route) return oci(reply, 404, 'UNSUPPORTED', `not a registry API path: ${path.slice(0, 200)}`);
-      if (route.kind === 'ping') {
-        if (!request.headers.authorization) return challenge(request, reply, 'log in with any user name and an access token (svc_…) as password');
-        return reply.header('docker-distribution-api-version', 'registry/2.0').send({});
-      }
-      if (route.kind === 'catalog') return oci(reply, 403, 'DENIED', 'the catalog is not listed; see GET /api/sandboxes/<name>/registry');
-      const { repo } = route;
-      if (!NAME.test(repo) || repo.length > 255) {
-        return oci(reply, 400, 'NAME_INVALID', `invalid repository name "${repo.slice(0, 100)}": push to <sandbox>/<image>, lowercase`);
-      }
-      const [project] = splitRepo(repo);
-      const method = request.method;
-      const reading = method === 'GET' || method === 'HEAD';
-      const scope = `repository:${repo}:${reading ? 'pull' : 'pull,push'}`;
-
-      if (reading) {
-        const blob = route.kind === 'blob' ? route.digest : undefined;
-        if (await mayPull(principal, repo, blob)) {
-          if (route.kind === 'manifest' && method === 'GET') opts.metrics?.registryPull();
+      const verdict = await authorize(request.method, path, query, request.headers.authorization);
+      switch (verdict.kind) {
+        case 'proxy':
+          if (verdict.pull) opts.metrics?.registryPull();
+          if (verdict.url !== undefined) request.raw.url = verdict.url;
           return; // → proxied
-        }
-        if (!principal) return challenge(request, reply, `authentication required: ${repo} is private or does not exist`, scope);
-        return oci(reply, 404, 'NAME_UNKNOWN', `repository ${repo} not found`);
+        case 'ping':
+          return reply.header('docker-distribution-api-version', 'registry/2.0').send({});
+        case 'challenge':
+          return challenge(request, reply, verdict.message, verdict.scope);
+        case 'refuse':
+          return oci(reply, verdict.status, verdict.code, verdict.message);
+        case 'put-manifest':
+          return putManifest(request, reply, verdict.repo, verdict.reference, query);
+        case 'delete-manifest':
+          return deleteManifest(request, reply, verdict.repo, verdict.reference);
       }
-
-      if (!principal) return challenge(request, reply, 'authentication required to push: log in with an access token', scope);
-      if (!(await owns(principal, project))) {
-        const hint = principal.sandbox ? `this token may only push to ${principal.sandbox}/<image>` : 'push to <one of your sandboxes>/<image>';
-        return oci(reply, 403, 'DENIED', `"${project}" is not one of your sandboxes: ${hint}`);
-      }
-
-      if (route.kind === 'manifest' && method === 'PUT') return putManifest(request, reply, repo, route.reference, query);
-      if (route.kind === 'manifest' && method === 'DELETE') return deleteManifest(request, reply, repo, route.reference);
-      if (route.kind === 'upload' && method === 'POST') {
-        // A cross-repository mount reads a blob of another repository: only one the caller may pull.
-        const params = new URLSearchParams(query);
-        const from = params.get('from');
-        const mount = params.get('mount');
-        if (from !== null || mount !== null) {
-          if (!from || !mount || !NAME.test(from) || !(await mayPull(principal, from, mount))) {
-            params.delete('from');
-            params.delete('mount');
-            const rest = params.toString();
-            request.raw.url = rest ? `${path}?${rest}` : path;
-          }
-        }
-      }
-      if (route.kind === 'tags' || route.kind === 'referrers') return oci(reply, 405, 'UNSUPPORTED', `${method} is not allowed here`);
-      // blob uploads, blob deletes: proxied as they are
     },
   });
+
+  /**
+   * Who may do what (the one copy of the front's rules): the verdict on a request from its method,
+   * path, query and credentials alone, before any byte of its body is read. Nothing is changed
+   * here; the caller carries the verdict out.
+   */
+  async function authorize(method: string, path: string, query: string, authorization: string | undefined): Promise<Verdict> {
+    const route = parseV2Path(path);
+    let principal: Principal | null;
+    try {
+      principal = await auth.principal(authorization);
+    } catch (err) {
+      return { kind: 'challenge', message: (err as Error).message };
+    }
+    if (!route) return { kind: 'refuse', status: 404, code: 'UNSUPPORTED', message: `not a registry API path: ${path.slice(0, 200)}` };
+    if (route.kind === 'ping') {
+      if (!authorization) return { kind: 'challenge', message: 'log in with any user name and an access token (svc_…) as password' };
+      return { kind: 'ping' };
+    }
+    if (route.kind === 'catalog') return { kind: 'refuse', status: 403, code: 'DENIED', message: 'the catalog is not listed; see GET /api/sandboxes/<name>/registry' };
+    const { repo } = route;
+    if (!NAME.test(repo) || repo.length > 255) {
+      return { kind: 'refuse', status: 400, code: 'NAME_INVALID', message: `invalid repository name "${repo.slice(0, 100)}": push to <sandbox>/<image>, lowercase` };
+    }
+    const [project] = splitRepo(repo);
+    const reading = method === 'GET' || method === 'HEAD';
+    const scope = `repository:${repo}:${reading ? 'pull' : 'pull,push'}`;
+
+    if (reading) {
+      const blob = route.kind === 'blob' ? route.digest : undefined;
+      if (await mayPull(principal, repo, blob)) {
+        return { kind: 'proxy', pull: route.kind === 'manifest' && method === 'GET', blobBytes: route.kind === 'blob' };
+      }
+      if (!principal) return { kind: 'challenge', message: `authentication required: ${repo} is private or does not exist`, scope };
+      return { kind: 'refuse', status: 404, code: 'NAME_UNKNOWN', message: `repository ${repo} not found` };
+    }
+
+    if (!principal) return { kind: 'challenge', message: 'authentication required to push: log in with an access token', scope };
+    if (!(await owns(principal, project))) {
+      const hint = principal.sandbox ? `this token may only push to ${principal.sandbox}/<image>` : 'push to <one of your sandboxes>/<image>';
+      return { kind: 'refuse', status: 403, code: 'DENIED', message: `"${project}" is not one of your sandboxes: ${hint}` };
+    }
+
+    if (route.kind === 'manifest' && method === 'PUT') return { kind: 'put-manifest', repo, reference: route.reference };
+    if (route.kind === 'manifest' && method === 'DELETE') return { kind: 'delete-manifest', repo, reference: route.reference };
+    if (route.kind === 'upload' && method === 'POST') {
+      // A cross-repository mount reads a blob of another repository: only one the caller may pull.
+      const params = new URLSearchParams(query);
+      const from = params.get('from');
+      const mount = params.get('mount');
+      if (from !== null || mount !== null) {
+        if (!from || !mount || !NAME.test(from) || !(await mayPull(principal, from, mount))) {
+          params.delete('from');
+          params.delete('mount');
+          const rest = params.toString();
+          return { kind: 'proxy', url: rest ? `${path}?${rest}` : path };
+        }
+      }
+    }
+    if (route.kind === 'tags' || route.kind === 'referrers') return { kind: 'refuse', status: 405, code: 'UNSUPPORTED', message: `${method} is not allowed here` };
+    // blob uploads, blob deletes: proxied as they are; the bytes of an open upload session
+    return { kind: 'proxy', blobBytes: route.kind === 'upload' && route.session !== '' && (method === 'PATCH' || method === 'PUT') };
+  }
+
+  async function mayBypass(method: string, url: string, authorization: string | undefined): Promise<boolean> {
+    if (!url.startsWith('/v2/')) return false; // an absolute-form or odd target: the front sees it
+    const [path, query = ''] = url.split('?', 2) as [string, string?];
+    const verdict = await authorize(method, path, query, authorization);
+    return verdict.kind === 'proxy' && verdict.blobBytes === true && verdict.url === undefined;
+  }
 
   async function putManifest(request: FastifyRequest, reply: FastifyReply, repo: string, reference: string, query: string) {
     const isDigest = reference.includes(':');
@@ -265,7 +316,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Fa
     return relay(reply, res, text);
   }
 
-  return app;
+  return { app, mayBypass };
 }
 
 const RELAYED = ['location', 'docker-content-digest', 'docker-distribution-api-version', 'content-type', 'oci-subject', 'oci-tag', 'docker-upload-uuid', 'range'];

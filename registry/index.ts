@@ -1,4 +1,3 @@
-import type { FastifyInstance } from 'fastify';
 import type { Config } from '../core/config.ts';
 import type { Logger } from '../core/logger.ts';
 import { RedisLeases } from '../core/redis-lease.ts';
@@ -7,18 +6,18 @@ import { ScanQueue } from '../queue/scan-queue.ts';
 import type { Store } from '../store/index.ts';
 import { RegistryAuth } from './auth.ts';
 import { Catalog } from './catalog.ts';
-import { buildRegistryFront } from './front.ts';
+import { buildRegistryFront, type RegistryFront } from './front.ts';
 import { externalUpstream, spawnUpstream, type Upstream } from './upstream.ts';
 import type { ServiceMetrics } from '../ops/metrics.ts';
 
-export { buildRegistryFront, parseV2Path } from './front.ts';
+export { buildRegistryFront, parseV2Path, type RegistryFront } from './front.ts';
 export { Catalog, decide } from './catalog.ts';
 export { RegistryAuth } from './auth.ts';
 export { spawnUpstream, externalUpstream, type Upstream } from './upstream.ts';
 
 export interface Registry {
-  /** The front: give `front.server` to the edge as `registry`. */
-  front: FastifyInstance;
+  /** The front: give `front.app.server` to the edge as `registry`, and `front.mayBypass` to a data plane. */
+  front: RegistryFront;
   upstream: Upstream;
   catalog: Catalog;
   queue: ScanQueue;
@@ -36,11 +35,11 @@ export async function startRegistry(opts: { config: Config; store: Store; logger
   const queue = new ScanQueue(redis, config.redisPrefix);
   const catalog = new Catalog(store, logger.child({ part: 'registry' }), new RedisLeases(redis, `${config.redisPrefix}:repo-lease`));
   const front = await buildRegistryFront({ store, upstream, auth: await RegistryAuth.open(store, config.dataDir), catalog, queue, logger, metrics });
-  await front.ready();
+  await front.app.ready();
   return {
     front, upstream, catalog, queue,
     async close() {
-      await front.close();
+      await front.app.close();
       await queue.close();
       redis.disconnect();
       await upstream.close();

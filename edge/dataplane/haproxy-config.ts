@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /** Where the data plane keeps its sockets, maps and pages: one private folder per run. */
 export interface DataPlaneFiles {
@@ -11,6 +12,8 @@ export interface DataPlaneFiles {
   nodeAppsSocket: string;
   /** Node's registry front for decrypted requests to `registry.<domain>`, with PROXY v2. */
   nodeRegistrySocket: string;
+  /** Node's answer to "may this blob request go straight to the upstream registry?" (registry-bypass.lua). */
+  nodeRegistryBypassSocket: string;
   /** HAProxy's own TLS-terminating HTTP frontend, fed by the public TCP frontend. */
   appsSocket: string;
   /** SNI → `<address>` of a running sandbox's engine. */
@@ -33,6 +36,7 @@ export function dataPlaneFiles(dir: string): DataPlaneFiles {
     nodeSocket: f('node.sock'),
     nodeAppsSocket: f('node-apps.sock'),
     nodeRegistrySocket: f('node-registry.sock'),
+    nodeRegistryBypassSocket: f('node-registry-bypass.sock'),
     appsSocket: f('apps.sock'),
     engineMap: f('engine.map'),
     appsMap: f('apps.map'),
@@ -62,9 +66,17 @@ export interface HaproxyConfigOptions {
   bodyIdleMs: number;
   upstreamConnectMs: number;
   tunnelIdleMs: number;
+  /**
+   * The upstream registry's unix socket: blob bytes the registry front allows go there straight
+   * (registry-bypass.lua). Without it every registry request goes to the front.
+   */
+  registryUpstream?: string;
   /** HAProxy threads (default 1: the figures in docs/data-plane.md are for one, like nginx's one worker). */
   threads?: number;
 }
+
+/** The Lua action HAProxy asks the registry front with (loaded from the source tree, as the service runs from it). */
+export const REGISTRY_BYPASS_LUA = fileURLToPath(new URL('./registry-bypass.lua', import.meta.url));
 
 /** Stick table names; the activity poller reads them (`show table`). */
 export const APP_TABLE = 'be_app';
@@ -77,7 +89,8 @@ export const ENGINE_TABLE = 'be_engine';
  *   engine name found in the engine map straight to that dockerd (TLS untouched), an app name found
  *   in the app map to `apps_tls`, and everything else, as TLS, to Node's socket with PROXY v2.
  * - `apps_tls` (mode http) ends TLS of apps and of `registry.<domain>` (whose requests go to Node's
- *   registry front as plain HTTP), picks an app's address from the map by SNI (`set-dst`), and
+ *   registry front as plain HTTP, but a blob's bytes the front allows, asked per request, straight
+ *   to the upstream registry), picks an app's address from the map by SNI (`set-dst`), and
  *   sends to Node (decrypted, PROXY v2 with the SNI as authority) what it must not serve itself:
  *   a name no longer in the map (asleep since the connection opened) or Host ≠ SNI (421 there).
  *
@@ -97,7 +110,8 @@ global
     ssl-default-bind-options ssl-min-ver TLSv1.2
     tune.ssl.default-dh-param 2048
     hard-stop-after 5s
-
+${o.registryUpstream ? `    lua-load "${REGISTRY_BYPASS_LUA}"
+` : ''}
 defaults
     log global
     option dontlog-normal
@@ -149,7 +163,11 @@ frontend apps_tls
     http-request set-var(txn.host) req.hdr(host),lower,field(1,:)
     http-request set-var(txn.route) var(txn.sni),map(${f.appsMap})
     acl host_is_sni var(txn.host),strcmp(txn.sni) eq 0
-    use_backend be_node_registry if { var(txn.sni) -m str registry.${o.domain} }
+    acl registry var(txn.sni) -m str registry.${o.domain}
+${o.registryUpstream ? `    # a blob's bytes go straight to the upstream registry when the front, asked per request, says so
+    http-request lua.svc_registry_bypass unix@${f.nodeRegistryBypassSocket} if registry { method GET HEAD PATCH PUT } { path_reg ^/v2/.+/blobs/ } { req.fhdr_cnt(authorization) le 1 }
+    use_backend be_registry_upstream if registry { var(txn.registry_bypass) -m bool }
+` : ''}    use_backend be_node_registry if registry
     use_backend be_node_apps unless host_is_sni { var(txn.route) -m found }
     default_backend ${APP_TABLE}
 
@@ -185,5 +203,16 @@ backend be_node_apps
 backend be_node_registry
     mode http
     server node unix@${f.nodeRegistrySocket} send-proxy-v2
-`;
+${o.registryUpstream ? `
+# Blob bytes the front allowed: to the upstream registry, which has no auth of its own
+backend be_registry_upstream
+    mode http
+    # the credentials the front checked stop here: the upstream needs none
+    http-request del-header authorization
+    # The edge's body deadline for uploads: bytes written to the upstream restart this timer, so an
+    # upload is cut (504) once its client sent nothing for that long, and a steady one of any length
+    # is not; a client slow to read a pull is not cut either (HAProxy stops reading the upstream).
+    timeout server ${ms(o.bodyIdleMs)}
+    server registry unix@${o.registryUpstream}
+` : ''}`;
 }

@@ -26,6 +26,13 @@ export interface SuperviseOptions {
 }
 
 /**
+ * HAProxy 2.6 logs every request of its Lua httpclient, with no setting to stop it (it ignores
+ * `dontlog-normal`); the registry asks the front once per blob request (registry-bypass.lua), so
+ * its normal answers (204 yes, 403 no) are dropped here. Failures (no answer, 5xx) still reach the log.
+ */
+const ASKED_AND_ANSWERED = /^-:- \[[^\]]+\] <HTTPCLIENT> <HTTPCLIENT>\/<HTTPCLIENT> \S+ (204|403) /;
+
+/**
  * Runs HAProxy in the foreground (`-db`) and keeps it running: if it exits, it is started again
  * after a back-off (200 ms doubling to 5 s) and `onReady` restores its run-time state. It dies with
  * the service (setpriv --pdeathsig, as the registry upstream). Its log lines (stdout) and alerts
@@ -50,6 +57,7 @@ export async function superviseHaproxy(opts: SuperviseOptions): Promise<HaproxyP
     args: ['-db', '-f', opts.configFile],
     logger: log,
     onLine(stream, text) {
+      if (ASKED_AND_ANSWERED.test(text)) return;
       if (/^\[(ALERT|EMERG)\]/.test(text)) log.error({ haproxy: text }, 'haproxy: %s', text);
       else if (stream === 'stdout') log.info({ haproxy: text }, 'haproxy: %s', text);
       else log.warn({ haproxy: text }, 'haproxy: %s', text);

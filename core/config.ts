@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 
 /** Service configuration, read once from the environment (design.md, "Contracts: Operator"). */
@@ -46,6 +47,12 @@ export interface Config {
   redisPrefix: string;
   /** Nameservers for containers inside sandboxes (the sandbox's own 127.0.0.11 is out of their reach). */
   sandboxDns: string[];
+  /**
+   * IPv4 networks sandboxes of this machine never reach (egress-firewall.ts): other machines of the
+   * private network (Redis, PostgreSQL, other service processes, runner hosts). Only `sandboxDns` is let
+   * through, on port 53. Empty with SVC_SANDBOX_PRIVATE_NETWORKS=none.
+   */
+  sandboxPrivateNetworks: string[];
   /** Wakes per owner per hour that app traffic may trigger (spec 3: "within the owner's wake limits"): the default of the user's `wakes_per_hour` quota. */
   wakesPerHour: number;
   /** Defaults of the per-user quotas (accounts/quotas.ts); memory and CPUs default to sandboxMemoryMb and sandboxCpus. */
@@ -162,6 +169,22 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   return n;
 }
 
+/** RFC 1918 and the shared address space (RFC 6598): where a data centre's own machines are. */
+export const PRIVATE_NETWORKS = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10'];
+
+/** A comma-separated list of IPv4 CIDRs, `none` for none. */
+function ipv4Networks(env: NodeJS.ProcessEnv, name: string, fallback: string[]): string[] {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'none') return [];
+  const list = raw.split(/[\s,]+/).filter(Boolean);
+  for (const cidr of list) {
+    const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(cidr);
+    if (!m || !net.isIPv4(m[1]!) || Number(m[2]) > 32) throw new Error(`${name} must list IPv4 networks (10.0.0.0/8,…) or be none, got "${cidr}"`);
+  }
+  return list;
+}
+
 function onOff(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
@@ -234,6 +257,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     oidc: oidcConfig(env),
     passwordSignIn: onOff(env, 'SVC_PASSWORD_SIGN_IN', true),
     sandboxDns: (env.SVC_SANDBOX_DNS ?? hostNameservers()).split(/[\s,]+/).filter(Boolean),
+    sandboxPrivateNetworks: ipv4Networks(env, 'SVC_SANDBOX_PRIVATE_NETWORKS', PRIVATE_NETWORKS),
     sseHeartbeatMs: int(env, 'SVC_SSE_HEARTBEAT_MS', 15_000),
     apiPort: int(env, 'SVC_API_PORT', 8080),
     registryUpstream: env.SVC_REGISTRY_UPSTREAM || undefined,

@@ -87,7 +87,7 @@ export class Lifecycle {
   constructor(private readonly deps: LifecycleDeps) {
     this.log = deps.logger.child({ part: 'lifecycle' });
     this.lock = new KeyedLock(deps.leases);
-    this.views = new SandboxViews({ ...deps, state: (name) => this.observe(name) });
+    this.views = new SandboxViews({ ...deps, state: (name) => this.observe(name, true) });
   }
 
   /** One transition of a sandbox at a time: in this process (KeyedLock), then across processes (lease). */
@@ -168,9 +168,12 @@ export class Lifecycle {
     return reachable(await this.deps.runtime.inspect(name));
   }
 
-  /** The same for reads (views, the edge): `unavailable` when the engine cannot be asked, never an error. */
-  async observe(name: string): Promise<SandboxState> {
-    const inspection = await this.deps.runtime.inspect(name);
+  /**
+   * The same for reads (views, the edge): `unavailable` when the engine cannot be asked, never an error.
+   * `kept`: what the engine's events kept may do (runtime.read), for the API's records and lists.
+   */
+  async observe(name: string, kept = false): Promise<SandboxState> {
+    const inspection = kept ? await this.deps.runtime.read(name) : await this.deps.runtime.inspect(name);
     if (inspection.status === 'unreachable') this.log.debug({ sandbox: name, reason: inspection.reason }, 'sandbox unavailable: its engine does not answer');
     return observed(inspection);
   }

@@ -84,7 +84,8 @@ esac
 
 NAME=$1 SERVICE_ADDRESS=${2:-}
 shift 2 || fail "usage: scripts/runner.sh NAME SERVICE_ADDRESS --pool CIDR [--private CIDRS]"
-POOL='' PRIVATE=$SERVICE_ADDRESS SIZE=28
+# every private network by default (RFC 1918, 100.64/10): the deployment's other machines live there
+POOL='' PRIVATE=$SERVICE_ADDRESS,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10 SIZE=28
 while [ $# -gt 0 ]; do
     case $1 in
         --pool) POOL=$2; shift 2 ;;

@@ -104,6 +104,10 @@ runner_egress() {
     iptables -w 5 -A SVC-SANDBOX-FWD -s "$SERVICE_ADDRESS" -o 'svcb+' -j ACCEPT
     iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -o 'svcb+' -j DROP
     iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d 169.254.0.0/16 -j DROP
+    # the host's nameservers (sandboxes are given them) on port 53 alone, also where they are private
+    for c in $(awk '$1 == "nameserver" && $2 ~ /^[0-9.]+$/ && $2 !~ /^127\./ { print $2 }' /etc/resolv.conf); do
+        for p in udp tcp; do iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d "$c" -p $p --dport 53 -j ACCEPT; done
+    done
     for c in ${PRIVATE_NETWORK//,/ }; do iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d "$c" -j DROP; done
     iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -j ACCEPT
     iptables -w 5 -A SVC-SANDBOX-FWD -o 'svcb+' -j DROP

@@ -116,6 +116,9 @@ export interface EngineCapacity {
   committedCpus: number;
 }
 
+/** The container events that change what inspect answers (state, address; `create`: no longer deep sleep). */
+const STATE_EVENTS = ['create', 'start', 'restart', 'die', 'stop', 'oom', 'pause', 'unpause', 'destroy', 'rename', 'update'];
+
 /** A sandbox container's own limits, as labels, so a capacity count needs no inspect of each. */
 const LABEL_MEMORY_MB = 'svc.memory-mb';
 const LABEL_CPUS = 'svc.cpus';
@@ -127,6 +130,17 @@ const LABEL_CPUS = 'svc.cpus';
 export class DockerRuntime implements SandboxRuntime {
   readonly exec: SandboxExec;
   private engineName?: Promise<string>;
+  /**
+   * What reads (read()) take a sandbox's state to be, kept while the engine's container events are
+   * watched (watchStarts): an entry goes at the sandbox's next event, or this runtime's own change of
+   * it. With 500 sandboxes a listing that inspected each took more than the API's 100 ms.
+   */
+  private readonly seen = new Map<string, Inspection>();
+  /** Changes per sandbox: an inspect that overlapped one is not kept. */
+  private readonly changes = new Map<string, number>();
+  /** Counts the event streams begun and ended: an inspect from before the current stream is not kept. */
+  private epoch = 0;
+  private eventsUp = false;
 
   constructor(
     private readonly docker: Docker,
@@ -149,6 +163,43 @@ export class DockerRuntime implements SandboxRuntime {
     } catch {
       this.engineName = undefined;
       return null;
+    }
+  }
+
+  /**
+   * inspect()'s answer for reads (lists, records): while the engine's events are watched, what they
+   * kept of the sandbox since its last inspect. Transitions use inspect().
+   */
+  async read(name: string): Promise<Inspection> {
+    const kept = this.eventsUp ? this.seen.get(name) : undefined;
+    if (kept) return kept;
+    const epoch = this.epoch;
+    const changes = this.changes.get(name) ?? 0;
+    const answer = await this.inspect(name);
+    if (answer.status !== 'unreachable' && this.eventsUp && epoch === this.epoch && (this.changes.get(name) ?? 0) === changes) this.seen.set(name, answer);
+    return answer;
+  }
+
+  /** The sandbox changed (an event, or a call of this runtime that may have changed it): reads ask its engine again. */
+  private changed(name: string): void {
+    this.changes.set(name, (this.changes.get(name) ?? 0) + 1);
+    this.seen.delete(name);
+  }
+
+  /** The events stream began or ended: nothing kept before holds. */
+  private eventsNow(up: boolean): void {
+    this.eventsUp = up;
+    this.epoch++;
+    this.seen.clear();
+    this.changes.clear();
+  }
+
+  /** Runs a call that changes a sandbox, then forgets what reads kept of it (its events may come after the call returns). */
+  private async changing<T>(name: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } finally {
+      this.changed(name);
     }
   }
 
@@ -178,6 +229,10 @@ export class DockerRuntime implements SandboxRuntime {
 
   /** Creates volumes (kept), network and container of a sandbox; does not start it. */
   create(spec: ContainerSpec): Promise<void> {
+    return this.changing(spec.name, () => this.createNow(spec));
+  }
+
+  private createNow(spec: ContainerSpec): Promise<void> {
     return guarded(async () => {
       const names = resourceNames(spec.name);
       const labels = { [LABEL_SANDBOX]: spec.name, [LABEL_INSTANCE]: this.opts.instance };
@@ -225,7 +280,7 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   start(name: string): Promise<void> {
-    return guarded(async () => {
+    return this.changing(name, () => guarded(async () => {
       // set at every start: the bridge may predate this setting, or the engine made it again at its restart
       if (this.opts.hostDuties !== false) await shortenArpRetries(sandboxBridge(resourceNames(name).network));
       try {
@@ -234,7 +289,7 @@ export class DockerRuntime implements SandboxRuntime {
         if (statusCode(err) !== 304) throw err;
       }
       await this.settle(name);
-    });
+    }));
   }
 
   /**
@@ -258,22 +313,23 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   stop(name: string): Promise<void> {
-    return guarded(async () => {
+    return this.changing(name, () => guarded(async () => {
       try {
         await this.docker.getContainer(resourceNames(name).container).stop();
       } catch (err) {
         if (statusCode(err) !== 304 && statusCode(err) !== 404) throw err;
       }
-    });
+    }));
   }
 
   /**
    * Settles every sandbox container the engine starts by itself (its restart policy after a crash or an
    * out-of-memory kill, an engine restart) the moment it starts, instead of at the next reconcile pass:
-   * its entrypoint waits for the cgroups. Returns a function that stops watching.
+   * its entrypoint waits for the cgroups. The same events keep what reads know (read()): only while
+   * the stream is up. Returns a function that stops watching.
    */
   watchStarts(): () => void {
-    if (this.opts.runtime !== 'userns' || this.opts.hostDuties === false) return () => undefined;
+    const settles = this.opts.runtime === 'userns' && this.opts.hostDuties !== false;
     let stopped = false;
     let stream: NodeJS.ReadableStream | undefined;
     let again: NodeJS.Timeout | undefined;
@@ -282,15 +338,22 @@ export class DockerRuntime implements SandboxRuntime {
     const subscribe = async () => {
       if (stopped) return;
       try {
-        stream = await this.docker.getEvents({ filters: { type: ['container'], event: ['start'], label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
+        stream = await this.docker.getEvents({ filters: { type: ['container'], event: STATE_EVENTS, label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
         if (stopped) return (stream as unknown as { destroy(): void }).destroy();
+        this.eventsNow(true);
         onJsonLines(stream, (event) => {
-          const name = (event as { Actor?: { Attributes?: Record<string, unknown> } } | null)?.Actor?.Attributes?.[LABEL_SANDBOX];
-          if (typeof name === 'string') onStart(name);
+          const e = event as { Action?: string; Actor?: { Attributes?: Record<string, unknown> } } | null;
+          const name = e?.Actor?.Attributes?.[LABEL_SANDBOX];
+          if (typeof name !== 'string') return;
+          this.changed(name);
+          if (settles && e?.Action === 'start') onStart(name);
         });
         stream.on('error', () => undefined);
         // 'close', not 'end': a stream the engine's side reset (it went away) never ends
-        stream.on('close', () => { if (!stopped) again = setTimeout(subscribe, 1000); });
+        stream.on('close', () => {
+          this.eventsNow(false);
+          if (!stopped) again = setTimeout(subscribe, 1000);
+        });
       } catch {
         if (!stopped) again = setTimeout(subscribe, 1000);
       }
@@ -299,12 +362,17 @@ export class DockerRuntime implements SandboxRuntime {
     return () => {
       stopped = true;
       clearTimeout(again);
+      this.eventsNow(false);
       (stream as unknown as { destroy?(): void } | undefined)?.destroy?.();
     };
   }
 
   /** Deep sleep: container and network go, volumes stay. */
   takeDown(name: string): Promise<void> {
+    return this.changing(name, () => this.takeDownNow(name));
+  }
+
+  private takeDownNow(name: string): Promise<void> {
     return guarded(async () => {
       const names = resourceNames(name);
       const state = await this.inspect(name);
@@ -484,8 +552,11 @@ export class DockerRuntime implements SandboxRuntime {
     return innerEngine(name, address, certs, opts);
   }
 
-  async ping(): Promise<void> {
-    await guarded(() => this.docker.ping());
+  /** `signal` bounds the call (a silent engine never answers). */
+  async ping(signal?: AbortSignal): Promise<void> {
+    // dockerode passes abortSignal on to its request, though its types for ping() take no options
+    const ping = this.docker.ping as unknown as (opts: { abortSignal?: AbortSignal }) => Promise<unknown>;
+    await guarded(() => ping.call(this.docker, { abortSignal: signal }));
   }
 
   /**
@@ -534,7 +605,12 @@ export class DockerRuntime implements SandboxRuntime {
    */
   holds(name: string): Promise<boolean> {
     return guarded(async () => {
-      if ((await this.withVolumes()).includes(name)) return true;
+      // by name, not by listing all volumes (a create asks this: with 500 sandboxes, 2000 volumes)
+      const own = await Promise.all(Object.values(resourceNames(name).volumes).map((volume) => this.docker.getVolume(volume).inspect().then(() => true, (err) => {
+        if (statusCode(err) === 404) return false;
+        throw err;
+      })));
+      if (own.includes(true)) return true;
       if (!this.opts.move) return false;
       try {
         await this.opts.move.from.getVolume(resourceNames(name).volumes.root).inspect();

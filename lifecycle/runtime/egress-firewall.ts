@@ -1,10 +1,11 @@
 // Where a sandbox may send packets: the internet and its own apps, and the service's public ports on the
 // host; not link-local addresses (169.254.169.254, the cloud metadata service), not the host's other
 // listeners (Redis, PostgreSQL, the API port, the upstream registry), not other sandboxes, not the main
-// engine's networks. The sandbox engine runs with --iptables=false (a second dockerd with iptables on
+// engine's networks, not other machines of the private network (but its nameservers, on port 53). The sandbox engine runs with --iptables=false (a second dockerd with iptables on
 // rewrites the main engine's chains), so these rules are the only ones its bridges get; NAT for its
 // address pool comes from scripts/sandbox-engine.sh.
 import { execFile } from 'node:child_process';
+import net from 'node:net';
 import { promisify } from 'node:util';
 import type { Logger } from '../../core/logger.ts';
 import { processAlive } from '../../core/process-alive.ts';
@@ -14,6 +15,7 @@ const run = promisify(execFile);
 const IN = 'SVC-SANDBOX-IN';
 const FWD = 'SVC-SANDBOX-FWD';
 const POOLS = 'SVC-SANDBOX-POOLS';
+const PRIVATE = 'SVC-SANDBOX-PRIVATE';
 const BRIDGES = `${SANDBOX_BRIDGE_PREFIX}+`;
 
 type Tool = 'iptables' | 'ip6tables';
@@ -71,12 +73,40 @@ export async function installEgressRules(logger: Logger): Promise<void> {
     ['-o', BRIDGES, '-j', 'DROP'],
   ], ['FORWARD', 'DOCKER-USER']);
   // first in FWD (inserted, not appended: a chain from an older version ends with its ACCEPT)
-  await ipt('iptables', ['-N', POOLS]);
-  await ensure('iptables', FWD, ['-i', BRIDGES, '-j', POOLS], 1);
+  for (const first of [POOLS, PRIVATE]) {
+    await ipt('iptables', ['-N', first]);
+    await ensure('iptables', FWD, ['-i', BRIDGES, '-j', first], 1);
+  }
   // sandbox networks have no IPv6 addresses, but the host's bridge has a link-local one
   await chain('ip6tables', IN, [['-i', BRIDGES, ...established], ['-i', BRIDGES, '-j', 'DROP']], ['INPUT']);
   await chain('ip6tables', FWD, [['-i', BRIDGES, '-j', 'DROP'], ['-o', BRIDGES, '-j', 'DROP']], ['FORWARD']);
   logger.info('sandbox egress rules installed: internet yes; link-local, host listeners, other sandboxes no');
+}
+
+/** Replaces a chain of ours whole in one iptables-restore commit: never a moment without it, nor with half of it. */
+async function replaceChain(name: string, rules: string[]): Promise<void> {
+  const restore = run('iptables-restore', ['-w', '5', '--noflush']);
+  restore.child.stdin!.end(['*filter', `:${name} - [0:0]`, ...rules.map((r) => `-A ${name} ${r}`), 'COMMIT', ''].join('\n'));
+  await restore.catch((err: { stderr?: string; message: string }) => {
+    throw new Error(`iptables-restore of ${name} failed: ${err.stderr?.trim() || err.message}`);
+  });
+}
+
+/**
+ * Keeps this machine's sandboxes off the private network (SVC_SANDBOX_PRIVATE_NETWORKS, RFC 1918 and
+ * 100.64/10 unless set): the other machines of a deployment (Redis, PostgreSQL, service processes,
+ * runner hosts) answer anyone there, and a sandbox's packets leave masqueraded as this machine's. This
+ * machine's own addresses are the INPUT chain's (the edge port only), so the edge stays reachable
+ * whatever its address. The nameservers sandboxes are given (SVC_SANDBOX_DNS) stay reachable on port
+ * 53, and answers to connections let in go back. Replaced whole at every start.
+ */
+export async function blockPrivateNetworks(networks: string[], nameservers: string[]): Promise<void> {
+  const dns = nameservers.filter((ns) => net.isIPv4(ns));
+  await replaceChain(PRIVATE, networks.length === 0 ? [] : [
+    `-i ${BRIDGES} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
+    ...dns.flatMap((ns) => ['udp', 'tcp'].map((proto) => `-i ${BRIDGES} -d ${ns}/32 -p ${proto} -m ${proto} --dport 53 -j RETURN`)),
+    ...networks.map((cidr) => `-i ${BRIDGES} -d ${cidr} -j DROP`),
+  ]);
 }
 
 /**
@@ -86,12 +116,7 @@ export async function installEgressRules(logger: Logger): Promise<void> {
  * moment without it, nor with half of it); FWD jumps to it first (installEgressRules).
  */
 export async function blockRunnerPools(pools: string[]): Promise<void> {
-  const rules = pools.map((pool) => `-A ${POOLS} -i ${BRIDGES} -d ${pool} -j DROP`);
-  const restore = run('iptables-restore', ['-w', '5', '--noflush']);
-  restore.child.stdin!.end(['*filter', `:${POOLS} - [0:0]`, ...rules, 'COMMIT', ''].join('\n'));
-  await restore.catch((err: { stderr?: string; message: string }) => {
-    throw new Error(`iptables-restore of ${POOLS} failed: ${err.stderr?.trim() || err.message}`);
-  });
+  await replaceChain(POOLS, pools.map((pool) => `-i ${BRIDGES} -d ${pool} -j DROP`));
 }
 
 const PORT_OWNER = /^svc-p(\d+)$/;

@@ -14,6 +14,20 @@ import {
 const CAPACITY_ASK_MS = 3000;
 /** How long the hosts' sizes added up (machines()) are used before they are asked again. */
 const MACHINES_TTL_MS = 30_000;
+/**
+ * A host that failed an ask is away this long at most without being asked again: its sandboxes'
+ * calls answer unreachable at once (an inspect of a silent engine waits 10 s). Probes end it sooner.
+ */
+const AWAY_MS = 15_000;
+/** How often an away host is probed (a ping), and how long a probe waits for its answer. */
+const AWAY_PROBE_MS = 1000;
+const PROBE_TIMEOUT_MS = 2000;
+/**
+ * How often every host is pinged while the service watches (watchStarts): a host that falls silent
+ * with its events stream still open (powered off behind a link that stays up) would otherwise go on
+ * answering reads from what its events kept.
+ */
+const WATCH_PROBE_MS = 5000;
 
 /** One host's figures for a placement. */
 export interface HostLoad extends EngineCapacity {
@@ -83,6 +97,8 @@ export class HostSetRuntime implements SandboxRuntime {
   private readonly placed = new Map<string, string>();
   private watching = false;
   private machinesSeen?: { at: number; figures: Awaited<ReturnType<HostSetRuntime['machines']>> };
+  /** Hosts that failed an ask: why, until when they are not asked, and whether a probe runs. */
+  private readonly away = new Map<string, { reason: string; until: number; probing: boolean }>();
 
   constructor(private readonly opts: HostSetOptions) {
     this.images = new ImageSync(opts.local, opts.logger);
@@ -117,8 +133,78 @@ export class HostSetRuntime implements SandboxRuntime {
     return runtime;
   }
 
+  /** The runtime of the sandbox's host; RuntimeUnreachable at once while that host is away. */
   private async runtimeOf(sandbox: string): Promise<DockerRuntime> {
-    return this.engine(await this.hostNameOf(sandbox));
+    const host = await this.hostNameOf(sandbox);
+    this.throwIfAway(host);
+    return this.engine(host);
+  }
+
+  private throwIfAway(host: string): void {
+    const away = this.away.get(host);
+    if (away && away.until > Date.now()) throw new RuntimeUnreachable(away.reason);
+  }
+
+  /**
+   * Runs an ask of a host: at once RuntimeUnreachable while it is away; a RuntimeUnreachable from the
+   * ask makes it away (AWAY_MS, probed every AWAY_PROBE_MS until it answers).
+   */
+  private async ask<T>(host: string, call: (runtime: DockerRuntime) => Promise<T>): Promise<T> {
+    this.throwIfAway(host);
+    const runtime = await this.engine(host);
+    try {
+      return await call(runtime);
+    } catch (err) {
+      if (err instanceof RuntimeUnreachable) this.markAway(host, err.reason);
+      throw err;
+    }
+  }
+
+  private markAway(host: string, reason: string): void {
+    const known = this.away.get(host);
+    if (!known) this.opts.logger.warn({ host, reason }, 'host does not answer: its sandboxes answer unavailable until it does (probed every second)');
+    this.away.set(host, { reason, until: Date.now() + AWAY_MS, probing: known?.probing ?? false });
+    void this.probeWhileAway(host);
+  }
+
+  /** Pings an away host every AWAY_PROBE_MS until it answers (then it is asked again) or is no longer registered. */
+  private async probeWhileAway(host: string): Promise<void> {
+    const entry = this.away.get(host);
+    if (!entry || entry.probing) return;
+    entry.probing = true;
+    try {
+      for (;;) {
+        await new Promise((resolve) => setTimeout(resolve, AWAY_PROBE_MS).unref());
+        const runtime = await this.engine(host).catch(() => undefined);
+        if (!runtime) return void this.away.delete(host); // no longer registered
+        try {
+          await runtime.ping(AbortSignal.timeout(PROBE_TIMEOUT_MS));
+          this.away.delete(host);
+          this.opts.logger.info({ host }, 'host answers again');
+          return;
+        } catch (err) {
+          const current = this.away.get(host);
+          if (!current) return;
+          current.until = Date.now() + AWAY_MS;
+          if (err instanceof RuntimeUnreachable) current.reason = err.reason;
+        }
+      }
+    } finally {
+      const current = this.away.get(host);
+      if (current) current.probing = false;
+    }
+  }
+
+  /** Pings every host once (WATCH_PROBE_MS): one that does not answer is away. */
+  private async probeAll(): Promise<void> {
+    const engines = await this.allEngines().catch(() => []);
+    await Promise.all(engines.filter((e) => !this.away.has(e.name)).map(async (e) => {
+      try {
+        await e.runtime.ping(AbortSignal.timeout(PROBE_TIMEOUT_MS));
+      } catch (err) {
+        if (err instanceof RuntimeUnreachable) this.markAway(e.name, err.reason);
+      }
+    }));
   }
 
   /** Every host's runtime that can be asked now, by name; hosts not registered properly are left out. */
@@ -129,19 +215,31 @@ export class HostSetRuntime implements SandboxRuntime {
     return [{ name: LOCAL_HOST, runtime: this.opts.local, record: records.find((h) => h.name === LOCAL_HOST) }, ...remote];
   }
 
-  async inspect(name: string): Promise<Inspection> {
+  inspect(name: string): Promise<Inspection> {
+    return this.inspectWith(name, (runtime) => runtime.inspect(name));
+  }
+
+  read(name: string): Promise<Inspection> {
+    return this.inspectWith(name, (runtime) => runtime.read(name));
+  }
+
+  private async inspectWith(name: string, look: (runtime: DockerRuntime) => Promise<Inspection>): Promise<Inspection> {
     const cached = this.placed.get(name);
-    const answer = await this.inspectOn(await this.hostNameOf(name), name);
+    const answer = await this.inspectOn(await this.hostNameOf(name), name, look);
     if (answer.status !== 'deep_sleep' || cached === undefined) return answer;
     // a placement seen before may have been replaced by another process (volumes removed, made elsewhere)
     this.placed.delete(name);
     const host = await this.hostNameOf(name);
-    return host === cached ? answer : this.inspectOn(host, name);
+    return host === cached ? answer : this.inspectOn(host, name, look);
   }
 
-  private async inspectOn(host: string, name: string): Promise<Inspection> {
+  private async inspectOn(host: string, name: string, look: (runtime: DockerRuntime) => Promise<Inspection>): Promise<Inspection> {
     try {
-      return this.withinPool(host, name, await (await this.engine(host)).inspect(name));
+      return this.withinPool(host, name, await this.ask(host, async (runtime) => {
+        const answer = await look(runtime);
+        if (answer.status === 'unreachable') throw new RuntimeUnreachable(answer.reason);
+        return answer;
+      }));
     } catch (err) {
       if (err instanceof RuntimeUnreachable) return { status: 'unreachable', reason: err.reason };
       throw err;
@@ -195,7 +293,7 @@ export class HostSetRuntime implements SandboxRuntime {
   private async choose(): Promise<string> {
     const loads = await Promise.all((await this.allEngines()).filter((h) => !h.record?.drained_at).map(async (h): Promise<HostLoad | undefined> => {
       try {
-        return { name: h.name, ...(await h.runtime.capacity(AbortSignal.timeout(CAPACITY_ASK_MS))) };
+        return { name: h.name, ...(await this.ask(h.name, (runtime) => runtime.capacity(AbortSignal.timeout(CAPACITY_ASK_MS)))) };
       } catch (err) {
         this.opts.logger.warn({ host: h.name, err: (err as Error).message }, 'placement: host left out (no answer)');
         return undefined;
@@ -224,8 +322,10 @@ export class HostSetRuntime implements SandboxRuntime {
     const local = this.opts.local.watchStarts();
     for (const e of this.engines.values()) e.unwatch ??= e.runtime.watchStarts();
     void this.allEngines().catch(() => undefined);
+    const probes = setInterval(() => void this.probeAll(), WATCH_PROBE_MS).unref();
     return () => {
       this.watching = false;
+      clearInterval(probes);
       local();
       for (const e of this.engines.values()) {
         e.unwatch?.();
@@ -266,7 +366,7 @@ export class HostSetRuntime implements SandboxRuntime {
    */
   private async gather<T>(ask: (runtime: DockerRuntime) => Promise<T[]>, nameOf: (item: T) => string): Promise<T[]> {
     const engines = await this.allEngines();
-    const answers = await Promise.allSettled(engines.map((e) => ask(e.runtime)));
+    const answers = await Promise.allSettled(engines.map((e) => this.ask(e.name, ask)));
     // read after the answers: a sandbox placed is placed before its container is made
     const placements = await this.opts.hosts.placements();
     const out: T[] = [];
@@ -276,7 +376,7 @@ export class HostSetRuntime implements SandboxRuntime {
       if (a.status === 'fulfilled') return void out.push(...a.value.filter((item) => (placements.get(nameOf(item)) ?? LOCAL_HOST) === host));
       failure ??= a.reason;
       if (!(a.reason instanceof RuntimeUnreachable)) throw a.reason;
-      this.opts.logger.warn({ host: engines[i]!.name, err: a.reason.reason }, 'host does not answer: its sandboxes are left out of this listing');
+      this.opts.logger.debug({ host: engines[i]!.name, err: a.reason.reason }, 'host does not answer: its sandboxes are left out of this listing');
     });
     if (answers.every((a) => a.status === 'rejected')) throw failure;
     return out;
@@ -288,7 +388,7 @@ export class HostSetRuntime implements SandboxRuntime {
 
   /** Answers once any host's engine answers (the service works for the sandboxes of those). */
   async ping(): Promise<void> {
-    await Promise.any((await this.allEngines()).map((e) => e.runtime.ping())).catch((err: AggregateError) => {
+    await Promise.any((await this.allEngines()).map((e) => this.ask(e.name, (runtime) => runtime.ping()))).catch((err: AggregateError) => {
       throw err.errors[0];
     });
   }
@@ -342,7 +442,7 @@ export class HostSetRuntime implements SandboxRuntime {
   async loads(): Promise<Array<{ name: string; record?: HostRecord; load?: EngineCapacity; error?: string }>> {
     return Promise.all((await this.allEngines()).map(async (h) => {
       try {
-        return { name: h.name, record: h.record, load: await h.runtime.capacity(AbortSignal.timeout(CAPACITY_ASK_MS)) };
+        return { name: h.name, record: h.record, load: await this.ask(h.name, (runtime) => runtime.capacity(AbortSignal.timeout(CAPACITY_ASK_MS))) };
       } catch (err) {
         return { name: h.name, record: h.record, error: err instanceof RuntimeUnreachable ? err.reason : (err as Error).message };
       }

@@ -5,7 +5,7 @@ import type { Logger } from '../../core/logger.ts';
 import type { HostStore } from '../../store/hosts.ts';
 import type { HostRecord } from '../../store/records.ts';
 import { DockerRuntime, type DockerRuntimeOptions } from './docker-runtime.ts';
-import { blockRunnerPools, installEgressRules, openPort } from './egress-firewall.ts';
+import { blockPrivateNetworks, blockRunnerPools, installEgressRules, openPort } from './egress-firewall.ts';
 import { engineClient, hostEngineClient } from './engine-client.ts';
 import { HostSetRuntime } from './host-set-runtime.ts';
 
@@ -98,6 +98,7 @@ async function sandboxEngine(config: Config, logger: Logger): Promise<Docker> {
       throw new Error(`the sandbox engine at ${config.sandboxDockerHost} does not remap root (no --userns-remap): refusing to run sandboxes as host root; start it with scripts/sandbox-engine.sh`);
     }
     await installEgressRules(logger);
+    await blockPrivateNetworks(config.sandboxPrivateNetworks, config.sandboxDns);
   }
   return docker;
 }

@@ -17,6 +17,11 @@ import type { EngineCerts } from '../../store/records.ts';
 export interface SandboxRuntime extends ToolImages {
   /** The sandbox's state as its engine tells it now. */
   inspect(name: string): Promise<Inspection>;
+  /**
+   * The same for reads that change nothing (lists, records): it may come from what the engine's
+   * events kept since the sandbox's last inspect (while watchStarts watches), never older than them.
+   */
+  read(name: string): Promise<Inspection>;
   /** Volumes (kept), network and container of a sandbox; does not start it. */
   create(spec: ContainerSpec): Promise<void>;
   /** Starts the container, then settles it. */

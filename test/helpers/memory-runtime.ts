@@ -63,6 +63,11 @@ export class MemoryRuntime implements SandboxRuntime {
     },
   };
 
+  /** Nothing to keep: every state is in memory already. */
+  read(name: string): Promise<Inspection> {
+    return this.inspect(name);
+  }
+
   async inspect(name: string): Promise<Inspection> {
     const reason = this.unreachable ?? this.unreachableSandboxes.get(name);
     if (reason) return { status: 'unreachable', reason };

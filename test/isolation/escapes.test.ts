@@ -4,7 +4,8 @@
 // is harmless where it succeeds: values are written back as read, mounts are read-only, the clock is set
 // to the current time, the sysrq trigger is opened but nothing is written to it.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -162,6 +163,35 @@ describe('isolation: root in a sandbox is not root on the host', () => {
     const inner = await inInner(`nc -w 3 ${self.Gateway} ${hostPort} </dev/null; nc -w 3 ${METADATA_IP} 80 </dev/null; nc -w 3 ${other.IPAddress} 2376 </dev/null; echo done`);
     assert.doesNotMatch(inner.out, /host-secret|metadata-secret/);
     assert.match(inner.out, /done/);
+  });
+
+  it('reaches no other machine of the private network, but the internet beyond it (SVC_SANDBOX_PRIVATE_NETWORKS)', async () => {
+    // "Another machine": a network namespace behind a veth, at a private address (192.168.251.2, as a
+    // Redis or PostgreSQL machine would be) and at a public one (198.51.100.2, the internet's stand-in)
+    const ns = `svcesc${randomBytes(3).toString('hex')}`;
+    const veth = `ve${ns.slice(6)}`;
+    const sh = (script: string) => run('sh', ['-ec', script]);
+    await sh(`ip netns add ${ns}; ip link add ${veth} type veth peer name eth0 netns ${ns}
+      ip addr add 192.168.251.1/30 dev ${veth}; ip link set ${veth} up; ip route add 198.51.100.2/32 dev ${veth}
+      ip -n ${ns} addr add 192.168.251.2/30 dev eth0; ip -n ${ns} addr add 198.51.100.2/32 dev eth0
+      ip -n ${ns} link set eth0 up; ip -n ${ns} link set lo up; ip -n ${ns} route add default via 192.168.251.1`);
+    const machine = spawn('ip', ['netns', 'exec', ns, 'socat', 'TCP-LISTEN:7000,fork,reuseaddr', 'SYSTEM:echo lan-secret']);
+    try {
+      const probe = (ip: string) => `timeout 5 bash -c 'exec 3<>/dev/tcp/${ip}/7000; cat <&3' 2>/dev/null || echo "closed ${ip}"`;
+      await eventually(async () => (await asRoot(a, probe('198.51.100.2'))).out.includes('lan-secret'), 'the public address answers the sandbox (the control)', 15_000);
+      const lan = await asRoot(a, probe('192.168.251.2'));
+      assert.doesNotMatch(lan.out, /lan-secret/);
+      assert.match(lan.out, /closed 192\.168\.251\.2/);
+      const inner = await inInner(`nc -w 3 192.168.251.2 7000 </dev/null; echo done`);
+      assert.doesNotMatch(inner.out, /lan-secret/);
+      assert.match(inner.out, /done/);
+      // the nameservers sandboxes are given stay reachable on port 53 alone
+      const rules = (await run('iptables', ['-w', '5', '-S', 'SVC-SANDBOX-PRIVATE'])).stdout;
+      for (const ns of t.config.sandboxDns.filter((d) => net.isIPv4(d))) assert.match(rules, new RegExp(`-d ${ns.replace(/\./g, '\\.')}/32 -i svcb\\+ -p udp -m udp --dport 53 -j RETURN`));
+    } finally {
+      machine.kill();
+      await sh(`ip link del ${veth} || true; ip netns del ${ns}`);
+    }
   });
 
   it("cannot read another sandbox's files", async () => {

@@ -245,7 +245,8 @@ describe('a sandbox whose engine does not answer is unavailable, then back as it
     } finally {
       await proxy.restore();
     }
-    assert.equal((await t.api('GET', `/api/sandboxes/${name}`, owner.token)).body.status, 'running');
+    // a host that failed an ask is probed every second: seen again within seconds, not at once
+    await eventually(async () => (await t.api('GET', `/api/sandboxes/${name}`, owner.token)).body.status === 'running', 'the engine back', 5_000, 100);
     assert.match((await app()).body, /hello-app/);
   });
 });

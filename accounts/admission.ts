@@ -86,7 +86,7 @@ export class Admission {
    */
   admitNew(owner: UserRecord, record: SandboxRecord, insert: () => Promise<void>): Promise<() => Promise<void>> {
     return this.admit(owner, record, async () => {
-      const total = (await this.deps.store.sandboxes.listByOwner(owner.id)).filter((s) => !s.archived_at).length;
+      const total = (await this.deps.store.sandboxes.listByOwner(owner.id, { secrets: false })).filter((s) => !s.archived_at).length;
       const { max_sandboxes } = this.quotasOf(owner);
       if (total >= max_sandboxes) {
         throw new errors.QuotaExceeded(`${describeQuota('max_sandboxes', max_sandboxes)} reached: you have ${total}; delete one (DELETE /api/sandboxes/:name) or ask an administrator to raise it`);
@@ -127,7 +127,7 @@ export class Admission {
     const [running, raw, records] = await Promise.all([
       this.deps.running(),
       this.deps.redis.hgetall(this.reservationsKey),
-      this.deps.store.sandboxes.listAll(),
+      this.deps.store.sandboxes.listAll({ secrets: false }),
     ]);
     const byName = new Map(records.map((r) => [r.name, r]));
     const out = new Map<string, { name: string; owner: string; memory_mb: number; cpus: number }>();
@@ -170,7 +170,7 @@ export class Admission {
 
   /** What the user uses now, against their quotas. */
   async usage(user: UserRecord): Promise<Usage> {
-    const [own, active] = await Promise.all([this.deps.store.sandboxes.listByOwner(user.id), this.active('')]);
+    const [own, active] = await Promise.all([this.deps.store.sandboxes.listByOwner(user.id, { secrets: false }), this.active('')]);
     return {
       sandboxes: own.filter((s) => !s.archived_at).length,
       running: active.filter((a) => a.owner === user.id).length,

@@ -52,19 +52,16 @@ export class SandboxViews {
     return fullView(record, owner?.name ?? record.owner_id, state, session, apps, this.ctx, extras);
   }
 
+  /** Summaries of `records` (their secrets need not be there); the idle session is read for running ones only. */
   async list(records: SandboxRecord[]): Promise<SandboxSummary[]> {
     return Promise.all(
       records
         .filter((r) => !r.archived_at)
-        .map(async (r) =>
-          summarise(
-            r,
-            await this.parts.state(r.name),
-            await this.parts.sessions.get(r.name),
-            this.parts.apps.appsOf(r.name).map((a) => this.appUrl(a.label)),
-            this.ctx,
-          ),
-        ),
+        .map(async (r) => {
+          const state = await this.parts.state(r.name);
+          const session = state.status === 'running' ? await this.parts.sessions.get(r.name) : null;
+          return summarise(r, state, session, this.parts.apps.appsOf(r.name).map((a) => this.appUrl(a.label)), this.ctx);
+        }),
     );
   }
 }

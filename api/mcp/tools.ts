@@ -44,7 +44,7 @@ export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
   }, () => result(async () => {
     const records = principal.sandbox
       ? [await store.sandboxes.get(principal.sandbox)].filter((r) => r !== undefined)
-      : await store.sandboxes.listByOwner(principal.user.id);
+      : await store.sandboxes.listByOwner(principal.user.id, { secrets: false });
     return lifecycle.list(records);
   }));
 

@@ -46,7 +46,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     const { principal } = request;
     const records = principal.sandbox
       ? [await store.sandboxes.get(principal.sandbox)].filter((r) => r !== undefined)
-      : await store.sandboxes.listByOwner(principal.user.id);
+      : await store.sandboxes.listByOwner(principal.user.id, { secrets: false });
     return lifecycle.list(records);
   });
 

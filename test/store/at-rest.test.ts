@@ -70,6 +70,10 @@ function suite(backend: BackendName): void {
       }
       assert.deepEqual((await t.store.sandboxes.listAll()).map((s) => s.certs), [c, c]);
       assert.deepEqual((await t.store.sandboxes.listByOwner('owner-1')).map((s) => s.certs), [c, c]);
+      // lists that show no secret get none (nothing opened): the certificates without their keys
+      const { client_key: _c, server_key: _s, ...certsOnly } = c;
+      assert.deepEqual((await t.store.sandboxes.listByOwner('owner-1', { secrets: false })).map((s) => s.certs), [certsOnly, certsOnly]);
+      assert.deepEqual((await t.store.sandboxes.listAll({ secrets: false })).map((s) => s.certs), [certsOnly, certsOnly]);
       const rows = await rawRows(t);
       assert.ok(rows.some((r) => r.key === 'sandboxes:svc-sealed-put'));
       for (const r of rows) assert.ok(!r.value.includes('PRIVATE KEY'), `row ${r.key} holds no private key`);
@@ -80,6 +84,8 @@ function suite(backend: BackendName): void {
       const password = 'tool-password-in-plain-sight';
       await t.store.sandboxes.put({ ...sandbox('svc-sealed-manager', await certs()), template: 'manager', manager_password: password });
       assert.equal((await t.store.sandboxes.get('svc-sealed-manager'))?.manager_password, password);
+      const listed = (await t.store.sandboxes.listByOwner('owner-1', { secrets: false })).find((r) => r.name === 'svc-sealed-manager');
+      assert.ok(listed && !('manager_password' in listed) && listed.template === 'manager', 'not in a list without secrets');
       const row = (await rawRows(t)).find((r) => r.key === 'sandboxes:svc-sealed-manager');
       assert.ok(row && !row.value.includes(password) && row.value.includes('svc-sealed:v1:'));
     });

@@ -182,6 +182,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       upstreamConnectMs: t.upstreamConnectMs,
       tunnelIdleMs: t.tunnelIdleMs,
       registryUpstream: opts.registryBypass?.upstreamSocket,
+      shellProofMs: t.shellProofMs,
     })
     : null;
   // with HAProxy, every route this edge resolves is mirrored into HAProxy's maps
@@ -206,6 +207,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     tunnelIdleMs: t.tunnelIdleMs,
     logger: log,
     metrics: opts.metrics,
+    onAnswered: dataPlane ? (label, target) => dataPlane.backend.appAnswered(label, target) : undefined,
   });
   opts.metrics?.edgeHttpServer('api', apiServer);
   opts.metrics?.edgeHttpServer('registry', registryServer);
@@ -328,6 +330,8 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
 
       case 'shell': {
         const address = await runningAddress(route.sandbox);
+        // HAProxy takes the name's next connections while the sandbox runs
+        dataPlane?.backend.shellResolved(route.sandbox, address, shellPort);
         if (!address || !admitTunnel(route.sandbox, socket)) return reset(socket);
         // sshd drops a connection that has not signed in within its login grace time: one that
         // lived longer has, and only its bytes count (the edge never sees inside SSH).
@@ -343,6 +347,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
           log.warn({ err, label: route.label }, 'edge: resolveApp failed');
           return null;
         });
+        dataPlane?.backend.tcpResolved(route.label, app);
         if (!app) return reset(socket);
         if (app.status !== 'running' || !app.target) {
           // asleep: woken for the retry; unavailable: its host does not answer, nothing to wake
@@ -353,6 +358,13 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
         }
         wakes.awake(app.sandbox);
         if (!admitTunnel(app.sandbox, socket)) return reset(socket);
+        if (dataPlane) {
+          // HAProxy counted this sandbox's other tunnels, not this one: its place goes into that count
+          const release = await dataPlane.backend.admitNodeTunnel(app.sandbox, caps.tunnelsPerSandbox);
+          if (!release) return reset(socket);
+          socket.once('close', release);
+          if (socket.destroyed) return release();
+        }
         return terminateAndForward(socket, serverName, app.target, app.sandbox, 'app TCP port');
       }
     }

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import type { Logger } from '../../core/logger.ts';
 import type { EdgeBackend } from '../backend.ts';
-import { APP_TABLE, ENGINE_TABLE } from './haproxy-config.ts';
+import { APP_TABLE, ENGINE_TABLE, SANDBOX_TUNNELS, TCP_TABLE } from './haproxy-config.ts';
 import type { RouteMirror } from './route-mirror.ts';
 import type { RuntimeApi } from './runtime-api.ts';
 
@@ -17,10 +17,19 @@ export const ACTIVITY_POLL_MS = 1_000;
  *   client certificate, which HAProxy cannot see (TLS is passed through). Live connections are read
  *   from the kernel's per-socket counters of HAProxy's sockets to dockerd (`ss -ti`), those that
  *   ended since the last poll from the engine stick table (endedConnectionsProven).
+ * - TCP twins: their bytes count, from the kernel's counters of HAProxy's live sockets to the app and
+ *   from their stick table (connections that ended).
+ * - shells: bytes count once the connection is older than sshd's login grace (Node's rule, one that
+ *   lived longer has signed in). HAProxy cannot time a connection's bytes, so the age is the kernel
+ *   socket's to sshd as these polls saw it first (at most one poll after it opened): a shell counts
+ *   from 120–121 s of age, never earlier than through Node, and one shorter than a poll never.
  */
 export class DataPlaneActivity {
   private readonly appCounters = new Map<string, number>();
   private readonly engineReceived = new Map<string, number>();
+  /** Live shell and TCP twin sockets of HAProxy: bytes both ways at the last poll, and when first seen. */
+  private readonly tunnelSockets = new Map<string, { moved: number; since: number }>();
+  private readonly tcpCounters = new Map<string, number>();
   private readonly engineTotals = new Map<string, { started: number; open: number; sent: number }>();
   private readonly timer: NodeJS.Timeout;
   private polling = false;
@@ -33,6 +42,8 @@ export class DataPlaneActivity {
       backend: EdgeBackend;
       domain: string;
       enginePort: number;
+      /** A shell's bytes count once it is this old (sshd's login grace). */
+      shellProofMs: number;
       logger: Logger;
     },
   ) {
@@ -54,18 +65,29 @@ export class DataPlaneActivity {
         this.appCounters.set(sandbox, total);
         this.touch(sandbox);
       }
+      for (const [sandbox, c] of await api.table(TCP_TABLE)) {
+        const total = (c.conn_cnt ?? 0) + (c.bytes_in_cnt ?? 0) + (c.bytes_out_cnt ?? 0);
+        if (this.tcpCounters.get(sandbox) === total) continue;
+        this.tcpCounters.set(sandbox, total);
+        this.touch(sandbox);
+      }
       const suffix = `-engine.${this.opts.domain}`;
-      let tunnels = 0;
       for (const [sni, c] of await api.table(ENGINE_TABLE)) {
         if (!sni.endsWith(suffix)) continue;
         const sandbox = sni.slice(0, -suffix.length);
         if (this.endedConnectionsProven(sni, sandbox, c)) this.touch(sandbox);
+      }
+      let tunnels = 0;
+      for (const [sandbox, c] of await api.table(SANDBOX_TUNNELS)) {
         if (!c.conn_cur) continue;
         tunnels += c.conn_cur;
         this.opts.mirror.used(sandbox);
       }
-      if (tunnels > 0) await this.pollEngineSockets();
-      else this.engineReceived.clear();
+      if (tunnels > 0) await this.pollTunnelSockets();
+      else {
+        this.engineReceived.clear();
+        this.tunnelSockets.clear();
+      }
     } catch (err) {
       this.opts.logger.debug({ err }, 'data plane: activity poll failed');
     } finally {
@@ -93,52 +115,76 @@ export class DataPlaneActivity {
     this.opts.backend.recordActivity(sandbox);
   }
 
-  private async pollEngineSockets(): Promise<void> {
+  /** The kernel's counters of HAProxy's live sockets to engines, sshds and TCP twins. */
+  private async pollTunnelSockets(): Promise<void> {
     const pid = this.opts.pid();
     if (!pid) return;
     const out = await new Promise<string>((resolve, reject) =>
-      execFile('ss', ['-tinpH', 'state', 'established', `( dport = :${this.opts.enginePort} )`], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
+      execFile('ss', ['-tinpeH', 'state', 'established'], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
     );
-    const seen = new Map<string, number>();
+    const now = Date.now();
+    const engines = new Map<string, number>();
+    const tunnels = new Map<string, { moved: number; since: number }>();
     for (const s of parseSs(out)) {
       if (s.pid !== pid) continue;
-      const sandbox = this.opts.mirror.engineSandboxAt(s.peerAddress);
-      if (!sandbox || s.bytesReceived <= this.opts.mirror.engineProofBytes(sandbox)) continue;
-      seen.set(s.key, s.bytesReceived);
-      if (this.engineReceived.get(s.key) !== s.bytesReceived) this.touch(sandbox);
+      const engine = s.peerPort === this.opts.enginePort ? this.opts.mirror.engineSandboxAt(s.peerAddress) : undefined;
+      if (engine) {
+        if (s.bytesReceived <= this.opts.mirror.engineProofBytes(engine)) continue;
+        engines.set(s.key, s.bytesReceived);
+        if (this.engineReceived.get(s.key) !== s.bytesReceived) this.touch(engine);
+        continue;
+      }
+      const tunnel = this.opts.mirror.tunnelAt(s.peerAddress, s.peerPort);
+      if (!tunnel) continue;
+      const moved = s.bytesReceived + s.bytesSent;
+      const before = this.tunnelSockets.get(s.key);
+      const since = before?.since ?? now;
+      tunnels.set(s.key, { moved, since });
+      if (moved === (before?.moved ?? 0)) continue;
+      if (tunnel.kind === 'tcp' || (before && now - since >= this.opts.shellProofMs)) this.touch(tunnel.sandbox);
     }
     this.engineReceived.clear();
-    for (const [k, v] of seen) this.engineReceived.set(k, v);
+    for (const [k, v] of engines) this.engineReceived.set(k, v);
+    this.tunnelSockets.clear();
+    for (const [k, v] of tunnels) this.tunnelSockets.set(k, v);
   }
 }
 
 export interface SocketCounters {
   key: string;
   peerAddress: string;
+  peerPort: number;
   pid: number | undefined;
   bytesReceived: number;
+  bytesSent: number;
 }
 
-/** Parses `ss -tinpH` output: one socket per line, its tcp_info on the indented line after it. */
+/** Parses `ss -tinpeH` output: one socket per line, its tcp_info on the indented line after it. */
 export function parseSs(out: string): SocketCounters[] {
   const sockets: SocketCounters[] = [];
   let current: SocketCounters | null = null;
   for (const line of out.split('\n')) {
     if (!line.trim()) continue;
     if (!/^\s/.test(line)) {
-      // Recv-Q Send-Q Local:Port Peer:Port users:(("haproxy",pid=1,fd=2))
+      // Recv-Q Send-Q Local:Port Peer:Port users:(("haproxy",pid=1,fd=2)) ino:123 sk:…
       const cols = line.trim().split(/\s+/);
       const peer = cols[3] ?? '';
+      // the inode tells a socket from a later one on the same ports (a shell's age must not carry over)
+      const inode = /\bino:(\d+)/.exec(line)?.[1];
       current = {
-        key: `${cols[2]} ${peer}`,
+        key: `${cols[2]} ${peer}${inode ? ` ${inode}` : ''}`,
         peerAddress: peer.replace(/:\d+$/, '').replace(/^\[|\]$/g, '').replace(/^::ffff:/, ''),
+        peerPort: Number(/:(\d+)$/.exec(peer)?.[1]),
         pid: Number(/pid=(\d+)/.exec(line)?.[1]) || undefined,
         bytesReceived: 0,
+        bytesSent: 0,
       };
       sockets.push(current);
     }
     const received = /\bbytes_received:(\d+)/.exec(line);
     if (current && received) current.bytesReceived = Number(received[1]);
+    const sent = /\bbytes_sent:(\d+)/.exec(line);
+    if (current && sent) current.bytesSent = Number(sent[1]);
   }
   return sockets;
 }

@@ -16,10 +16,14 @@ export interface DataPlaneFiles {
   nodeRegistryBypassSocket: string;
   /** HAProxy's own TLS-terminating HTTP frontend, fed by the public TCP frontend. */
   appsSocket: string;
+  /** HAProxy's TLS-terminating TCP frontend for shell and TCP twin names, fed by the public TCP frontend. */
+  tunnelsSocket: string;
   /** SNI → `<address>` of a running sandbox's engine. */
   engineMap: string;
   /** SNI → `<sandbox>|<address>|<port>` of a running app. */
   appsMap: string;
+  /** SNI → `<sandbox>|<address>|<port>|shell` or `…|tcp` of a running sandbox's sshd or an app's TCP twin. */
+  tunnelsMap: string;
   /** The certificates HAProxy serves for app names (per-name ones are added at run time). */
   crtList: string;
   defaultCert: string;
@@ -38,8 +42,10 @@ export function dataPlaneFiles(dir: string): DataPlaneFiles {
     nodeRegistrySocket: f('node-registry.sock'),
     nodeRegistryBypassSocket: f('node-registry-bypass.sock'),
     appsSocket: f('apps.sock'),
+    tunnelsSocket: f('tunnels.sock'),
     engineMap: f('engine.map'),
     appsMap: f('apps.map'),
+    tunnelsMap: f('tunnels.map'),
     crtList: f('certs.list'),
     defaultCert: f('default.pem'),
     waitingPage: f('waiting.http'),
@@ -81,6 +87,13 @@ export const REGISTRY_BYPASS_LUA = fileURLToPath(new URL('./registry-bypass.lua'
 /** Stick table names; the activity poller reads them (`show table`). */
 export const APP_TABLE = 'be_app';
 export const ENGINE_TABLE = 'be_engine';
+/** TCP twins HAProxy carries, per sandbox (their bytes are activity). */
+export const TCP_TABLE = 'be_tunnel';
+/**
+ * Raw tunnels per sandbox (engine, shell, TCP twin), whichever process carries them: the cap.
+ * `gpc0` holds the TCP twin tunnels Node carries for names HAProxy could not count (RouteMirror).
+ */
+export const SANDBOX_TUNNELS = 'st_tunnels';
 
 /**
  * The HAProxy 2.6 configuration of the data plane (docs/data-plane.md has the picture):
@@ -98,6 +111,7 @@ export const ENGINE_TABLE = 'be_engine';
  */
 export function renderHaproxyConfig(o: HaproxyConfigOptions): string {
   const f = o.files;
+  const domainRe = o.domain.split('.').join('[.]');
   const ms = (n: number) => `${Math.max(1, Math.round(n))}ms`;
   // no host: every interface, IPv4 and IPv6 (as Node's listen without a host)
   const bind = o.host === undefined ? `:::${o.port} v4v6` : `${o.host.includes(':') ? `ipv6@${o.host}` : o.host}:${o.port}`;
@@ -131,7 +145,16 @@ frontend public
     tcp-request connection track-sc0 src
     tcp-request connection reject if { sc0_conn_cur gt ${o.connectionsPerClient} }
     tcp-request inspect-delay ${ms(o.clientHelloMs)}
+    # 128 tunnels per sandbox, counted here for every process that carries them: engine and shell
+    # names hold their sandbox, a TCP twin's is in the tunnel map (one Node carries is in gpc0)
+    tcp-request content set-var(sess.sni) req.ssl_sni,lower if { req.ssl_hello_type 1 }
+    tcp-request content set-var(sess.tunnel_of) "var(sess.sni),regsub('^([a-z0-9-]+)-(engine|shell-tcp)[.].*','\\1')" if { var(sess.sni) -m reg ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?-(engine|shell-tcp)[.]${domainRe}$ }
+    tcp-request content set-var(sess.tunnel_of) var(sess.sni),map(${f.tunnelsMap}),field(1,|) if !{ var(sess.tunnel_of) -m found } { var(sess.sni),map(${f.tunnelsMap}) -m found }
+    tcp-request content track-sc2 var(sess.tunnel_of) table ${SANDBOX_TUNNELS} if { var(sess.tunnel_of) -m found }
+    tcp-request content set-var(sess.node_tunnels) sc2_get_gpc0 if { var(sess.tunnel_of) -m found }
+    tcp-request content reject if { var(sess.tunnel_of) -m found } { sc2_conn_cur,add(sess.node_tunnels) gt ${o.tunnelsPerSandbox} }
     tcp-request content accept if { req.ssl_hello_type 1 }
+    use_backend be_tunnels if { var(sess.sni),map(${f.tunnelsMap}) -m found }
     use_backend be_engine if { req.ssl_sni,lower,map(${f.engineMap}) -m found }
     use_backend be_apps if { req.ssl_sni,lower,map(${f.appsMap}) -m found } || { req.ssl_sni,lower -m str registry.${o.domain} }
     default_backend be_node
@@ -141,9 +164,35 @@ backend ${ENGINE_TABLE}
     option splice-auto
     stick-table type string len 253 size 100k expire 1h store conn_cur,conn_cnt,bytes_out_cnt
     tcp-request content track-sc1 req.ssl_sni,lower
-    tcp-request content reject if { sc1_conn_cur gt ${o.tunnelsPerSandbox} }
     tcp-request content set-dst req.ssl_sni,lower,map(${f.engineMap})
     server engine 0.0.0.0:${o.enginePort}
+
+backend ${SANDBOX_TUNNELS}
+    stick-table type string len 64 size 100k expire 1h store conn_cur,gpc0
+
+backend be_tunnels
+    mode tcp
+    server inner unix@${f.tunnelsSocket} send-proxy-v2
+
+# Shell and TCP twins: TLS ends here with the name's certificate, then raw TCP to the sandbox. A
+# name that left the map during the handshake (its sandbox started sleeping) is reset: Node resets
+# an asleep shell, and wakes an asleep TCP twin on the retry.
+frontend tunnels_tls
+    mode tcp
+    option tcplog
+    bind unix@${f.tunnelsSocket} mode 600 accept-proxy ssl crt-list ${f.crtList}
+    tcp-request content set-var(sess.route) ssl_fc_sni,lower,map(${f.tunnelsMap})
+    tcp-request content reject unless { var(sess.route) -m found }
+    default_backend ${TCP_TABLE}
+
+backend ${TCP_TABLE}
+    mode tcp
+    option splice-auto
+    stick-table type string len 64 size 100k expire 1h store conn_cur,conn_cnt,bytes_in_cnt,bytes_out_cnt
+    tcp-request content track-sc1 var(sess.route),field(1,|) if { var(sess.route),field(4,|) -m str tcp }
+    tcp-request content set-dst var(sess.route),field(2,|)
+    tcp-request content set-dst-port var(sess.route),field(3,|)
+    server sandbox 0.0.0.0:0
 
 backend be_apps
     mode tcp

@@ -28,6 +28,8 @@ export interface HaproxyDataPlaneOptions extends Omit<HaproxyConfigOptions, 'fil
   backend: EdgeBackend;
   certificates: EdgeCertificates;
   logger: Logger;
+  /** A shell's bytes count once it is this old (sshd's login grace). */
+  shellProofMs: number;
 }
 
 /**
@@ -49,6 +51,7 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
     backend: o.backend,
     domain: o.domain,
     enginePort: o.enginePort,
+    shellProofMs: o.shellProofMs,
     logger: log,
   });
 
@@ -64,6 +67,7 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
       fs.writeFileSync(files.crtList, `${files.defaultCert}\n`);
       fs.writeFileSync(files.engineMap, '');
       fs.writeFileSync(files.appsMap, '');
+      fs.writeFileSync(files.tunnelsMap, '');
       const waiting = waitingPage('this address', 'starting');
       // served when an app's address refuses (not up yet): 200, as the waiting page always is
       fs.writeFileSync(files.waitingPage, rawPageHead(waiting) + waiting.body);

@@ -1,8 +1,8 @@
 import fs from 'node:fs/promises';
 import type { Logger } from '../../core/logger.ts';
-import type { EdgeBackend, ResolvedApp, ResolvedSandbox } from '../backend.ts';
+import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox } from '../backend.ts';
 import type { EdgeCertificates } from '../certs/edge-certificates.ts';
-import type { DataPlaneFiles } from './haproxy-config.ts';
+import { SANDBOX_TUNNELS, type DataPlaneFiles } from './haproxy-config.ts';
 import type { RuntimeApi } from './runtime-api.ts';
 
 /** How often every mirrored route is looked up again: a route change reaches HAProxy within this. */
@@ -20,6 +20,13 @@ export const UNUSED_ROUTE_MS = 5 * 60_000;
  */
 export const CERT_REFRESH_MS = 60_000;
 
+/** A shell (`<sb>-shell-tcp`) or TCP twin (`<label>-tcp`) name whose TLS HAProxy ends, then raw TCP to the sandbox. */
+interface MirroredTunnel {
+  kind: 'shell' | 'tcp';
+  /** The sandbox (shell) or the app label (tcp) it is resolved by. */
+  name: string;
+}
+
 interface Mirrored {
   /** The map value now in HAProxy (or being written). */
   value: string;
@@ -36,11 +43,20 @@ interface Mirrored {
  * not asked about sandboxes nobody uses.
  *
  * Only values Node resolved are ever written (`set-dst` takes nothing from the client), and an
- * app whose certificate HAProxy does not have stays on Node.
+ * app whose certificate HAProxy does not have stays on Node. An app route is written once its app
+ * answered a request through Node at that address (appAnswered): while a sandbox wakes, its app's
+ * port may accept and drop connections before the app listens, and Node holds and retries those
+ * requests where HAProxy would answer 502.
  */
 export class RouteMirror implements EdgeBackend {
   private readonly apps = new Map<string, Mirrored & { label: string; sandbox: string }>();
   private readonly engines = new Map<string, Mirrored & { sandbox: string }>();
+  /** Apps that answered through Node: host → the map value (address) they answered at. */
+  private readonly answered = new Map<string, string>();
+  /** Shell and TCP twin names: SNI → route (`<sandbox>|<address>|<port>|<kind>`). */
+  private readonly tunnels = new Map<string, Mirrored & MirroredTunnel & { sandbox: string }>();
+  /** Tunnels Node carries for names not in HAProxy's tunnel map, per sandbox (HAProxy adds them to its count). */
+  private readonly nodeTunnels = new Map<string, number>();
   /** Per-name certificates loaded into HAProxy: host → the PEM it has. */
   private readonly certsLoaded = new Map<string, string>();
   /** The default certificate's PEM as HAProxy has it (and as its file holds it for a restart). */
@@ -77,6 +93,7 @@ export class RouteMirror implements EdgeBackend {
     this.draining.set(sandbox, Date.now() + SLEEP_DRAIN_MS);
     for (const m of [...this.apps.values()]) if (m.sandbox === sandbox) this.observeApp(m.label, null);
     for (const m of [...this.engines.values()]) if (m.sandbox === sandbox) this.observeEngine(sandbox, null);
+    for (const [sni, m] of [...this.tunnels]) if (m.sandbox === sandbox) this.observeTunnel(sni, m, null);
   }
 
   private isDraining(sandbox: string): boolean {
@@ -112,6 +129,65 @@ export class RouteMirror implements EdgeBackend {
     const now = Date.now();
     for (const m of this.apps.values()) if (m.sandbox === sandbox) m.lastUsed = now;
     for (const m of this.engines.values()) if (m.sandbox === sandbox) m.lastUsed = now;
+    for (const m of this.tunnels.values()) if (m.sandbox === sandbox) m.lastUsed = now;
+  }
+
+  /** Node got an answer from the app at `target`: from now on HAProxy may serve it there. */
+  appAnswered(label: string, target: AppRoute): void {
+    const host = `${label}.${this.opts.domain}`;
+    const value = `${target.sandbox}|${target.host}|${target.port}`;
+    if (this.answered.get(host) === value) return;
+    this.answered.set(host, value);
+    this.observeApp(label, { sandbox: target.sandbox, status: 'running', target });
+  }
+
+  /**
+   * Node resolved a shell name (`sandbox` running at `address`, or not running: null): the next
+   * connections go through HAProxy while it runs there.
+   */
+  shellResolved(sandbox: string, address: string | null, shellPort: number): void {
+    const sni = `${sandbox}-shell-tcp.${this.opts.domain}`;
+    const value = address && !this.isDraining(sandbox) ? `${sandbox}|${address}|${shellPort}|shell` : null;
+    this.observeTunnel(sni, { kind: 'shell', name: sandbox, sandbox }, value);
+  }
+
+  /** Node resolved a TCP twin name `<label>-tcp` (null: unknown). */
+  tcpResolved(label: string, r: ResolvedApp | null): void {
+    const sni = `${label}-tcp.${this.opts.domain}`;
+    const t = r?.status === 'running' ? r.target : undefined;
+    const value = t && !t.loopbackOnly && !this.isDraining(t.sandbox) ? `${t.sandbox}|${t.host}|${t.port}|tcp` : null;
+    this.observeTunnel(sni, { kind: 'tcp', name: label, sandbox: r?.sandbox ?? '' }, value);
+  }
+
+  /**
+   * A TCP twin tunnel Node is to carry for a name HAProxy did not count (it was not in its map):
+   * its place is taken in HAProxy's count of the sandbox's tunnels (gpc0 of its entry, which
+   * HAProxy adds to the tunnels it counts itself), so the cap holds for both processes together.
+   * Returns the release, or null when the sandbox already has `cap` tunnels.
+   */
+  async admitNodeTunnel(sandbox: string, cap: number): Promise<(() => void) | null> {
+    // taken before HAProxy is asked: two connections admitted at once both see each other
+    this.nodeTunnels.set(sandbox, (this.nodeTunnels.get(sandbox) ?? 0) + 1);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      const left = (this.nodeTunnels.get(sandbox) ?? 1) - 1;
+      if (left > 0) this.nodeTunnels.set(sandbox, left);
+      else this.nodeTunnels.delete(sandbox);
+      this.enqueue(() => this.writeNodeTunnels(sandbox));
+    };
+    const counted = this.api ? ((await this.api.tableEntry(SANDBOX_TUNNELS, sandbox).catch(() => undefined))?.conn_cur ?? 0) : 0;
+    if (counted + (this.nodeTunnels.get(sandbox) ?? 0) > cap) {
+      release();
+      return null;
+    }
+    this.enqueue(() => this.writeNodeTunnels(sandbox));
+    return release;
+  }
+
+  private async writeNodeTunnels(sandbox: string): Promise<void> {
+    await this.api!.setTableData(SANDBOX_TUNNELS, sandbox, 'gpc0', this.nodeTunnels.get(sandbox) ?? 0);
   }
 
   /**
@@ -139,6 +215,13 @@ export class RouteMirror implements EdgeBackend {
     return undefined;
   }
 
+  /** The shell or TCP twin HAProxy sends to `address:port` (activity from kernel socket counters). */
+  tunnelAt(address: string, port: number): { sandbox: string; kind: 'shell' | 'tcp' } | undefined {
+    const at = `|${address}|${port}|`;
+    for (const m of this.tunnels.values()) if (m.value.includes(at)) return { sandbox: m.sandbox, kind: m.kind };
+    return undefined;
+  }
+
   /** A (re)started HAProxy: every mirrored route and certificate is written again. */
   async attach(api: RuntimeApi): Promise<void> {
     this.api = api;
@@ -146,6 +229,8 @@ export class RouteMirror implements EdgeBackend {
     for (const name of this.opts.fixedNames ?? []) await this.loadCertificate(name);
     for (const [host, m] of this.apps) await this.writeApp(host, m.value);
     for (const [sni, m] of this.engines) await api.putMapEntry(this.opts.files.engineMap, sni, m.value);
+    for (const [sni, m] of this.tunnels) await this.writeTunnel(sni, m.value);
+    for (const sandbox of this.nodeTunnels.keys()) await this.writeNodeTunnels(sandbox);
   }
 
   /** Writes the default certificate's file, which HAProxy reads at each (re)start. */
@@ -186,7 +271,10 @@ export class RouteMirror implements EdgeBackend {
   private observeApp(label: string, r: ResolvedApp | null): void {
     const host = `${label}.${this.opts.domain}`;
     const t = r?.status === 'running' ? r.target : undefined;
-    const value = t && !t.loopbackOnly && !this.isDraining(t.sandbox) ? `${t.sandbox}|${t.host}|${t.port}` : null;
+    const answeredAt = t ? `${t.sandbox}|${t.host}|${t.port}` : null;
+    const value = t && !t.loopbackOnly && !this.isDraining(t.sandbox) && this.answered.get(host) === answeredAt ? answeredAt : null;
+    // an address the app no longer has (asleep, moved) must answer through Node again before HAProxy takes it
+    if (!t) this.answered.delete(host);
     const had = this.apps.get(host);
     if (value === (had?.value ?? null)) return;
     if (value) this.apps.set(host, { value, label, sandbox: t!.sandbox, lastUsed: had?.lastUsed ?? Date.now() });
@@ -204,6 +292,22 @@ export class RouteMirror implements EdgeBackend {
     else this.engines.delete(sni);
     const map = this.opts.files.engineMap;
     this.enqueue(() => (value ? this.api!.putMapEntry(map, sni, value) : this.api!.deleteMapEntry(map, sni)));
+  }
+
+  private observeTunnel(sni: string, t: MirroredTunnel & { sandbox: string }, value: string | null): void {
+    const had = this.tunnels.get(sni);
+    if (value === (had?.value ?? null)) return;
+    if (value) this.tunnels.set(sni, { ...t, value, lastUsed: had?.lastUsed ?? Date.now() });
+    else this.tunnels.delete(sni);
+    this.enqueue(() => (value ? this.writeTunnel(sni, value) : this.api!.deleteMapEntry(this.opts.files.tunnelsMap, sni)));
+  }
+
+  private async writeTunnel(sni: string, value: string): Promise<void> {
+    if (!(await this.loadCertificate(sni))) {
+      if (this.tunnels.get(sni)?.value === value) this.tunnels.delete(sni); // Node ends its TLS meanwhile
+      return;
+    }
+    if (this.tunnels.get(sni)?.value === value) await this.api!.putMapEntry(this.opts.files.tunnelsMap, sni, value);
   }
 
   /** Loads a per-name certificate into HAProxy (the default one covers every name otherwise); false when there is none. */
@@ -244,6 +348,14 @@ export class RouteMirror implements EdgeBackend {
       for (const m of [...this.engines.values()]) {
         if (m.lastUsed < stale) this.observeEngine(m.sandbox, null);
         else this.observeEngine(m.sandbox, await this.inner.resolveSandbox(m.sandbox).catch(() => null));
+      }
+      for (const [sni, m] of [...this.tunnels]) {
+        if (m.lastUsed < stale) this.observeTunnel(sni, m, null);
+        else if (m.kind === 'tcp') this.tcpResolved(m.name, await this.inner.resolveApp(m.name).catch(() => null));
+        else {
+          const sb = await this.inner.resolveSandbox(m.name).catch(() => null);
+          this.shellResolved(m.name, sb?.status === 'running' && sb.address ? sb.address : null, Number(m.value.split('|')[2]));
+        }
       }
     } finally {
       this.revalidating = false;

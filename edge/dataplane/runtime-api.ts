@@ -79,15 +79,31 @@ export class RuntimeApi {
 
   /** Entries of a stick table: key → its counters (`show table <name>`). */
   async table(name: string): Promise<Map<string, Record<string, number>>> {
-    const answer = await this.run(`show table ${name}`);
-    const rows = new Map<string, Record<string, number>>();
-    for (const line of answer.split('\n')) {
-      const key = /\bkey=(\S+)/.exec(line);
-      if (!key) continue;
-      const counters: Record<string, number> = {};
-      for (const m of line.matchAll(/\b([a-z_]+(?:\([0-9]+\))?)=(\d+)\b/g)) counters[m[1]] = Number(m[2]);
-      rows.set(key[1], counters);
-    }
-    return rows;
+    return parseTable(await this.run(`show table ${name}`));
   }
+
+  /** One entry of a stick table, or undefined when it has none for `key`. */
+  async tableEntry(name: string, key: string): Promise<Record<string, number> | undefined> {
+    oneWord(name, key);
+    return parseTable(await this.run(`show table ${name} key ${key}`)).get(key);
+  }
+
+  /** Sets a counter of a stick table's entry (created if absent). */
+  async setTableData(name: string, key: string, field: string, value: number): Promise<void> {
+    oneWord(name, key, field);
+    await this.run(`set table ${name} key ${key} data.${field} ${Math.trunc(value)}`);
+  }
+}
+
+/** Rows of a `show table` answer: key → its counters. */
+function parseTable(answer: string): Map<string, Record<string, number>> {
+  const rows = new Map<string, Record<string, number>>();
+  for (const line of answer.split('\n')) {
+    const key = /\bkey=(\S+)/.exec(line);
+    if (!key) continue;
+    const counters: Record<string, number> = {};
+    for (const m of line.matchAll(/\b([a-z_]+(?:\([0-9]+\))?)=(\d+)\b/g)) counters[m[1]] = Number(m[2]);
+    rows.set(key[1], counters);
+  }
+  return rows;
 }

@@ -50,6 +50,11 @@ export interface AppProxyOptions {
   tunnelIdleMs: number;
   logger: Logger;
   metrics?: ServiceMetrics;
+  /**
+   * An app answered a request at this address (HAProxy's route mirror takes an app over only then:
+   * until its app answers, a waking sandbox's requests stay here, held and retried).
+   */
+  onAnswered?: (label: string, target: AppRoute) => void;
 }
 
 /** Methods Node sends with chunked framing by default; a body-less one gets `content-length: 0` instead. */
@@ -244,6 +249,11 @@ export class AppHttpProxy {
     );
   }
 
+  /** @internal Called by an Exchange when the app's answer starts. */
+  answered(label: string, target: AppRoute): void {
+    this.opts.onAnswered?.(label, target);
+  }
+
   /** @internal Called by an Exchange whose request failed before any answer. */
   retryOrFail(x: Exchange, err: Error & { code?: string }): void {
     // A kept-alive connection the app closed meanwhile: safe to try once more when nothing was sent.
@@ -340,6 +350,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
     if (statusCode < 200) return; // 1xx: Node answered 100-continue to the client already
     this.started = true;
+    this.proxy.answered(this.conn.label, this.target);
     this.res.writeHead(statusCode, statusMessage, responseHeadersObject(headers));
     // Streams without a length (SSE, chunked) must show their head at once, not with the first chunk.
     if (headers['content-length'] === undefined) this.res.flushHeaders();

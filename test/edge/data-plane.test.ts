@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
@@ -8,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
 import type { EngineCerts } from '../../store/records.ts';
 import https from 'node:https';
-import { curl, freePort, lookupLoopback, sleep, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
+import { curl, freePort, lookupLoopback, sleep, startApp, startTestEdge, TestBackend, tlsConnect, type TestEdge } from '../../harness/edge.ts';
 import { eventually } from '../../harness/service.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
 import { haproxyDataPlane } from '../../edge/dataplane/haproxy-data-plane.ts';
@@ -189,6 +190,130 @@ describe('the HAProxy data plane', () => {
 });
 
 /**
+ * Shell (`<sb>-shell-tcp`) and TCP twin (`<label>-tcp`) names through HAProxy: the first connection
+ * goes through Node, which puts the name into HAProxy's tunnel map; the next ones HAProxy ends the
+ * TLS of (with the name's own certificate) and relays as raw TCP.
+ */
+describe('the HAProxy data plane: shell and TCP twin tunnels', () => {
+  const backend = new TestBackend();
+  let edge: TestEdge;
+  let api: RuntimeApi;
+  let tunnelsMap: string;
+  let sshd: net.Server;
+  let db: net.Server;
+  const opened: tls.TLSSocket[] = [];
+  const SHELL_PROOF_MS = 3_000;
+
+  before(async () => {
+    // stand-ins for the sandbox's sshd and an app's TCP port: they echo
+    const echo = () => net.createServer({ allowHalfOpen: true }, (s) => { s.on('error', () => undefined); s.pipe(s); });
+    sshd = echo();
+    db = echo();
+    const shellPort = await freePort();
+    await new Promise<void>((r) => sshd.listen(shellPort, '127.0.0.1', r));
+    await new Promise<void>((r) => db.listen(0, '127.0.0.1', r));
+    const dbPort = (db.address() as net.AddressInfo).port;
+    backend.sandboxes.set('svc-dt', { status: 'running', address: '127.0.0.1' });
+    backend.addApp('svc-dt-db', 'svc-dt', { host: '127.0.0.1', port: dbPort });
+    backend.addApp('svc-dt-db2', 'svc-dt', { host: '127.0.0.1', port: dbPort });
+    edge = await startTestEdge(backend, {
+      dataPlane: 'haproxy',
+      sandboxPorts: { shell: shellPort },
+      timeouts: { activityIntervalMs: 0, shellProofMs: SHELL_PROOF_MS },
+      limits: { tunnelsPerSandbox: 3 },
+    });
+    const files = edge.edge.dataPlane!.files;
+    api = new RuntimeApi(files.adminSocket);
+    tunnelsMap = files.tunnelsMap;
+  });
+  after(async () => {
+    for (const s of opened) s.destroy();
+    await edge?.close();
+    sshd?.close();
+    db?.close();
+  });
+
+  const mapHas = async (key: string) => (await api.send(`show map ${tunnelsMap}`)).includes(` ${key} `);
+  /** A tunnel that checks the name's certificate; resolves with the socket once a byte came back, or null. */
+  const tunnel = async (name: string): Promise<tls.TLSSocket | null> => {
+    const s = await tlsConnect(edge.port, name, { ca: edge.caPem, rejectUnauthorized: true }).catch(() => null);
+    if (!s) return null;
+    opened.push(s);
+    s.on('error', () => undefined);
+    const echoed = await new Promise<boolean>((resolve) => {
+      s.once('data', () => resolve(true));
+      s.once('close', () => resolve(false));
+      s.write('x');
+    });
+    return echoed ? s : null;
+  };
+  const closeAll = async () => {
+    for (const s of opened.splice(0)) s.destroy();
+    await eventually(async () => !(await api.table('st_tunnels')).get('svc-dt')?.conn_cur, 'no tunnel open', 3_000, 20);
+  };
+
+  it('<label>-tcp: the first connection through Node, the next ones HAProxy carries with the name\'s certificate; their bytes are activity', async () => {
+    assert.ok(await tunnel('svc-dt-db-tcp.localhost'), 'through Node');
+    await eventually(async () => mapHas('svc-dt-db-tcp.localhost'), 'the TCP twin in the tunnel map', 2_000, 10);
+    await closeAll();
+    backend.activity.length = 0;
+    const s = await tunnel('svc-dt-db-tcp.localhost'); // rejectUnauthorized: the certificate names it
+    assert.ok(s, 'through HAProxy');
+    assert.equal((await api.table('be_tunnel')).get('svc-dt')?.conn_cur, 1, 'HAProxy carries it');
+    for (let i = 0; i < 6; i++) { s.write('more'); await sleep(250); }
+    assert.ok(backend.activity.includes('svc-dt'), 'bytes of a live TCP twin count within a second');
+    await closeAll();
+  });
+
+  it('shell: HAProxy carries it, and its bytes count only once it is older than sshd\'s login grace', async () => {
+    assert.ok(await tunnel('svc-dt-shell-tcp.localhost'), 'through Node');
+    await eventually(async () => mapHas('svc-dt-shell-tcp.localhost'), 'the shell in the tunnel map', 2_000, 10);
+    await closeAll();
+    await sleep(1_100); // one poll: nothing of the connection above is left to count
+    backend.activity.length = 0;
+    const s = await tunnel('svc-dt-shell-tcp.localhost');
+    assert.ok(s, 'through HAProxy');
+    assert.equal((await api.table('st_tunnels')).get('svc-dt')?.conn_cur, 1);
+    const t0 = Date.now();
+    while (Date.now() - t0 < SHELL_PROOF_MS - 500) { s.write('typing'); await sleep(200); }
+    assert.equal(backend.activity.length, 0, 'no activity within the login grace');
+    while (Date.now() - t0 < SHELL_PROOF_MS + 2_500 && !backend.activity.includes('svc-dt')) { s.write('typing'); await sleep(200); }
+    assert.ok(backend.activity.includes('svc-dt'), 'a shell past the grace is activity');
+    await closeAll();
+  });
+
+  it('at most N tunnels per sandbox, whichever process carries them', async () => {
+    // two through HAProxy (a shell and a TCP twin already in its map)
+    assert.ok(await tunnel('svc-dt-shell-tcp.localhost'));
+    assert.ok(await tunnel('svc-dt-db-tcp.localhost'));
+    // the third through Node: a TCP twin name HAProxy has not seen
+    assert.ok(!(await mapHas('svc-dt-db2-tcp.localhost')));
+    assert.ok(await tunnel('svc-dt-db2-tcp.localhost'), 'the third tunnel');
+    await eventually(async () => mapHas('svc-dt-db2-tcp.localhost'), 'the second TCP twin in the map', 2_000, 10);
+    for (const name of ['svc-dt-shell-tcp.localhost', 'svc-dt-db-tcp.localhost', 'svc-dt-db2-tcp.localhost']) {
+      assert.equal(await tunnel(name), null, `a fourth (${name}) is refused`);
+    }
+    opened[0]!.destroy();
+    await eventually(async () => (await tunnel('svc-dt-db-tcp.localhost')) !== null, 'a place again after a close', 3_000, 50);
+    await closeAll();
+  });
+
+  it('asleep: the names leave the map; a shell is reset and not woken, a TCP twin is reset and woken', async () => {
+    assert.ok(await mapHas('svc-dt-shell-tcp.localhost'));
+    assert.ok(await mapHas('svc-dt-db-tcp.localhost'));
+    backend.wakeCalls = [];
+    backend.setStatus('svc-dt', 'exited');
+    await eventually(async () => !(await mapHas('svc-dt-shell-tcp.localhost')) && !(await mapHas('svc-dt-db-tcp.localhost')), 'the names gone', 2_000, 5);
+    const err = await tlsConnect(edge.port, 'svc-dt-shell-tcp.localhost').then(() => null, (e: NodeJS.ErrnoException) => e);
+    assert.equal(err?.code, 'ECONNRESET');
+    assert.deepEqual(backend.wakeCalls, []);
+    const tcpErr = await tlsConnect(edge.port, 'svc-dt-db-tcp.localhost').then(() => null, (e: NodeJS.ErrnoException) => e);
+    assert.equal(tcpErr?.code, 'ECONNRESET');
+    assert.deepEqual(backend.wakeCalls, ['svc-dt']);
+  });
+});
+
+/**
  * Issue 21's checks of the data plane under change: routes of many sandboxes coming and going
  * while one app keeps answering, and HAProxy killed under load.
  */
@@ -319,7 +444,7 @@ describe('the HAProxy data plane\'s certificates', () => {
     const dp = haproxyDataPlane({
       domain: 'op.test', backend: new TestBackend(), certificates, logger: pino({ level: 'silent' }), port: 0, host: '127.0.0.1',
       enginePort: 2376, connectionsPerClient: 256, tunnelsPerSandbox: 128, clientHelloMs: t.clientHelloMs, headersMs: t.headersMs,
-      keepAliveMs: t.keepAliveMs, bodyIdleMs: t.bodyIdleMs, upstreamConnectMs: t.upstreamConnectMs, tunnelIdleMs: t.tunnelIdleMs,
+      keepAliveMs: t.keepAliveMs, bodyIdleMs: t.bodyIdleMs, upstreamConnectMs: t.upstreamConnectMs, tunnelIdleMs: t.tunnelIdleMs, shellProofMs: t.shellProofMs,
     });
     // registry.<domain> has its TLS ended by HAProxy itself, with the default certificate
     const servedName = (port: number) => new Promise<string>((resolve, reject) => {

@@ -103,7 +103,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       ...(await runtime.machines() ?? { memoryMb: Math.floor(os.totalmem() / 1024 / 1024), cpus: os.availableParallelism(), hosts: 1 }),
       overcommitMemory: config.overcommitMemory, overcommitCpus: config.overcommitCpus,
     }),
-    running: async () => (await runtime.list()).filter((c) => c.running).map((c) => c.name),
+    running: async () => (await runtime.list({ running: true })).map((c) => c.name),
     stopsAt: async (sandbox) => (await sessions.get(sandbox))?.expiresAt,
     onRefusal: (owner, sandbox, err) => void audit.record('quota.refused', undefined, { sandbox, target: owner.name, outcome: 'refused', detail: err.message }),
   });

@@ -17,7 +17,7 @@ import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
 import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
 import { innerEngine } from './inner-engine.ts';
 import { SandboxExec } from './sandbox-exec.ts';
-import type { ContainerSpec, DiskUse, Inspection, ResourceUse, SandboxRuntime } from './sandbox-runtime.ts';
+import type { ContainerSpec, DiskUse, Inspection, ListOptions, ResourceUse, SandboxRuntime } from './sandbox-runtime.ts';
 
 /** How long an inspect waits for the engine before it answers "unreachable". */
 const INSPECT_TIMEOUT_MS = 10_000;
@@ -631,11 +631,11 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   /** Sandbox containers of this instance that the host engine knows, with their state. */
-  list(): Promise<Array<{ name: string; running: boolean }>> {
+  list(opts: ListOptions = {}): Promise<Array<{ name: string; running: boolean }>> {
     return guarded(async () => {
       const containers = await this.docker.listContainers({
-        all: true,
-        filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] },
+        all: !opts.running,
+        filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`], ...(opts.running ? { status: ['running'] } : {}) },
       });
       return containers
         .filter((c) => !isArchiver(c))

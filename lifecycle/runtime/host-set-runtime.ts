@@ -7,7 +7,7 @@ import type { EngineCerts, HostRecord } from '../../store/records.ts';
 import type { DockerRuntime, EngineCapacity } from './docker-runtime.ts';
 import { ImageSync } from './image-sync.ts';
 import {
-  RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ResourceUse, type SandboxExecutor, type SandboxRuntime,
+  RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ListOptions, type ResourceUse, type SandboxExecutor, type SandboxRuntime,
 } from './sandbox-runtime.ts';
 
 /** How long placement waits for a host's figures before it leaves that host out. */
@@ -349,8 +349,8 @@ export class HostSetRuntime implements SandboxRuntime {
     this.placed.delete(name);
   }
 
-  list(): Promise<Array<{ name: string; running: boolean }>> {
-    return this.gather((r) => r.list(), (s) => s.name);
+  list(opts?: ListOptions): Promise<Array<{ name: string; running: boolean }>> {
+    return this.gather((r) => r.list(opts), (s) => s.name);
   }
 
   withVolumes(): Promise<string[]> {

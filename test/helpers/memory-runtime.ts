@@ -8,6 +8,7 @@ import {
   type DiskUse,
   type ExecProcess,
   type Inspection,
+  type ListOptions,
   type SandboxExecutor,
   type ResourceUse,
   type SandboxRuntime,
@@ -124,9 +125,9 @@ export class MemoryRuntime implements SandboxRuntime {
     this.volumes.delete(name);
   }
 
-  async list(): Promise<Array<{ name: string; running: boolean }>> {
+  async list(opts: ListOptions = {}): Promise<Array<{ name: string; running: boolean }>> {
     await this.reach();
-    return [...this.sandboxes].filter(([, s]) => s.container).map(([name, s]) => ({ name, running: s.running }));
+    return [...this.sandboxes].filter(([, s]) => s.container && (!opts.running || s.running)).map(([name, s]) => ({ name, running: s.running }));
   }
 
   async withVolumes(): Promise<string[]> {

@@ -56,6 +56,7 @@ export function runtimeContract(
       await s.runtime.create({ name, env: { SVC_SANDBOX: name } });
       assert.equal(await status(), 'exited');
       assert.deepEqual((await s.runtime.list()).filter((c) => c.name === name), [{ name, running: false }]);
+      assert.ok(!(await s.runtime.list({ running: true })).some((c) => c.name === name), 'not among the running');
       assert.ok((await s.runtime.withVolumes()).includes(name));
     });
 
@@ -68,6 +69,7 @@ export function runtimeContract(
       assert.ok('startedAt' in state && state.startedAt);
       await s.runtime.settle(name);
       assert.deepEqual((await s.runtime.list()).filter((c) => c.name === name), [{ name, running: true }]);
+      assert.deepEqual((await s.runtime.list({ running: true })).filter((c) => c.name === name), [{ name, running: true }]);
       const use = await s.runtime.resourceUse(name);
       assert.ok(use && use.cpuLimit > 0 && use.memoryLimitBytes > 0 && use.at > 0, 'a reading of a running sandbox, with its limits');
       assert.ok(await s.runtime.hostOf(name), 'names the host it runs on');

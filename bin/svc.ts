@@ -19,6 +19,7 @@
  *                                     one backup file of the store; restored into an empty store
  *   svc hosts add NAME ADDRESS --pool CIDR [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N]
  *   svc hosts list [--json] | svc hosts drain NAME | svc hosts undrain NAME | svc hosts remove NAME
+ *   svc hosts evacuate NAME
  *
  * Uses the store of the service's configuration (SVC_STORE_URL, else the SQLite file in
  * SVC_DATA_DIR); safe to run while the service runs. A password or token appears on that one
@@ -40,7 +41,8 @@ import { writeFolder } from '../export/write-folder.ts';
 import { doctorChecks, runDoctor } from '../ops/doctor.ts';
 import { restoreBackup, writeBackup } from '../ops/backup.ts';
 import { redactUrl } from '../store/kv.ts';
-import { addHost, listHosts, removeHost, setDrained, writeHostFiles } from '../ops/hosts.ts';
+import { addHost, listHosts, openMoves, progressLine, removeHost, setDrained, writeHostFiles } from '../ops/hosts.ts';
+import { evacuateHost } from '../lifecycle/move.ts';
 import { readFile } from 'node:fs/promises';
 
 const USAGE = `usage:
@@ -79,6 +81,9 @@ const USAGE = `usage:
                                       --networks: sandbox networks its pool holds (what its engine reports)
   svc hosts list [--json]             hosts with state, sandboxes, memory and CPU committed / total
   svc hosts drain NAME                no new sandboxes on NAME ("local": this machine); undrain opens it again
+  svc hosts evacuate NAME             move every sandbox of the drained host NAME to the hosts placement chooses
+                                      (volumes copied and checked, the sandbox down meanwhile; it wakes on its new
+                                      host at its next request); prints each move's progress
   svc hosts remove NAME               forget a drained host; refused while it holds sandboxes (docs/scale-out.md)
 
 a user's commands (status, ls, create, start, keep-awake, logs, exec, cp, ssh, docker-context, up, urls)
@@ -189,7 +194,7 @@ async function run(argv: string[]): Promise<void> {
   const command = single ? group : `${group} ${action ?? ''}`.trim();
   if (single && action !== undefined) rest.unshift(action);
   const known = ['user create', 'user list', 'user passwd', 'user set', 'user disable', 'user enable', 'audit', 'token create', 'token list', 'token revoke', 'export', 'doctor', 'backup', 'restore',
-    'hosts add', 'hosts list', 'hosts drain', 'hosts undrain', 'hosts remove'];
+    'hosts add', 'hosts list', 'hosts drain', 'hosts undrain', 'hosts remove', 'hosts evacuate'];
   if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
 
   const config = loadConfig();
@@ -381,6 +386,24 @@ async function run(argv: string[]): Promise<void> {
         await setDrained(store, name!, drain);
         await audit(drain ? 'admin.host_drain' : 'admin.host_undrain', name!);
         out(drain ? `drained ${name}: no new sandboxes go there; its sandboxes stay` : `${name} takes new sandboxes again`);
+        return;
+      }
+      case 'hosts evacuate': {
+        only(options, [], command);
+        const [name] = args(rest, 1, 'NAME', command);
+        const moves = openMoves(store, config);
+        try {
+          const { moved, failed } = await evacuateHost(moves.deps, name!, (p) => out(progressLine(p)),
+            (p) => audit('admin.sandbox_move', p.sandbox, `${p.from} → ${p.to}, ${p.bytes} bytes`).then(() => undefined));
+          await audit('admin.host_evacuate', name!, `${moved.length} moved, ${failed.length} not`);
+          for (const f of failed) note(`${f.sandbox}: not moved: ${f.error}`);
+          out(failed.length === 0
+            ? `evacuated ${name}: ${moved.length} sandbox(es) moved${moved.length ? '; each wakes on its new host at its next request' : ''}`
+            : `${name}: ${moved.length} sandbox(es) moved, ${failed.length} not (above); run svc hosts evacuate ${name} again`);
+          if (failed.length > 0) process.exitCode = 1;
+        } finally {
+          await moves.close();
+        }
         return;
       }
       case 'hosts remove': {

@@ -27,6 +27,8 @@ import { finishArchive, newArchivePath } from './archive.ts';
 import { writeAuthorizedKeys } from './host-commands.ts';
 import { installManagerTool, managerAccess } from './manager-access.ts';
 import { reconcile } from './reconcile.ts';
+import { recoverMoves, type MoveDeps } from './move.ts';
+import { HostSetRuntime } from './runtime/host-set-runtime.ts';
 import { SandboxViews } from './sandbox-views.ts';
 
 export const DEFAULT_IDLE_TIMEOUT = '30m';
@@ -83,6 +85,8 @@ export class Lifecycle {
   private readonly renewals = new Map<string, { at: number; idleMs: number }>();
   private readonly log: Logger;
   private readonly views: SandboxViews;
+  /** A reconcile pass's recovery of interrupted moves, while it runs (a copy takes longer than a pass). */
+  private recovering?: Promise<void>;
 
   constructor(private readonly deps: LifecycleDeps) {
     this.log = deps.logger.child({ part: 'lifecycle' });
@@ -402,8 +406,31 @@ export class Lifecycle {
     });
   }
 
-  /** One reconcile pass (lifecycle/reconcile.ts); runs every RECONCILE_EVERY_MS. */
+  /** What a move (lifecycle/move.ts) needs of the state machine: the sandbox's lease, and forgetting it ran. */
+  moveDeps(runtime: HostSetRuntime): MoveDeps {
+    return {
+      store: this.deps.store,
+      runtime,
+      exclusive: (name, work) => this.exclusive(name, work),
+      takenDown: async (name) => {
+        this.deps.apps.unwatch(name);
+        await this.deps.sessions.close(name);
+        this.renewals.delete(name);
+      },
+      logger: this.log,
+    };
+  }
+
+  /**
+   * One reconcile pass (lifecycle/reconcile.ts); runs every RECONCILE_EVERY_MS. Moves a killed process
+   * left are taken over beside it (recoverMoves), not awaited: a copy may outlast several passes.
+   */
   async reconcile(): Promise<void> {
+    if (this.deps.runtime instanceof HostSetRuntime && !this.recovering) {
+      this.recovering = recoverMoves(this.moveDeps(this.deps.runtime))
+        .catch((err) => this.log.error({ err }, 'reconcile: recovering interrupted moves failed; next pass tries again'))
+        .finally(() => { this.recovering = undefined; });
+    }
     await reconcile({ ...this.deps, log: this.log }, {
       exclusive: (name, work) => this.exclusive(name, work),
       state: (name) => this.status(name),

@@ -5,12 +5,19 @@ import path from 'node:path';
 import Docker from 'dockerode';
 import { pino } from 'pino';
 import type { Config } from '../core/config.ts';
+import type { Logger } from '../core/logger.ts';
 import { errors } from '../core/errors.ts';
 import { generateKeys, privateKeyPem, x509 } from '../core/x509.ts';
 import { issueCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
 import { DockerRuntime } from '../lifecycle/runtime/docker-runtime.ts';
 import { engineClient } from '../lifecycle/runtime/engine-client.ts';
 import { applyRunnerPools, openHostSet, runtimeOptions } from '../lifecycle/runtime/open-docker-runtime.ts';
+import { KeyedLock } from '../core/keyed-lock.ts';
+import { RedisLeases } from '../core/redis-lease.ts';
+import { publishUnwatch } from '../lifecycle/apps/app-directory.ts';
+import type { MoveDeps, MoveProgress } from '../lifecycle/move.ts';
+import { IdleSessions } from '../lifecycle/sessions.ts';
+import { createRedis } from '../queue/connection.ts';
 import { LOCAL_HOST, type Store } from '../store/index.ts';
 import type { HostRecord } from '../store/records.ts';
 
@@ -136,13 +143,55 @@ export interface HostRow {
   networks?: number;
 }
 
-/** Every host with its state and figures, the service's own machine first. */
-export async function listHosts(store: Store, config: Config): Promise<HostRow[]> {
-  const logger = pino({ level: 'silent' });
+/** The hosts' engines as the service reaches them, for the command line (`hostDuties` stay the service's). */
+function hostSet(store: Store, config: Config, logger: Logger) {
   // the sandbox engine as the service picks it; the main one in unisolated mode
   const docker = config.sandboxRuntime === 'unisolated' ? new Docker() : engineClient(config.sandboxDockerHost);
-  const local = new DockerRuntime(docker, { ...runtimeOptions(config, logger), hostDuties: false });
-  const set = openHostSet(local, store.hosts, config, logger, path.join(config.dataDir, 'transfer'));
+  const transferRoot = path.join(config.dataDir, 'transfer');
+  const local = new DockerRuntime(docker, { ...runtimeOptions(config, logger), hostDuties: false, transferRoot });
+  return openHostSet(local, store.hosts, config, logger, transferRoot);
+}
+
+/**
+ * What `svc hosts evacuate` needs to move sandboxes from the command line as a service process would
+ * (lifecycle/move.ts): the hosts' engines, and the service's Redis for each sandbox's transition lease
+ * (a wake under way finishes before its sandbox is taken down), its idle session and app watchers.
+ */
+export function openMoves(store: Store, config: Config): { deps: MoveDeps; close(): Promise<void> } {
+  const logger = cliLogger();
+  const redis = createRedis(config.redisUrl);
+  const lock = new KeyedLock(new RedisLeases(redis, `${config.redisPrefix}:lease`));
+  const sessions = new IdleSessions(redis, config.redisPrefix);
+  return {
+    deps: {
+      store,
+      runtime: hostSet(store, config, logger),
+      exclusive: (name, work) => lock.run(name, work),
+      takenDown: async (name) => {
+        await sessions.close(name);
+        await publishUnwatch(redis, config.redisPrefix, name);
+      },
+      logger,
+    },
+    close: async () => { await redis.quit().catch(() => redis.disconnect()); },
+  };
+}
+
+/** One line of a move's progress, as `svc hosts evacuate` prints it. */
+export function progressLine(p: MoveProgress): string {
+  const mb = (n: number) => (n / 1e6).toFixed(1);
+  const route = `${p.from} → ${p.to}`;
+  switch (p.phase) {
+    case 'copying': return `${p.sandbox}: ${route}: copied ${mb(p.bytes)} of ${mb(p.total)} MB${p.total ? ` (${Math.min(100, Math.round((p.bytes / p.total) * 100))}%)` : ''}`;
+    case 'verifying': return `${p.sandbox}: ${route}: ${mb(p.bytes)} MB copied in ${(p.ms / 1000).toFixed(1)} s; checking the copy`;
+    case 'moved': return `${p.sandbox}: moved ${route} (${mb(p.bytes)} MB in ${(p.ms / 1000).toFixed(1)} s)`;
+    case 'rolled back': return `${p.sandbox}: move ${route} rolled back, the sandbox stays on ${p.from}: ${p.error}`;
+  }
+}
+
+/** Every host with its state and figures, the service's own machine first. */
+export async function listHosts(store: Store, config: Config): Promise<HostRow[]> {
+  const set = hostSet(store, config, pino({ level: 'silent' }));
   const placements = await store.hosts.placements();
   const hostOf = (sandbox: string) => placements.get(sandbox) ?? LOCAL_HOST;
   const sandboxes = (await store.sandboxes.listAll()).filter((s) => !s.archived_at);

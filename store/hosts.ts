@@ -1,7 +1,7 @@
 import { errors } from '../core/errors.ts';
 import type { SecretBox } from '../core/secret-box.ts';
 import type { Collection, Backend } from './kv.ts';
-import type { HostRecord } from './records.ts';
+import type { HostRecord, MoveRecord } from './records.ts';
 
 /** The name of the machine the service runs on, a runner host with nothing to configure (docs/scale-out.md). */
 export const LOCAL_HOST = 'local';
@@ -27,6 +27,17 @@ export interface HostStore {
   unplace(sandbox: string): Promise<void>;
   /** Every placement, sandbox → host. */
   placements(): Promise<Map<string, string>>;
+  /** Moves the sandbox's placement to `host` (a move's commit: lifecycle/move.ts). */
+  replace(sandbox: string, host: string): Promise<void>;
+  /** Every unfinished move, with its row as stored (for `updateMove`). */
+  moves(): Promise<Array<{ move: MoveRecord; raw: string }>>;
+  /** Records a new move; false when the sandbox has one already. */
+  beginMove(move: MoveRecord): Promise<boolean>;
+  /** Replaces a move's record only if it is still `raw` (its owner's heartbeat, a take-over); true if written. */
+  updateMove(raw: string, move: MoveRecord): Promise<boolean>;
+  endMove(sandbox: string): Promise<void>;
+  /** True while the sandbox is being copied: it must not start on any host (HostSetRuntime refuses). */
+  copying(sandbox: string): Promise<boolean>;
 }
 
 /** The host record's secret: the service's client key for that host's engine. */
@@ -36,6 +47,7 @@ const KEY_CONTEXT = (name: string) => `hosts:${name}:client_key`;
 export async function hostStore(backend: Backend, box: SecretBox): Promise<HostStore> {
   const records: Collection<HostRecord> = await backend.collection<HostRecord>('hosts');
   const placed: Collection<string> = await backend.collection<string>('host-of');
+  const moving: Collection<MoveRecord> = await backend.collection<MoveRecord>('moves');
 
   const open = (h: HostRecord): HostRecord => (h.client_key ? { ...h, client_key: box.open(h.client_key, KEY_CONTEXT(h.name)) } : h);
   const seal = (h: HostRecord): HostRecord => (h.client_key ? { ...h, client_key: box.seal(h.client_key, KEY_CONTEXT(h.name)) } : h);
@@ -57,6 +69,8 @@ export async function hostStore(backend: Backend, box: SecretBox): Promise<HostS
       await records.set([host.name], seal(host));
     },
     async remove(name) {
+      const unfinished = (await moving.scan()).filter((r) => r.value.from === name || r.value.to === name || r.value.leftover === name);
+      if (unfinished.length > 0) throw new errors.Conflict(`host "${name}" has ${unfinished.length} unfinished move(s) (${unfinished.map((r) => r.value.sandbox).slice(0, 5).join(', ')}): the reconcile pass finishes them once both hosts answer`);
       const record = await records.get([name]);
       if (record && !record.drained_at) throw new errors.Conflict(`host "${name}" is not drained: svc hosts drain ${name} first (no new sandbox goes there then)`);
       const holding = async () => {
@@ -85,5 +99,23 @@ export async function hostStore(backend: Backend, box: SecretBox): Promise<HostS
       await placed.delete([sandbox]);
     },
     placements,
+    async replace(sandbox, host) {
+      await placed.set([sandbox], host);
+    },
+    async moves() {
+      return (await moving.scan()).map((r) => ({ move: r.value, raw: r.raw }));
+    },
+    async beginMove(move) {
+      return moving.insertIfAbsent([move.sandbox], move);
+    },
+    async updateMove(raw, move) {
+      return moving.replaceIf([move.sandbox], raw, move);
+    },
+    async endMove(sandbox) {
+      await moving.delete([sandbox]);
+    },
+    async copying(sandbox) {
+      return (await moving.get([sandbox]))?.phase === 'copying';
+    },
   };
 }

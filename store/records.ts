@@ -105,3 +105,23 @@ export interface HostRecord {
   drained_at?: string;
   created_at: string;
 }
+
+/**
+ * A sandbox's move from one host to another (lifecycle/move.ts, docs/scale-out.md): while `copying`
+ * the sandbox is taken down on `from` and cannot start anywhere; the placement switching to `to` is
+ * the commit. `cleaning`: the copy on `leftover` (the source after a move, the target after a roll-back)
+ * is to be removed; the sandbox runs where its placement says meanwhile.
+ */
+export interface MoveRecord {
+  sandbox: string;
+  from: string;
+  to: string;
+  phase: 'copying' | 'cleaning';
+  leftover?: string;
+  /** The process doing the copy, and when it last said it is alive: another takes over once it is stale. */
+  owner: string;
+  heartbeat_at: string;
+  started_at: string;
+  /** Why a move was rolled back (the target did not answer, the copy differed): for the operator. */
+  note?: string;
+}

@@ -30,6 +30,14 @@ interface AppEvent {
 }
 
 /**
+ * Tells every service process to stop following a sandbox's engine (it went down outside them: a move
+ * by `svc hosts evacuate`), as AppDirectory.unwatch does from inside one.
+ */
+export async function publishUnwatch(redis: Redis, prefix: string, sandbox: string): Promise<void> {
+  await redis.publish(`${prefix}:apps:events`, JSON.stringify({ op: 'unwatch', sandbox } satisfies AppEvent));
+}
+
+/**
  * The app table: which host label goes to which sandbox and port. A provider in Traefik's sense:
  * it discovers apps from each running sandbox's own engine (its event stream, not polling) and
  * keeps the table in memory for the edge's hot path and in Redis so a sleeping sandbox's addresses

@@ -36,13 +36,16 @@ export const LABEL_INSTANCE = 'svc.instance';
 const LABEL_ROLE = 'svc.role';
 const ROLE_ARCHIVER = 'archiver';
 
+/** `mover` on the containers a move reads or writes a sandbox's volumes through (lifecycle/move.ts). */
+const ROLE_MOVER = 'mover';
+
 /**
- * Whether a container of this instance is an archiver, by its label, never by a name a user chose
- * (a sandbox may be called `x-archiver-1`). Archivers made before the label are known by the exact
- * name `<their sandbox>-archiver-<digits>`, which no sandbox's own container has.
+ * Whether a container of this instance is a helper (an archiver, a mover), by its label, never by a
+ * name a user chose (a sandbox may be called `x-archiver-1`). Archivers made before the label are
+ * known by the exact name `<their sandbox>-archiver-<digits>`, which no sandbox's own container has.
  */
-function isArchiver(c: Docker.ContainerInfo): boolean {
-  if (c.Labels[LABEL_ROLE] === ROLE_ARCHIVER) return true;
+function isHelper(c: Docker.ContainerInfo): boolean {
+  if (c.Labels[LABEL_ROLE] === ROLE_ARCHIVER || c.Labels[LABEL_ROLE] === ROLE_MOVER) return true;
   const sandbox = c.Labels[LABEL_SANDBOX];
   return !!sandbox && c.Names.some((n) => n.startsWith(`/${sandbox}-archiver-`) && /^\d+$/.test(n.slice(sandbox.length + '/-archiver-'.length)));
 }
@@ -239,9 +242,7 @@ export class DockerRuntime implements SandboxRuntime {
       if (this.opts.move) {
         await moveFromMainEngine(spec.name, { ...this.opts.move, to: this.docker, labels: () => labels, logger: this.opts.logger });
       }
-      await Promise.all(
-        Object.values(names.volumes).map((volume) => this.docker.createVolume({ Name: volume, Labels: labels })),
-      );
+      await this.createVolumes(spec.name);
       try {
         await this.docker.createNetwork({
           Name: names.network, Driver: 'bridge', Labels: labels, CheckDuplicate: true,
@@ -393,13 +394,66 @@ export class DockerRuntime implements SandboxRuntime {
     });
   }
 
+  /** The sandbox's volumes, made if missing (kept when they exist). */
+  createVolumes(name: string): Promise<void> {
+    return guarded(async () => {
+      const labels = { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance };
+      await Promise.all(Object.values(resourceNames(name).volumes).map((volume) => this.docker.createVolume({ Name: volume, Labels: labels })));
+    });
+  }
+
+  /** Whether the engine has any of the sandbox's volumes (a sandbox that never ran may have none). */
+  hasVolumes(name: string): Promise<boolean> {
+    return guarded(async () => {
+      for (const volume of Object.values(resourceNames(name).volumes)) {
+        try {
+          await this.docker.getVolume(volume).inspect();
+          return true;
+        } catch (err) {
+          if (statusCode(err) !== 404) throw err;
+        }
+      }
+      return false;
+    });
+  }
+
+  /**
+   * A running helper container (the sandbox image, no network, nothing but `sleep`) with the sandbox's
+   * volumes at /v/root, /v/home, /v/srv, /v/opt and /v/docker, for a move's tar and checksums through
+   * `exec` (its name stands for the sandbox's: container names are sandbox names). It runs in the engine's
+   * user namespace: the files' owners it sees are those the sandbox sees, whatever the host's uid range.
+   */
+  volumeHelper(name: string): Promise<{ container: string; remove(): Promise<void> }> {
+    return guarded(async () => {
+      const names = resourceNames(name);
+      const container = `${name}-mover-${Date.now()}`;
+      const helper = await this.docker.createContainer({
+        name: container,
+        Image: this.opts.image,
+        Entrypoint: ['sleep', 'infinity'],
+        Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance, [LABEL_ROLE]: ROLE_MOVER },
+        HostConfig: {
+          NetworkMode: 'none',
+          Binds: Object.entries(names.volumes).map(([key, volume]) => `${volume}:/v/${key}`),
+        },
+      });
+      await helper.start();
+      return {
+        container,
+        remove: () => guarded(async () => {
+          await helper.remove({ force: true }).catch((err) => { if (statusCode(err) !== 404) throw err; });
+        }),
+      };
+    });
+  }
+
   /**
    * Writes the persistent folders of a sandbox as gzipped tars into `dir`, read through a
    * container that is created with the sandbox's volumes but never started.
    */
   archiveVolumes(name: string, dir: string): Promise<void> {
     return guarded(async () => {
-      await this.removeArchivers(name);
+      await this.removeHelpers(name);
       const names = resourceNames(name);
       const reader = await this.docker.createContainer({
         name: `${name}-archiver-${Date.now()}`,
@@ -434,11 +488,14 @@ export class DockerRuntime implements SandboxRuntime {
     });
   }
 
-  /** Removes what a sandbox keeps on the host beyond its container: volumes, archivers holding them, transfer folder. */
-  removeVolumes(name: string): Promise<void> {
+  /**
+   * Removes what a sandbox keeps on the host beyond its container: volumes, helpers holding them, transfer
+   * folder (`transfer: false` keeps it: a move's leftover on a host that shares the folder with the sandbox's new one).
+   */
+  removeVolumes(name: string, opts: { transfer?: boolean } = {}): Promise<void> {
     return guarded(async () => {
-      await this.removeArchivers(name);
-      if (this.opts.transferRoot !== undefined) await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
+      await this.removeHelpers(name);
+      if (this.opts.transferRoot !== undefined && opts.transfer !== false) await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
       for (const volume of Object.values(resourceNames(name).volumes)) {
         try {
           await this.docker.getVolume(volume).remove();
@@ -572,7 +629,7 @@ export class DockerRuntime implements SandboxRuntime {
         info.call(this.docker, { abortSignal: signal }),
         this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] }, abortSignal: signal } as Docker.ContainerListOptions),
       ]);
-      const sandboxes = containers.filter((c) => !isArchiver(c));
+      const sandboxes = containers.filter((c) => !isHelper(c));
       const running = sandboxes.filter((c) => c.State === 'running');
       const label = (c: Docker.ContainerInfo, key: string, fallback: number) => Number(c.Labels[key]) || fallback;
       return {
@@ -587,10 +644,10 @@ export class DockerRuntime implements SandboxRuntime {
     });
   }
 
-  /** Removes archiver containers a killed archive left behind (they hold the sandbox's volumes). */
-  private async removeArchivers(name: string): Promise<void> {
+  /** Removes helper containers a killed archive or move left behind (they hold the sandbox's volumes). */
+  async removeHelpers(name: string): Promise<void> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`, `${LABEL_SANDBOX}=${name}`] } });
-    for (const c of containers.filter(isArchiver)) {
+    for (const c of containers.filter(isHelper)) {
       try {
         await this.docker.getContainer(c.Id).remove({ force: true });
       } catch (err) {
@@ -638,7 +695,7 @@ export class DockerRuntime implements SandboxRuntime {
         filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`], ...(opts.running ? { status: ['running'] } : {}) },
       });
       return containers
-        .filter((c) => !isArchiver(c))
+        .filter((c) => !isHelper(c))
         .map((c) => ({ name: c.Labels[LABEL_SANDBOX]!, running: c.State === 'running' }));
     });
   }

@@ -121,7 +121,7 @@ export class HostSetRuntime implements SandboxRuntime {
   }
 
   /** The runtime of a registered host; RuntimeUnreachable for a name no longer registered. */
-  private async engine(host: string): Promise<DockerRuntime> {
+  async engine(host: string): Promise<DockerRuntime> {
     if (host === LOCAL_HOST) return this.opts.local;
     const record = await this.opts.hosts.get(host);
     if (!record?.address) throw new RuntimeUnreachable(`host "${host}" is not registered`);
@@ -266,6 +266,7 @@ export class HostSetRuntime implements SandboxRuntime {
    * processes making the same sandbox, both use the first one's choice).
    */
   async create(spec: ContainerSpec): Promise<void> {
+    await this.notMoving(spec.name);
     let host = await this.opts.hosts.placementOf(spec.name);
     let placedNow = false;
     if (!host) {
@@ -289,9 +290,18 @@ export class HostSetRuntime implements SandboxRuntime {
     await engine.create(spec);
   }
 
-  /** The host with the most room (placementScore) among those not drained that answer in time. */
-  private async choose(): Promise<string> {
-    const loads = await Promise.all((await this.allEngines()).filter((h) => !h.record?.drained_at).map(async (h): Promise<HostLoad | undefined> => {
+  /**
+   * A sandbox being copied to another host (lifecycle/move.ts) starts nowhere: on its old host it would
+   * run beside the copy, and its volumes there are being read. 503 with Retry-After (the edge keeps
+   * showing the waiting page).
+   */
+  private async notMoving(name: string): Promise<void> {
+    if (await this.opts.hosts.copying(name)) throw new errors.Busy(10, `sandbox "${name}" is moving to another host; try again shortly`);
+  }
+
+  /** The host with the most room (placementScore) among those not drained that answer in time, but `except`. */
+  async choose(except?: string): Promise<string> {
+    const loads = await Promise.all((await this.allEngines()).filter((h) => !h.record?.drained_at && h.name !== except).map(async (h): Promise<HostLoad | undefined> => {
       try {
         return { name: h.name, ...(await this.ask(h.name, (runtime) => runtime.capacity(AbortSignal.timeout(CAPACITY_ASK_MS)))) };
       } catch (err) {
@@ -305,6 +315,7 @@ export class HostSetRuntime implements SandboxRuntime {
   }
 
   async start(name: string): Promise<void> {
+    await this.notMoving(name);
     await (await this.runtimeOf(name)).start(name);
   }
 
@@ -339,11 +350,13 @@ export class HostSetRuntime implements SandboxRuntime {
   }
 
   async archiveVolumes(name: string, dir: string): Promise<void> {
+    await this.notMoving(name);
     await (await this.runtimeOf(name)).archiveVolumes(name, dir);
   }
 
   /** Removes the volumes, then the placement: nothing holds the sandbox to its host any more. */
   async removeVolumes(name: string): Promise<void> {
+    await this.notMoving(name);
     await (await this.runtimeOf(name)).removeVolumes(name);
     await this.opts.hosts.unplace(name);
     this.placed.delete(name);

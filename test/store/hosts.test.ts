@@ -57,5 +57,33 @@ for (const backend of ['sqlite', 'postgres'] as BackendName[]) {
         await other.close();
       }
     });
+
+    it('records a move once, changes it only from the row it was read as (a take-over by one process), and keeps its hosts', async () => {
+      const created_at = new Date().toISOString();
+      await t.store.hosts.put({ name: 'd-host', address: '10.0.0.5', drained_at: created_at, created_at });
+      const move = { sandbox: 'svc-m', from: 'd-host', to: 'local', phase: 'copying' as const, owner: 'p1', heartbeat_at: created_at, started_at: created_at };
+      const other = await t.reopen();
+      try {
+        const begun = await Promise.all([t.store.hosts.beginMove(move), other.hosts.beginMove({ ...move, owner: 'p2' })]);
+        assert.deepEqual(begun.sort(), [false, true], 'one move per sandbox');
+        assert.equal(await other.hosts.copying('svc-m'), true);
+        assert.equal(await other.hosts.copying('svc-n'), false);
+        const [{ raw, move: stored }] = await t.store.hosts.moves();
+        const takeOvers = await Promise.all([t.store.hosts.updateMove(raw, { ...stored!, owner: 'p3' }), other.hosts.updateMove(raw, { ...stored!, owner: 'p4' })]);
+        assert.deepEqual(takeOvers.sort(), [false, true], 'one process takes it over');
+        await assert.rejects(t.store.hosts.remove('d-host'), (err: { statusCode?: number; message: string }) => err.statusCode === 409 && /unfinished move/.test(err.message));
+        const [current] = await other.hosts.moves();
+        assert.equal(await other.hosts.updateMove(current!.raw, { ...current!.move, phase: 'cleaning', leftover: 'd-host' }), true);
+        assert.equal(await t.store.hosts.copying('svc-m'), false, 'a move cleaning up lets its sandbox start');
+        await t.store.hosts.replace('svc-m', 'local');
+        assert.equal(await other.hosts.placementOf('svc-m'), 'local');
+        await t.store.hosts.endMove('svc-m');
+        assert.deepEqual(await other.hosts.moves(), []);
+        await t.store.hosts.unplace('svc-m');
+        await t.store.hosts.remove('d-host');
+      } finally {
+        await other.close();
+      }
+    });
   });
 }

@@ -70,6 +70,16 @@ async function makeLayerFile(file: string, mb: number, seed: number): Promise<{ 
   return { digest: sha256(bytes), size: bytes.length };
 }
 
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK']).stdout.toString().trim()) || 100;
+/** CPU seconds (user + system) process `pid` has used so far (/proc/<pid>/stat, fields 14 and 15). */
+function cpuSeconds(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+/** A process and its children (nginx's master and its worker). */
+const withChildren = (pid: number): number[] => [pid, ...fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)];
+
 type Target = { url: string; curl: string[]; agent: http.Agent; headers: Record<string, string>; servername?: string; socketPath?: string };
 
 /**
@@ -206,11 +216,32 @@ async function main() {
     const order = Object.keys(paths) as PathName[];
     const push: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
     const pull: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
+    // CPU the proxy spends per transfer (the upstream's and curl's are the same on every path):
+    // nginx's master and worker; the service's HAProxy, or with the Node edge this process; with
+    // HAProxy, this process (the service's Node: its decision per request, the upload's start, and
+    // its background work, such as the data plane's polls every second) is counted apart
+    const haproxyPid = t.service.edge.dataPlane?.pid;
+    const cpu = (name: PathName): number => {
+      if (name === 'front') return cpuSeconds(haproxyPid ?? process.pid);
+      if (name === 'nginx' && nginx?.process.pid) return withChildren(nginx.process.pid).reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+      return NaN;
+    };
+    const cpuPush: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
+    const cpuPull: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
+    const nodeShare: number[] = []; // of the service's, this process's
+    const timed = async (name: PathName, into: Record<PathName, number[]>, transfer: () => Promise<number>): Promise<number> => {
+      const before = cpu(name);
+      const nodeBefore = cpuSeconds(process.pid);
+      const seconds = await transfer();
+      into[name].push(cpu(name) - before);
+      if (name === 'front' && haproxyPid) nodeShare.push(cpuSeconds(process.pid) - nodeBefore);
+      return seconds;
+    };
     for (let i = 0; i < RUNS; i++) {
       const b = blobs[i]!;
       const round = [...order.slice(i % order.length), ...order.slice(0, i % order.length)];
-      for (const name of round) push[name].push(await uploadBlob(paths[name]!.target, `${paths[name]!.repo}-${i}`, b.file, b.digest, b.size));
-      for (const name of round) pull[name].push(await downloadBlob(paths[name]!.target, `${paths[name]!.repo}-${i}`, b.digest));
+      for (const name of round) push[name].push(await timed(name, cpuPush, () => uploadBlob(paths[name]!.target, `${paths[name]!.repo}-${i}`, b.file, b.digest, b.size)));
+      for (const name of round) pull[name].push(await timed(name, cpuPull, () => downloadBlob(paths[name]!.target, `${paths[name]!.repo}-${i}`, b.digest)));
     }
     const size = blobs[0]!.size / 1e6;
     const rate = (s: number) => `${(size / s).toFixed(0)} MB/s`;
@@ -224,6 +255,13 @@ async function main() {
           ` (runs MB/s: service ${runs(m.front)}, direct ${runs(m.direct)}, TLS relay ${runs(m.tls)}${m.nginx.length ? `, nginx ${runs(m.nginx)}` : ''})`,
       );
     }
+    const ms = (xs: number[]) => `${(median(xs) * 1000).toFixed(0)} ms`;
+    for (const [what, c] of [['push', cpuPush], ['pull', cpuPull]] as const) {
+      if (!c.nginx.length) continue;
+      console.log(`${what} CPU of the proxy per ${size.toFixed(0)} MB (medians): ${haproxyPid ? "the service's HAProxy" : "the service's Node"} ${ms(c.front)}, nginx ${ms(c.nginx)} → ${(median(c.front) / median(c.nginx)).toFixed(2)}× nginx's ` +
+        `(runs ms: service ${c.front.map((x) => (x * 1000).toFixed(0)).join('/')}, nginx ${c.nginx.map((x) => (x * 1000).toFixed(0)).join('/')})`);
+    }
+    if (nodeShare.length) console.log(`besides, the service's Node (this process) per transfer, push/pull by round: ${nodeShare.map((x) => (x * 1000).toFixed(0)).join('/')} ms`);
     relay.close();
     viaTls.agent.destroy();
     nginx?.process.kill('SIGTERM');

@@ -9,7 +9,8 @@
 #       --pool           this host's sandbox addresses, a /16 no other host uses: not the service
 #                        machine's own (10.213.0.0/16 unless set), whose sandboxes would then share
 #                        addresses with this host's (the edge dials them by address)
-#       --private        the private network, which sandboxes must not reach (SERVICE_ADDRESS alone)
+#       --private        more networks sandboxes must not reach (CIDRs, comma-separated), besides
+#                        SERVICE_ADDRESS and every private network (RFC 1918, 100.64/10), always kept off
 #       --network-size   the prefix of each sandbox's network in the pool (28: 4096 sandboxes in a /16)
 #     Starts the engine (local socket only), makes the engine's key and its certificate request, and
 #     prints the one command to type on the service machine.
@@ -33,6 +34,8 @@ PIDFILE=/run/$ENGINE.pid
 DUTIES_PIDFILE=/run/$ENGINE.duties.pid
 
 fail() { echo "runner: $*" >&2; exit 1; }
+# Kept off sandboxes on every runner whatever --private adds: the deployment's other machines live there
+PRIVATE_RANGES=10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10
 [ "$(id -u)" = 0 ] || fail "run as root"
 
 private_address() { ip -4 route get "$SERVICE_ADDRESS" | grep -oE 'src [0-9.]+' | cut -d' ' -f2; }
@@ -48,8 +51,11 @@ stop_engine() {
 start_engine() {
     # shellcheck source=/dev/null
     . "$ETC/runner.env"
+    # EXTRA_PRIVATE: --private's networks; PRIVATE: what a runner set up before the ranges were kept
+    # off wrote (the service address alone, or --private), taken as more networks to keep off
+    local private="$SERVICE_ADDRESS,$PRIVATE_RANGES${EXTRA_PRIVATE:+,$EXTRA_PRIVATE}${PRIVATE:+,$PRIVATE}"
     # 2376 only on the address the service reaches this host at (the one `svc hosts add` was given)
-    SVC_ENGINE_LISTEN_ADDRESS=$(private_address) SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_SANDBOX_NETWORK_SIZE=$SIZE SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$PRIVATE \
+    SVC_ENGINE_LISTEN_ADDRESS=$(private_address) SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_SANDBOX_NETWORK_SIZE=$SIZE SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$private \
         SVC_ENGINE_TLS_DIR=$([ -f "$TLS/cert.pem" ] && echo "$TLS" || true) bash "$ROOT/scripts/sandbox-engine.sh"
     # the cgroup hand-over of every sandbox it starts (the service cannot do it from its machine)
     if ! { [ -f "$DUTIES_PIDFILE" ] && kill -0 "$(cat "$DUTIES_PIDFILE")" 2> /dev/null; }; then
@@ -79,17 +85,16 @@ case ${1:-} in
         echo "runner: the engine listens on 2376 for the service (mutual TLS); npx svc hosts list shows it ready"
         exit 0
         ;;
-    ''|-*) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    ''|-*) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
 
 NAME=$1 SERVICE_ADDRESS=${2:-}
 shift 2 || fail "usage: scripts/runner.sh NAME SERVICE_ADDRESS --pool CIDR [--private CIDRS]"
-# every private network by default (RFC 1918, 100.64/10): the deployment's other machines live there
-POOL='' PRIVATE=$SERVICE_ADDRESS,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10 SIZE=28
+POOL='' EXTRA_PRIVATE='' SIZE=28
 while [ $# -gt 0 ]; do
     case $1 in
         --pool) POOL=$2; shift 2 ;;
-        --private) PRIVATE=$2; shift 2 ;;
+        --private) EXTRA_PRIVATE=$2; shift 2 ;;
         --network-size) SIZE=$2; shift 2 ;;
         *) fail "unknown option $1" ;;
     esac
@@ -98,6 +103,9 @@ done
 # without it the engine would start with no egress rules at all (sandbox-engine.sh)
 [[ $SERVICE_ADDRESS =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || fail "SERVICE_ADDRESS: the service machine's IPv4 address"
 [[ $POOL =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$ ]] || fail "--pool: this host's own sandbox addresses (a CIDR like 10.220.0.0/16), none the service machine or another host uses"
+for c in ${EXTRA_PRIVATE//,/ }; do
+    [[ $c =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}(/[0-9]{1,2})?$ ]] || fail "--private: \"$c\" is not an IPv4 address or CIDR (comma-separated, no spaces)"
+done
 [ "$POOL" != 10.213.0.0/16 ] || fail "--pool: 10.213.0.0/16 is the service machine's own pool (scripts/sandbox-engine.sh)"
 
 for tool in dockerd iptables ip openssl; do
@@ -105,7 +113,7 @@ for tool in dockerd iptables ip openssl; do
 done
 mkdir -p "$TLS" && chmod 700 "$ETC" "$TLS"
 [[ $SIZE =~ ^[0-9]+$ ]] && [ "$SIZE" -gt "${POOL#*/}" ] && [ "$SIZE" -le 29 ] || fail "--network-size must lie between the pool's prefix and 29"
-printf 'NAME=%q\nSERVICE_ADDRESS=%q\nPOOL=%q\nPRIVATE=%q\nSIZE=%q\n' "$NAME" "$SERVICE_ADDRESS" "$POOL" "$PRIVATE" "$SIZE" > "$ETC/runner.env"
+printf 'NAME=%q\nSERVICE_ADDRESS=%q\nPOOL=%q\nEXTRA_PRIVATE=%q\nSIZE=%q\n' "$NAME" "$SERVICE_ADDRESS" "$POOL" "$EXTRA_PRIVATE" "$SIZE" > "$ETC/runner.env"
 start_engine
 [ -f "$TLS/key.pem" ] || openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
     -keyout "$TLS/key.pem" -subj "/CN=$NAME" -out "$TLS/request.csr" 2> /dev/null

@@ -3,9 +3,9 @@ import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createToken, revokeToken } from '../../accounts/index.ts';
 import { serviceCaPem } from '../../edge/index.ts';
-import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { gzip, LAYER_GZIP, makeTar, OciClient, privateKeyPem, sha256 } from '../../harness/oci.ts';
+import { registryTraffic } from '../../harness/registry-traffic.ts';
 
 /**
  * With HAProxy as the data plane, a blob's bytes go from HAProxy straight to the upstream registry
@@ -22,15 +22,8 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
   let anon: OciClient;
   let asAlice: OciClient;
   let asBob: OciClient;
-  let api: RuntimeApi;
 
-  /** Requests HAProxy sent to the upstream registry and to Node's front so far. */
-  const served = async () => {
-    const [head, ...rows] = (await api.run('show stat')).split('\n');
-    const columns = head!.replace(/^# /, '').split(',');
-    const total = (backend: string) => Number(rows.map((r) => r.split(',')).find((r) => r[0] === backend && r[1] === 'BACKEND')?.[columns.indexOf('stot')] ?? NaN);
-    return { upstream: total('be_registry_upstream'), front: total('be_node_registry') };
-  };
+  const served = async () => (await registryTraffic(t))!;
   /** What `fn` answered, and how many requests HAProxy sent where meanwhile. */
   const through = async <T>(fn: () => Promise<T>) => {
     const before = await served();
@@ -68,7 +61,6 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
     anon = new OciClient({ port: t.service.edge.httpsPort, host: `registry.${t.config.domain}`, ca });
     asAlice = anon.withAuth(OciClient.basic(alice.token));
     asBob = anon.withAuth(OciClient.basic(bob.token));
-    api = new RuntimeApi(t.service.edge.dataPlane!.files.adminSocket);
   });
   after(async () => {
     anon?.close();

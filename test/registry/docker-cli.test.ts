@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { serviceCaPem } from '../../edge/index.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { OciClient, privateKeyPem } from '../../harness/oci.ts';
+import { registryTraffic } from '../../harness/registry-traffic.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../../harness/sandbox-engine.ts';
 
 const run = promisify(execFile);
@@ -98,10 +99,14 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
     await build('/tmp/b-key', 'keys:deleted', 'FROM svc-fixture-busybox:latest\nCOPY deploy_key /root/.ssh/deploy_key\nRUN rm /root/.ssh/deploy_key\n', { deploy_key: privateKeyPem() });
     const token = 'ghp_' + 'aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5';
     await build('/tmp/b-tok', 'tokens:env', `FROM svc-fixture-busybox:latest\nENV GITHUB_TOKEN=${token}\n`);
+    const before = await registryTraffic(t);
     for (const tag of ['app:clean', 'app:envfile', 'keys:deleted', 'tokens:env']) {
       const pushed = await sh(`docker push -q ${registry}/${sb}/${tag} 2>&1 || docker push ${registry}/${sb}/${tag}`);
       assert.doesNotMatch(pushed.out, /denied|unauthorized/i, pushed.out);
     }
+    const afterPush = await registryTraffic(t);
+    // with HAProxy, each new layer's PATCH and PUT (and the HEADs for known ones) went from it to the upstream
+    if (before && afterPush) assert.ok(afterPush.upstream - before.upstream >= 8, `uploads carried by HAProxy: ${JSON.stringify({ before, afterPush })}`);
     const app = await settledImage('app');
     assert.equal(app.visibility, 'private');
     assert.equal(app.versions.find((v) => v.tags.includes('clean'))!.scan.state, 'clean');
@@ -118,11 +123,20 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
   it('pulls: the owner always; anonymous only once every version is clean (after the flagged one is deleted)', async () => {
     const clean = `${registry}/${sb}/app:clean`;
     await sh(`docker rmi -f ${clean} >/dev/null`);
+    const before = await registryTraffic(t);
     await sh(`docker pull -q ${clean}`);
+    const afterPull = await registryTraffic(t);
+    if (before && afterPull) {
+      // with HAProxy (SVC_DATA_PLANE=haproxy), the layers came from it, the manifest from the front
+      assert.ok(afterPull.upstream - before.upstream >= 2, `layers carried by HAProxy: ${JSON.stringify({ before, afterPull })}`);
+      assert.ok(afterPull.front > before.front, 'the manifest from the front');
+    }
     await sh(`docker rmi -f ${clean} >/dev/null && docker logout ${registry}`);
+    const beforeRefused = await registryTraffic(t);
     const refused = await sh(`docker pull ${clean}`, undefined, true);
     assert.notEqual(refused.code, 0, 'anonymous pull of a private image is refused');
     assert.match(refused.out, /unauthorized|denied|authentication required/i);
+    assert.equal((await registryTraffic(t))?.upstream, beforeRefused?.upstream, 'nothing of it reached the upstream');
 
     const env = (await settledImage('app')).versions.find((v) => v.tags.includes('envfile'))!;
     const del = await oci.request('DELETE', `/v2/${sb}/app/manifests/${env.digest}`);

@@ -193,6 +193,8 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
     if (((await deps.store.hosts.placementOf(name)) ?? LOCAL_HOST) !== move.from) throw new Error(`sandbox "${name}" is no longer placed on "${move.from}"`);
     const source = await deps.runtime.engine(move.from);
     const target = await deps.runtime.engine(move.to);
+    // before the sandbox goes down: its copy's helper on the target runs the sandbox image
+    await deps.runtime.ensureImage(move.to, target);
     // Under the sandbox's lease: a wake under way finishes first, and every later one finds the record
     // (HostSetRuntime refuses to start or make a sandbox being copied). No container is left on the
     // source: nothing (its restart policy, an engine restart) can run it there during the copy.

@@ -85,7 +85,8 @@ export class RegistryAuth {
   private async principalFromTokenId(id: string): Promise<Principal> {
     const token = await this.store.tokens.get(id);
     const user = token && !token.revoked_at ? await this.store.users.get(token.user_id) : undefined;
-    if (!token || !user) throw unauthenticated('the access token behind this login was revoked; log in again');
+    // as authenticate() (accounts/tokens.ts): a disabled account's registry tokens stop at once, not at expiry
+    if (!token || !user || user.disabled_at) throw unauthenticated('the access token behind this login was revoked or its account disabled; log in again');
     return token.sandbox !== undefined ? { user, token, sandbox: token.sandbox } : { user, token };
   }
 

@@ -13,11 +13,12 @@ const FAILED = /^(Unknown command|Unknown map|Unknown table|Missing|Unable|Can't
 
 /**
  * Arguments of a command are single words: a space, a newline or any control character would end a
- * word or the command itself, and what follows would be a command of its own (admin level).
+ * word or the command itself, and what follows would be a command of its own (admin level). So would
+ * `;` (several commands on one line), and `\` and `#` change how HAProxy's CLI reads a word.
  */
 function oneWord(...args: string[]): void {
   for (const a of args) {
-    if (!/^[\x21-\x7e]+$/.test(a)) throw new Error(`haproxy runtime API: refused an argument that is not one printable word: ${JSON.stringify(a.slice(0, 80))}`);
+    if (!/^[\x21-\x7e]+$/.test(a) || /[;\\#]/.test(a)) throw new Error(`haproxy runtime API: refused an argument that is not one printable word: ${JSON.stringify(a.slice(0, 80))}`);
   }
 }
 

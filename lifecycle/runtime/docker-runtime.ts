@@ -591,10 +591,10 @@ export class DockerRuntime implements SandboxRuntime {
     });
   }
 
-  /** `docker load` of a `docker save` stream: its images, with their tags, onto this engine. */
-  loadImage(tar: NodeJS.ReadableStream): Promise<void> {
+  /** `docker load` of a `docker save` stream: its images, with their tags, onto this engine; `signal` ends it. */
+  loadImage(tar: NodeJS.ReadableStream, signal?: AbortSignal): Promise<void> {
     return guarded(async () => {
-      const progress = await this.docker.loadImage(tar, { quiet: true });
+      const progress = await this.docker.loadImage(tar, { quiet: true, ...(signal ? { abortSignal: signal } : {}) });
       await new Promise<void>((resolve, reject) => {
         this.docker.modem.followProgress(progress, (err: Error | null, events: Array<{ error?: string }>) => {
           const failed = err ?? events.find((e) => e.error);

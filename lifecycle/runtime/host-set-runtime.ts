@@ -133,6 +133,11 @@ export class HostSetRuntime implements SandboxRuntime {
     return runtime;
   }
 
+  /** Gives a runner host this machine's build of the sandbox image (image-sync.ts) unless it has it. */
+  async ensureImage(host: string, engine?: DockerRuntime): Promise<void> {
+    if (host !== LOCAL_HOST) await this.images.ensure(host, engine ?? (await this.engine(host)));
+  }
+
   /** The runtime of the sandbox's host; RuntimeUnreachable at once while that host is away. */
   private async runtimeOf(sandbox: string): Promise<DockerRuntime> {
     const host = await this.hostNameOf(sandbox);
@@ -286,7 +291,7 @@ export class HostSetRuntime implements SandboxRuntime {
       }
       throw err;
     });
-    if (host !== LOCAL_HOST) await this.images.ensure(host, engine);
+    await this.ensureImage(host, engine);
     await engine.create(spec);
   }
 

@@ -1,4 +1,4 @@
-import { pipeline, Transform } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import type { Logger } from '../../core/logger.ts';
 import { SingleFlight } from '../../core/keyed-lock.ts';
 import type { DockerRuntime } from './docker-runtime.ts';
@@ -10,10 +10,15 @@ export type ImageSyncResult = 'in-step' | 'copied' | 'missing-here';
  * Keeps a runner host's sandbox image the same build as this machine's (docs/scale-out.md, "Images
  * on runners"): the two image ids are compared, and a host with another build (or none) gets this
  * machine's by `docker save` → `docker load` over its engine's mutual TLS. Asked before every
- * sandbox made on a runner and by `svc hosts add`, so a service whose image was rebuilt (an update,
- * `npm run setup`) makes new sandboxes from the new build on every host, as on its own machine.
- * Sandboxes already made keep the build they were made from, on every host alike.
+ * sandbox made on a runner and before a move's copy to one (not at `svc hosts add`: the runner's
+ * engine takes the service's connections only once its certificates are installed, after the add),
+ * so a service whose image was rebuilt (an update, `npm run setup`) makes new sandboxes from the new
+ * build on every host, as on its own machine. Sandboxes already made keep the build they were made
+ * from, on every host alike.
  */
+/** A copy that takes longer is given up (the create waiting for it fails; the next one tries again). */
+const COPY_DEADLINE_MS = 15 * 60_000;
+
 export class ImageSync {
   private readonly copies = new SingleFlight<ImageSyncResult>();
 
@@ -36,8 +41,16 @@ export class ImageSync {
           done(null, chunk);
         },
       });
-      pipeline(await this.local.saveImage(image), counted, () => undefined); // an error ends `counted`, so the load fails with it
-      await remote.loadImage(counted);
+      const save = (await this.local.saveImage(image)) as Readable;
+      save.on('error', (err) => counted.destroy(err)); // the load then fails with it
+      save.pipe(counted);
+      try {
+        await remote.loadImage(counted, AbortSignal.timeout(COPY_DEADLINE_MS));
+      } finally {
+        // a load that failed early leaves the save unread: its response from this machine's engine goes
+        save.destroy();
+        counted.destroy();
+      }
       const now = await remote.imageId(image);
       if (now !== here) throw new Error(`the sandbox image copied to host "${host}" is ${now ?? 'missing'}, not ${here}: check that host's engine (docker load)`);
       this.logger.info({ host, image, bytes, ms: Date.now() - started }, 'sandbox image copied to the host');

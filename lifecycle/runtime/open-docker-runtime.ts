@@ -99,6 +99,9 @@ async function sandboxEngine(config: Config, logger: Logger): Promise<Docker> {
     }
     await installEgressRules(logger);
     await blockPrivateNetworks(config.sandboxPrivateNetworks, config.sandboxDns);
+    // one chain for the machine: the last process started sets it (docs/isolation.md), so say what it set
+    logger.info({ privateNetworks: config.sandboxPrivateNetworks, nameservers: config.sandboxDns }, 'sandboxes kept off the private network but for these nameservers (SVC_SANDBOX_PRIVATE_NETWORKS)');
+    if (config.sandboxPrivateNetworks.length === 0) logger.warn('SVC_SANDBOX_PRIVATE_NETWORKS=none: sandboxes of this machine reach every machine of its private network');
   }
   return docker;
 }

@@ -93,11 +93,12 @@ describe('the HAProxy data plane', () => {
     await eventually(async () => backend.activity.includes('svc-dp'), 'activity for svc-dp', 3_000, 50);
   });
 
-  it('a map write whose words hold a space or a newline is refused before HAProxy sees it (no second command)', async () => {
+  it('a map write whose words hold a space, a newline or a ; is refused before HAProxy sees it (no second command)', async () => {
     const injected = ['x.localhost', '127.0.0.1\nadd map ' + appsMap + ' svc-evil-web.localhost svc-evil|127.0.0.1|1'];
     await assert.rejects(api.putMapEntry(appsMap, injected[0]!, injected[1]!), /not one printable word/);
     await assert.rejects(api.putMapEntry(appsMap, 'x.localhost y', 'svc-x|127.0.0.1|1'), /not one printable word/);
     await assert.rejects(api.deleteMapEntry(appsMap, 'svc-dp-web.localhost\nclear map ' + appsMap), /not one printable word/);
+    await assert.rejects(api.putMapEntry(appsMap, 'x.localhost', `127.0.0.1;clear map ${appsMap}`), /not one printable word/, 'HAProxy runs commands a ; separates');
     const map = await api.send(`show map ${appsMap}`);
     assert.ok(!map.includes('x.localhost') && !map.includes('svc-evil'), map);
   });

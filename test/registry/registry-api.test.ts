@@ -69,6 +69,17 @@ describe('registry front and scans (OCI API through the edge)', () => {
     assert.equal((await anon.request('GET', '/v2/', { auth: 'Bearer forged.token' })).status, 401);
   });
 
+  it('refuses a registry token at once when its account is disabled (not at the token\'s expiry)', async () => {
+    const dora = await t.user('dora');
+    const root = await t.user('root', { admin: true });
+    const issued = await anon.request('GET', '/token?service=svc-registry', { auth: OciClient.basic(dora.token) });
+    const { token } = JSON.parse(issued.body.toString());
+    assert.equal((await anon.request('GET', '/v2/', { auth: `Bearer ${token}` })).status, 200);
+    const disabled = await t.api('POST', `/api/admin/users/dora-${t.config.redisPrefix}/disable`, root.token);
+    assert.equal(disabled.status, 200, JSON.stringify(disabled.body));
+    assert.equal((await anon.request('GET', '/v2/', { auth: `Bearer ${token}` })).status, 401);
+  });
+
   it('lets a user push only into their own sandboxes; a limited token only into its own', async () => {
     const layer = gzip(await makeTar([{ path: 'hello.txt', content: 'hello' }]));
     assert.equal((await anon.pushBlob(`${sbA}/app`, layer)).status, 401, 'no credentials');

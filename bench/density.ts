@@ -114,7 +114,8 @@ async function makeMany(from: number, to: number): Promise<void> {
           done++;
         } catch (err) {
           failed++;
-          console.error(`[density] sandbox ${i}: ${(err as Error).message}`);
+          const cause = (err as Error & { cause?: Error }).cause;
+          console.error(`[density] sandbox ${i}: ${(err as Error).message}${cause ? ` (${cause.message})` : ''}`);
           if (failed > Math.max(5, (to - from) / 20)) { interrupted = true; throw new Error('too many creates failed'); }
         }
       }
@@ -124,6 +125,21 @@ async function makeMany(from: number, to: number): Promise<void> {
   }
   progress();
   checkInterrupted();
+  if (failed > 0) await recount();
+}
+
+/**
+ * The sandboxes as the API lists them: a create whose answer was lost (the connection closed under
+ * it) may have made one all the same; it counts as the API shows it.
+ */
+async function recount(): Promise<void> {
+  const res = await api('GET', '/api/sandboxes');
+  if (res.status !== 200) throw new Error(`list: ${answerOf(res)}`);
+  const listed = res.body as Array<{ name: string; status: string }>;
+  names.splice(0, names.length, ...listed.map((s) => s.name));
+  asleep.splice(0, asleep.length, ...listed.filter((s) => s.status === 'exited').map((s) => s.name));
+  running.splice(0, running.length, ...listed.filter((s) => s.status === 'running').map((s) => s.name));
+  console.log(`[density] as the API lists them: ${names.length} sandboxes, ${asleep.length} asleep, ${running.length} running`);
 }
 
 /** The API's answers and wakes with the sandboxes made so far. */

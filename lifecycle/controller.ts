@@ -406,6 +406,11 @@ export class Lifecycle {
     });
   }
 
+  /** True while the sandbox is being copied to another host: it starts nowhere until the move commits or rolls back. */
+  moving(name: string): Promise<boolean> {
+    return this.deps.store.hosts.copying(name);
+  }
+
   /** What a move (lifecycle/move.ts) needs of the state machine: the sandbox's lease, and forgetting it ran. */
   moveDeps(runtime: HostSetRuntime): MoveDeps {
     return {

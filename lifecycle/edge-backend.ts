@@ -66,6 +66,9 @@ export class LifecycleEdgeBackend implements EdgeBackend {
 
   async requestWake(sandbox: string): Promise<void> {
     const record = await this.lifecycle.record(sandbox);
+    // being copied to another host (lifecycle/move.ts): it cannot start, and its waiting page must not
+    // use up its owner's wakes; the page's next request after the move wakes it on its new host
+    if (await this.lifecycle.moving(sandbox)) return;
     await this.limits.take(record.owner_id);
     this.states.delete(sandbox);
     void this.lifecycle.start(sandbox).then(

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
@@ -29,6 +31,7 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
   const made = new Map<string, { record: any; cli: EngineCli }>();
   const names = { running: '', asleep: '', empty: '', big: '' };
   let bigSum = '';
+  let dir = '';
 
   const exec = async (name: string, script: string) => {
     const r = await t.service.runtime.exec.run(name, ['sh', '-c', script]);
@@ -67,6 +70,13 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
     // a sandbox with no volumes on its host (yet): only its placement moves
     await t.service.runtime.takeDown(names.empty);
     for (const v of ['root', 'home', 'srv', 'opt', 'docker']) await hostDocker(1, 'volume', 'rm', `${names.empty}-${v}`);
+    // an app of the big one, whose address the edge keeps while it is asleep or moving
+    const { cli: bigEngine } = made.get(names.big)!;
+    await bigEngine.docker(['build', '-q', '-t', 'busybox-app', FIXTURE]);
+    await bigEngine.docker(['run', '-d', '--name', 'web', '--label', 'tunnel.subdomain=web', '-p', '8080:8080', 'busybox-app', 'httpd', '-f', '-p', '8080']);
+    await eventually(async () => t.service.lifecycle.appAddresses(names.big).length > 0, 'the big one\'s app address');
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-move-'));
+    fs.writeFileSync(path.join(dir, 'ca.pem'), (await t.api('GET', '/ca.pem', undefined)).body);
     // 200 MB that no compression shortens: long enough a copy to be killed in
     await exec(names.big, 'head -c 200000000 /dev/urandom > /root/big');
     bigSum = await exec(names.big, 'sha256sum /root/big');
@@ -74,6 +84,7 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
   });
   after(async () => {
     for (const { cli: c } of made.values()) c.dispose();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
     await t?.close();
     await testHostsDown();
   });
@@ -124,6 +135,9 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
     const start = await fetch(`${t.url}/api/sandboxes/${names.big}/start`, { method: 'POST', headers: { authorization: `Bearer ${alice.token}` } });
     assert.equal(start.status, 503, await start.text());
     assert.ok(Number(start.headers.get('retry-after')) > 0);
+    const app = `${names.big}-web.${t.config.domain}`;
+    const page = await run('curl', ['-sS', '-i', '--max-time', '30', '--cacert', path.join(dir, 'ca.pem'), '--resolve', `${app}:${t.config.httpsPort}:127.0.0.1`, `https://${app}:${t.config.httpsPort}/`]);
+    assert.match(page.stdout, /^x-svc-waiting: 1/im, 'its app answers the waiting page');
     assert.equal((await hostDocker(1, 'ps', '-aq', '--filter', `name=^${names.big}$`)).stdout.trim(), '');
     assert.equal(await placement(names.big), 'test-1');
     // a reconcile pass before the mover is stale leaves it alone

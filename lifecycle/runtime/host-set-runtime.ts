@@ -2,6 +2,7 @@ import { BlockList, isIPv4 } from 'node:net';
 import type Docker from 'dockerode';
 import type { Logger } from '../../core/logger.ts';
 import { errors } from '../../core/errors.ts';
+import { SingleFlight } from '../../core/keyed-lock.ts';
 import { LOCAL_HOST, type HostStore } from '../../store/hosts.ts';
 import type { EngineCerts, HostRecord } from '../../store/records.ts';
 import type { DockerRuntime, EngineCapacity } from './docker-runtime.ts';
@@ -22,6 +23,12 @@ const AWAY_MS = 15_000;
 /** How often an away host is probed (a ping), and how long a probe waits for its answer. */
 const AWAY_PROBE_MS = 1000;
 const PROBE_TIMEOUT_MS = 2000;
+/**
+ * A host is taken for away only when a ping fails too, given this long: a heavy call's own deadline
+ * (a capacity count or a listing over hundreds of containers on a loaded engine), or one ping slowed
+ * by load, says the engine is slow, not gone, and must not show every sandbox of it unavailable.
+ */
+const CONFIRM_TIMEOUT_MS = 5000;
 /**
  * How often every host is pinged while the service watches (watchStarts): a host that falls silent
  * with its events stream still open (powered off behind a link that stays up) would otherwise go on
@@ -99,6 +106,8 @@ export class HostSetRuntime implements SandboxRuntime {
   private machinesSeen?: { at: number; figures: Awaited<ReturnType<HostSetRuntime['machines']>> };
   /** Hosts that failed an ask: why, until when they are not asked, and whether a probe runs. */
   private readonly away = new Map<string, { reason: string; until: number; probing: boolean }>();
+  /** Hosts whose ask failed, being pinged before they are taken for away (confirmAway). */
+  private readonly confirming = new SingleFlight<void>();
 
   constructor(private readonly opts: HostSetOptions) {
     this.images = new ImageSync(opts.local, opts.logger);
@@ -152,7 +161,7 @@ export class HostSetRuntime implements SandboxRuntime {
 
   /**
    * Runs an ask of a host: at once RuntimeUnreachable while it is away; a RuntimeUnreachable from the
-   * ask makes it away (AWAY_MS, probed every AWAY_PROBE_MS until it answers).
+   * ask makes it away (AWAY_MS, probed every AWAY_PROBE_MS until it answers) once a ping fails too.
    */
   private async ask<T>(host: string, call: (runtime: DockerRuntime) => Promise<T>): Promise<T> {
     this.throwIfAway(host);
@@ -160,9 +169,21 @@ export class HostSetRuntime implements SandboxRuntime {
     try {
       return await call(runtime);
     } catch (err) {
-      if (err instanceof RuntimeUnreachable) this.markAway(host, err.reason);
+      if (err instanceof RuntimeUnreachable) await this.confirmAway(host, runtime);
       throw err;
     }
+  }
+
+  /** Marks a host away if it does not answer a ping within CONFIRM_TIMEOUT_MS either; concurrent callers share one ping. */
+  private async confirmAway(host: string, runtime: DockerRuntime): Promise<void> {
+    if (this.away.has(host)) return;
+    await this.confirming.do(host, async () => {
+      try {
+        await runtime.ping(AbortSignal.timeout(CONFIRM_TIMEOUT_MS));
+      } catch (err) {
+        if (err instanceof RuntimeUnreachable) this.markAway(host, err.reason);
+      }
+    });
   }
 
   private markAway(host: string, reason: string): void {
@@ -205,7 +226,7 @@ export class HostSetRuntime implements SandboxRuntime {
     const engines = await this.allEngines().catch(() => []);
     await Promise.all(engines.filter((e) => !this.away.has(e.name)).map(async (e) => {
       try {
-        await e.runtime.ping(AbortSignal.timeout(PROBE_TIMEOUT_MS));
+        await e.runtime.ping(AbortSignal.timeout(CONFIRM_TIMEOUT_MS));
       } catch (err) {
         if (err instanceof RuntimeUnreachable) this.markAway(e.name, err.reason);
       }

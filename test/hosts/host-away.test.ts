@@ -10,7 +10,7 @@ import { EngineProxy } from '../../harness/engine-proxy.ts';
 import { SANDBOX_DOCKER_HOST, sandboxDocker } from '../../harness/sandbox-engine.ts';
 import { TEST_SECRET_KEY_FILE } from '../../harness/secret-key.ts';
 import { eventually, removeInstance } from '../../harness/service.ts';
-import { DockerRuntime } from '../../lifecycle/runtime/docker-runtime.ts';
+import { DockerRuntime, type EngineCapacity } from '../../lifecycle/runtime/docker-runtime.ts';
 import { engineClient } from '../../lifecycle/runtime/engine-client.ts';
 import { HostSetRuntime } from '../../lifecycle/runtime/host-set-runtime.ts';
 import { resourceNames } from '../../lifecycle/names.ts';
@@ -85,8 +85,8 @@ describe('HostSetRuntime: a silent host costs one ask, not every read; reads kep
   it('a silent host is found by the watch\'s probe; then its reads answer unreachable at once and the other host\'s are unaffected', async () => {
     assert.deepEqual((await hosts.list()).map((s) => s.name).sort(), [far, nearby].sort());
     await proxy.hang();
-    // no ask of it now: the probe every 5 s (2 s for its answer) finds it
-    await new Promise((r) => setTimeout(r, 8000));
+    // no ask of it now: the probe every 5 s (5 s for its answer: a loaded engine is slow, not away) finds it
+    await new Promise((r) => setTimeout(r, 11_000));
     const [farMs, farState] = await timed(() => hosts.inspect(far));
     assert.equal(farState.status, 'unreachable');
     assert.ok(farMs < 200, `an away host's sandbox answers at once (${farMs.toFixed(0)} ms)`);
@@ -120,5 +120,47 @@ describe('HostSetRuntime: a silent host costs one ask, not every read; reads kep
     assert.ok(nextMs < 200, `the next one: ${nextMs.toFixed(0)} ms`);
     await proxy.restore();
     await eventually(async () => (await hosts.inspect(far)).status === 'exited', 'the host back', 5000, 100);
+  });
+});
+
+/**
+ * A host slow to answer a heavy call (a capacity count over hundreds of containers on a loaded engine
+ * passes its 3-s deadline) but answering its ping is slow, not away: its sandboxes stay readable.
+ */
+describe('HostSetRuntime: a slow host is not an away host', () => {
+  const instance = `svct${randomBytes(3).toString('hex')}`;
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
+  const config = { ...loadConfig({ SVC_DATA_DIR: dataDir }), secretKeyFile: TEST_SECRET_KEY_FILE, redisPrefix: instance };
+  const logger = pino({ level: 'silent' });
+  const sandbox = `svc-${instance}-slow`;
+  let store: Store | undefined;
+
+  /** The real engine, but every capacity count misses its deadline, as on an engine under load. */
+  class SlowCounts extends DockerRuntime {
+    override async capacity(): Promise<EngineCapacity> {
+      await new Promise((r) => setTimeout(r, 100));
+      throw new RuntimeUnreachable('no answer in time');
+    }
+  }
+
+  after(async () => {
+    await removeInstance(instance);
+    if (store) await destroyStore(store);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('a capacity count past its deadline leaves the host out of that count only; its sandboxes still read their state', async () => {
+    store = await openStore(`sqlite://${path.join(dataDir, 'svc.sqlite')}`, { secretKeyFile: config.secretKeyFile });
+    await store.hosts.put({ name: 'slow', address: '127.0.0.1', pool: config.sandboxAddressPool, created_at: new Date().toISOString() });
+    const hosts = new HostSetRuntime({
+      local: new DockerRuntime(sandboxDocker(), runtimeOptions(config, logger)), hosts: store.hosts, logger, localPool: config.sandboxAddressPool,
+      connect: () => new SlowCounts(sandboxDocker(), { ...runtimeOptions(config, logger), hostDuties: false }),
+    });
+    await store.hosts.place(sandbox, 'slow');
+    await hosts.create({ name: sandbox, env: {} });
+    const loads = await hosts.loads();
+    assert.match(loads.find((l) => l.name === 'slow')?.error ?? '', /no answer in time/);
+    assert.equal((await hosts.inspect(sandbox)).status, 'exited', 'the host answered its ping: not away');
+    assert.equal((await hosts.inspect(sandbox)).status, 'exited');
   });
 });

@@ -67,6 +67,12 @@ const STALE_SOCKET = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
  * last looked (it may answer from memory), so its state is looked at again before any error page.
  */
 const NO_ANSWER = new Set([...STALE_SOCKET, 'ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+/**
+ * No host at the sandbox's address at all (no ARP answer): when the sandbox runs by a fresh look,
+ * it stopped and started again since the address was picked (a wake while the request was on its
+ * way), so the request waits for its app like any during a wake rather than getting a 502.
+ */
+const NO_HOST = new Set(['EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN']);
 
 function requestHasBody(req: http.IncomingMessage): boolean {
   if (req.headers['transfer-encoding'] !== undefined) return true;
@@ -194,6 +200,7 @@ export class AppHttpProxy {
       if (app === null) return notFoundPage(host);
       if (app?.status === 'unavailable') return hostUnavailablePage(host);
       if (app && app.status !== 'running') return (await this.wake(host, app.sandbox)) ?? waitingPage(host, 'waking');
+      if (app?.status === 'running' && NO_HOST.has(err.code ?? '')) return waitingPage(host, 'starting');
     }
     if (err.code === 'ECONNREFUSED') return target.loopbackOnly ? loopbackOnlyPage(host, target.port) : waitingPage(host, 'starting');
     const timedOut = err.code === 'ETIMEDOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT';

@@ -54,9 +54,21 @@ export interface EdgeTimeouts {
   activityIntervalMs: number;
   /** Raw tunnels (engine, shell, TCP twins) and websockets without a byte for this long are closed (default 1 h). */
   tunnelIdleMs: number;
-  /** A shell connection's bytes count as activity once it is this old: sshd's LoginGraceTime (default 120 s). */
+  /**
+   * A shell connection's bytes count as activity once its connection to sshd is this old: sshd's
+   * LoginGraceTime plus a margin (default SHELL_PROOF_MS).
+   */
   shellProofMs: number;
 }
+
+/** sshd's default LoginGraceTime: it drops a connection that has not signed in by then. */
+export const SSHD_LOGIN_GRACE_MS = 120_000;
+/**
+ * A shell older than this has signed in. The margin over the grace covers HAProxy's clock (its
+ * first sight of a socket to sshd is up to one activity poll late, and the poll that counts may land
+ * while sshd is still closing a timed-out login) and sshd's own delay in ending it.
+ */
+export const SHELL_PROOF_MS = SSHD_LOGIN_GRACE_MS + 5_000;
 
 export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
   clientHelloMs: 10_000,
@@ -69,7 +81,7 @@ export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
   heldRequestMs: 0,
   activityIntervalMs: 500,
   tunnelIdleMs: 3_600_000,
-  shellProofMs: 120_000,
+  shellProofMs: SHELL_PROOF_MS,
 };
 
 /** How many connections one client address, and raw tunnels one sandbox, may hold at once. */
@@ -250,7 +262,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     server.emit('connection', tlsSocket);
   };
 
-  /** TLS off, then the bytes to a TCP service in a sandbox (its sshd, an app's port). */
+  /** TLS off, then the bytes to a TCP service in a sandbox (its sshd, an app's port); returns the upstream socket. */
   const terminateAndForward = async (
     socket: net.Socket,
     serverName: string | null,
@@ -260,7 +272,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     onBytes: () => void = activity.listener(sandbox),
   ) => {
     const tlsSocket = await terminate(socket, serverName);
-    forwardTcp(tlsSocket, target, {
+    return forwardTcp(tlsSocket, target, {
       connectTimeoutMs: t.upstreamConnectMs,
       idleMs: t.tunnelIdleMs,
       onBytes,
@@ -335,11 +347,16 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
         if (!address || !admitTunnel(route.sandbox, socket)) return reset(socket);
         // sshd drops a connection that has not signed in within its login grace time: one that
         // lived longer has, and only its bytes count (the edge never sees inside SSH).
+        // sshd's clock starts when it accepts, after the client's (client-paced) TLS handshake.
         const touch = activity.listener(route.sandbox);
-        const proven = Date.now() + t.shellProofMs;
-        return terminateAndForward(socket, serverName, { host: address, port: shellPort }, route.sandbox, 'sshd', () => {
+        let proven = Infinity;
+        const upstream = await terminateAndForward(socket, serverName, { host: address, port: shellPort }, route.sandbox, 'sshd', () => {
           if (Date.now() >= proven) touch();
         });
+        upstream.once('connect', () => {
+          proven = Date.now() + t.shellProofMs;
+        });
+        return;
       }
 
       case 'app-tcp': {
@@ -365,7 +382,8 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
           socket.once('close', release);
           if (socket.destroyed) return release();
         }
-        return terminateAndForward(socket, serverName, app.target, app.sandbox, 'app TCP port');
+        await terminateAndForward(socket, serverName, app.target, app.sandbox, 'app TCP port');
+        return;
       }
     }
   };

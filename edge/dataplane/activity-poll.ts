@@ -22,7 +22,8 @@ export const ACTIVITY_POLL_MS = 1_000;
  * - shells: bytes count once the connection is older than sshd's login grace (Node's rule, one that
  *   lived longer has signed in). HAProxy cannot time a connection's bytes, so the age is the kernel
  *   socket's to sshd as these polls saw it first (at most one poll after it opened): a shell counts
- *   from 120–121 s of age, never earlier than through Node, and one shorter than a poll never.
+ *   from shellProofMs to one poll more of age, never earlier than through Node, and one shorter
+ *   than a poll never.
  */
 export class DataPlaneActivity {
   private readonly appCounters = new Map<string, number>();

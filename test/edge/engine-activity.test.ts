@@ -135,4 +135,56 @@ describe('shell activity needs a connection older than the login grace time', ()
     }, 'activity once the connection outlived the grace time', 10_000, 100);
     old.destroy();
   });
+
+  it('a client that stalls its TLS handshake and then sends bytes until sshd drops its login is no activity', async () => {
+    // sshd's clock starts when it accepts, after the handshake: it drops a login at its grace,
+    // here just under the proof age (the default's margin, made small)
+    const proofMs = 2_000;
+    const graceSshd = net.createServer((s) => {
+      s.on('error', () => undefined);
+      s.pipe(s);
+      setTimeout(() => s.destroy(), proofMs - 100);
+    });
+    await new Promise<void>((r) => graceSshd.listen(0, '127.0.0.1', r));
+    const edge = await startTestEdge(backend, {
+      sandboxPorts: { shell: (graceSshd.address() as net.AddressInfo).port },
+      timeouts: { activityIntervalMs: 0, shellProofMs: proofMs },
+    });
+    edges.push(edge);
+    // between the client and the edge: the ClientHello goes at once, the rest of the handshake 1.5 s later
+    const stall = net.createServer((c) => {
+      const e = net.connect(edge.port, '127.0.0.1');
+      c.on('error', () => undefined);
+      e.on('error', () => undefined);
+      e.pipe(c);
+      c.once('close', () => e.destroy());
+      e.once('close', () => c.destroy());
+      const held: Buffer[] = [];
+      const hold = (d: Buffer) => void held.push(d);
+      c.once('data', (d: Buffer) => {
+        e.write(d);
+        c.on('data', hold);
+        setTimeout(() => {
+          c.off('data', hold);
+          for (const b of held) e.write(b);
+          c.pipe(e);
+        }, 1_500);
+      });
+    });
+    await new Promise<void>((r) => stall.listen(0, '127.0.0.1', r));
+    try {
+      backend.activity.length = 0;
+      const s = tls.connect({ host: '127.0.0.1', port: (stall.address() as net.AddressInfo).port, servername: 'svc-sh-shell-tcp.localhost', rejectUnauthorized: false });
+      s.on('error', () => undefined);
+      await new Promise((r) => s.once('secureConnect', r));
+      const closed = new Promise((r) => s.once('close', r));
+      const typing = setInterval(() => s.write('SSH-2.0-x\r\n'), 50);
+      await closed;
+      clearInterval(typing);
+      assert.deepEqual(backend.activity, [], 'pre-auth bytes are no activity');
+    } finally {
+      stall.close();
+      graceSshd.close();
+    }
+  });
 });

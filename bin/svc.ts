@@ -17,7 +17,7 @@
  *   svc doctor                        checks this host and the configuration (docs/operations.md)
  *   svc backup FILE [--with-secret-key] | svc restore FILE
  *                                     one backup file of the store; restored into an empty store
- *   svc hosts add NAME ADDRESS --pool CIDR [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N]
+ *   svc hosts add NAME ADDRESS --pool CIDR [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N] [--dns A,B]
  *   svc hosts list [--json] | svc hosts drain NAME | svc hosts undrain NAME | svc hosts remove NAME
  *   svc hosts evacuate NAME
  *
@@ -78,7 +78,8 @@ const USAGE = `usage:
                                       its engine certificate (for the request in FILE, or a new key) and the service's
                                       client certificate; ca.pem and cert.pem (key.pem) go to DIR (default ./NAME-certs);
                                       --pool: its sandbox addresses (none of this machine's sandboxes reaches them);
-                                      --networks: sandbox networks its pool holds (what its engine reports)
+                                      --networks: sandbox networks its pool holds (what its engine reports);
+                                      --dns: its nameservers, for its sandboxes' inner containers (else SVC_SANDBOX_DNS)
   svc hosts list [--json]             hosts with state, sandboxes, memory and CPU committed / total
   svc hosts drain NAME                no new sandboxes on NAME ("local": this machine); undrain opens it again
   svc hosts evacuate NAME             move every sandbox of the drained host NAME to the hosts placement chooses
@@ -99,7 +100,7 @@ class UsageError extends Error {}
 
 type Options = {
   admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string;
-  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; networks?: string; pool?: string; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
+  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; networks?: string; pool?: string; dns?: string; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
 };
 
 /** `svc user set` options and the quota each sets. */
@@ -177,6 +178,7 @@ async function run(argv: string[]): Promise<void> {
         'same-machine': { type: 'boolean' },
         networks: { type: 'string' },
         pool: { type: 'string' },
+        dns: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -349,7 +351,7 @@ async function run(argv: string[]): Promise<void> {
         return;
       }
       case 'hosts add': {
-        only(options, ['port', 'csr', 'certs-out', 'same-machine', 'networks', 'pool'], command);
+        only(options, ['port', 'csr', 'certs-out', 'same-machine', 'networks', 'pool', 'dns'], command);
         if (typeof options.pool !== 'string') throw new UsageError('"svc hosts add" needs --pool CIDR: the host\'s sandbox addresses (scripts/runner.sh prints it)');
         if (options.networks !== undefined && !/^[1-9][0-9]{0,5}$/.test(options.networks)) throw new UsageError(`--networks needs a number of sandbox networks, got "${options.networks}"`);
         const [name, address] = args(rest, 2, 'NAME ADDRESS', command);
@@ -358,6 +360,7 @@ async function run(argv: string[]): Promise<void> {
           name: name!, address: address!, pool: options.pool, sameMachine: options['same-machine'] === true,
           ...(options.port ? { port: Number(options.port) } : {}),
           ...(options.networks ? { networks: Number(options.networks) } : {}),
+          ...(options.dns ? { dns: options.dns.split(',').filter(Boolean) } : {}),
           ...(options.csr ? { csrPem: await readFile(options.csr === '-' ? '/dev/stdin' : options.csr, 'utf8') } : {}),
         });
         const dir = options['certs-out'] ?? `${record.name}-certs`;

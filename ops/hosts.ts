@@ -41,6 +41,8 @@ export interface AddHost {
   networks?: number;
   /** The host's sandbox address pool (scripts/runner.sh --pool): kept off by this machine's sandboxes. */
   pool: string;
+  /** The host's nameservers (scripts/runner.sh prints them), given to its sandboxes' inner containers. */
+  dns?: string[];
 }
 
 /** An IPv4 CIDR as iptables and net.BlockList take it: "10.220.0.0/16". */
@@ -64,6 +66,8 @@ export async function addHost(store: Store, config: Config, add: AddHost): Promi
   if (add.name === LOCAL_HOST) throw new errors.BadRequest(`"${LOCAL_HOST}" is the machine the service runs on; it needs no adding`);
   if (!/^[a-z0-9][a-z0-9.:-]*$/i.test(add.address)) throw new errors.BadRequest(`"${add.address}" is not an address (an IP or a DNS name)`);
   if (!parsePool(add.pool)) throw new errors.BadRequest(`"${add.pool}" is not a sandbox pool (an IPv4 CIDR, /8 to /30, as scripts/runner.sh --pool)`);
+  const notAddress = add.dns?.find((ns) => !net.isIPv4(ns));
+  if (notAddress !== undefined) throw new errors.BadRequest(`"${notAddress}" is not a nameserver's IPv4 address (--dns takes them comma-separated)`);
   const ca = await loadOrCreateServiceCa(config.dataDir, config.domain, store.serviceKeys);
   const serverName = hostServerName(add.name, config.domain);
   const files: Record<string, string> = { 'ca.pem': ca.certPem };
@@ -92,6 +96,7 @@ export async function addHost(store: Store, config: Config, add: AddHost): Promi
     ...(add.sameMachine ? { same_machine: true } : {}),
     ...(add.networks ? { networks: add.networks } : {}),
     pool: add.pool,
+    ...(add.dns?.length ? { dns: add.dns } : {}),
     ...(previous?.drained_at ? { drained_at: previous.drained_at } : {}),
     created_at: previous?.created_at ?? new Date().toISOString(),
   };

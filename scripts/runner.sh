@@ -38,6 +38,14 @@ fail() { echo "runner: $*" >&2; exit 1; }
 PRIVATE_RANGES=10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10
 [ "$(id -u)" = 0 ] || fail "run as root"
 
+# IPv4 nameservers of this host (systemd-resolved's upstreams where resolv.conf names its stub): its
+# sandboxes are given them (svc hosts add --dns) and its egress rules let them through on port 53
+nameservers() {
+    local f=/etc/resolv.conf
+    grep -qE '^nameserver 127\.' "$f" && [ -f /run/systemd/resolve/resolv.conf ] && f=/run/systemd/resolve/resolv.conf
+    awk '$1 == "nameserver" && $2 ~ /^[0-9.]+$/ && $2 !~ /^127\./ { print $2 }' "$f" | paste -sd, -
+}
+
 private_address() { ip -4 route get "$SERVICE_ADDRESS" | grep -oE 'src [0-9.]+' | cut -d' ' -f2; }
 
 stop_engine() {
@@ -55,7 +63,7 @@ start_engine() {
     # off wrote (the service address alone, or --private), taken as more networks to keep off
     local private="$SERVICE_ADDRESS,$PRIVATE_RANGES${EXTRA_PRIVATE:+,$EXTRA_PRIVATE}${PRIVATE:+,$PRIVATE}"
     # 2376 only on the address the service reaches this host at (the one `svc hosts add` was given)
-    SVC_ENGINE_LISTEN_ADDRESS=$(private_address) SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_SANDBOX_NETWORK_SIZE=$SIZE SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$private \
+    SVC_ENGINE_LISTEN_ADDRESS=$(private_address) SVC_SANDBOX_ADDRESS_POOL=$POOL SVC_SANDBOX_NETWORK_SIZE=$SIZE SVC_ENGINE_SERVICE_ADDRESS=$SERVICE_ADDRESS SVC_ENGINE_PRIVATE_NETWORK=$private SVC_ENGINE_DNS=$(nameservers) \
         SVC_ENGINE_TLS_DIR=$([ -f "$TLS/cert.pem" ] && echo "$TLS" || true) bash "$ROOT/scripts/sandbox-engine.sh"
     # the cgroup hand-over of every sandbox it starts (the service cannot do it from its machine)
     if ! { [ -f "$DUTIES_PIDFILE" ] && kill -0 "$(cat "$DUTIES_PIDFILE")" 2> /dev/null; }; then
@@ -124,7 +132,7 @@ cat <<EOF
 On the service machine, add this host (then copy the folder it writes here and run
 scripts/runner.sh --certs $NAME-certs):
 
-npx svc hosts add $NAME $ADDRESS --pool $POOL --networks $((1 << (SIZE - ${POOL#*/}))) --certs-out $NAME-certs --csr - <<'CSR'
+npx svc hosts add $NAME $ADDRESS --pool $POOL --networks $((1 << (SIZE - ${POOL#*/}))) --certs-out $NAME-certs$(DNS=$(nameservers); [ -z "$DNS" ] || echo " --dns $DNS") --csr - <<'CSR'
 $(cat "$TLS/request.csr")
 CSR
 

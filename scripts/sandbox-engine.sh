@@ -27,6 +27,7 @@
 #   SVC_ENGINE_SERVICE_ADDRESS  the address the service dials from: the host's egress rules (the service
 #                               installs them itself on its own machine) let only it open connections to
 #                               sandboxes, and let sandboxes reach the internet, not this host nor its network
+#   SVC_ENGINE_DNS              nameservers its sandboxes may reach on port 53 (comma-separated)
 #   SVC_ENGINE_PRIVATE_NETWORK  that network (CIDRs, comma-separated; the service's address alone if unset)
 #
 # Why these flags:
@@ -103,11 +104,13 @@ runner_egress() {
     iptables -w 5 -A SVC-SANDBOX-FWD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
     iptables -w 5 -A SVC-SANDBOX-FWD -s "$SERVICE_ADDRESS" -o 'svcb+' -j ACCEPT
     iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -o 'svcb+' -j DROP
-    iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d 169.254.0.0/16 -j DROP
-    # the host's nameservers (sandboxes are given them) on port 53 alone, also where they are private
-    for c in $(awk '$1 == "nameserver" && $2 ~ /^[0-9.]+$/ && $2 !~ /^127\./ { print $2 }' /etc/resolv.conf); do
+    # the runner's nameservers (its sandboxes are given them: svc hosts add --dns) on port 53 alone, also
+    # where they are private or link-local
+    DNS=${SVC_ENGINE_DNS:-}
+    for c in ${DNS//,/ }; do
         for p in udp tcp; do iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d "$c" -p $p --dport 53 -j ACCEPT; done
     done
+    iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d 169.254.0.0/16 -j DROP
     for c in ${PRIVATE_NETWORK//,/ }; do iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -d "$c" -j DROP; done
     iptables -w 5 -A SVC-SANDBOX-FWD -i 'svcb+' -j ACCEPT
     iptables -w 5 -A SVC-SANDBOX-FWD -o 'svcb+' -j DROP

@@ -101,6 +101,11 @@ export interface HostRecord {
    * kept off it (egress-firewall.ts), and an address its engine reports outside it is not used.
    */
   pool?: string;
+  /**
+   * The nameservers its sandboxes' inner containers are given (scripts/runner.sh prints them: the
+   * runner's own, which its egress rules let through); absent: the service's SVC_SANDBOX_DNS.
+   */
+  dns?: string[];
   /** Set while no new sandbox goes there (`svc hosts drain`). */
   drained_at?: string;
   created_at: string;

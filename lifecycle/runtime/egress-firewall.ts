@@ -98,13 +98,14 @@ async function replaceChain(name: string, rules: string[]): Promise<void> {
  * runner hosts) answer anyone there, and a sandbox's packets leave masqueraded as this machine's. This
  * machine's own addresses are the INPUT chain's (the edge port only), so the edge stays reachable
  * whatever its address. The nameservers sandboxes are given (SVC_SANDBOX_DNS) stay reachable on port
- * 53, and answers to connections let in go back. Replaced whole at every start.
+ * 53 (even link-local ones), and answers to connections let in go back. Replaced whole at every start.
  */
 export async function blockPrivateNetworks(networks: string[], nameservers: string[]): Promise<void> {
   const dns = nameservers.filter((ns) => net.isIPv4(ns));
   await replaceChain(PRIVATE, networks.length === 0 ? [] : [
     `-i ${BRIDGES} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
-    ...dns.flatMap((ns) => ['udp', 'tcp'].map((proto) => `-i ${BRIDGES} -d ${ns}/32 -p ${proto} -m ${proto} --dport 53 -j RETURN`)),
+    // ACCEPT, not RETURN: a nameserver may be link-local (169.254.169.253 in some clouds), which FWD drops
+    ...dns.flatMap((ns) => ['udp', 'tcp'].map((proto) => `-i ${BRIDGES} -d ${ns}/32 -p ${proto} -m ${proto} --dport 53 -j ACCEPT`)),
     ...networks.map((cidr) => `-i ${BRIDGES} -d ${cidr} -j DROP`),
   ]);
 }

@@ -313,7 +313,9 @@ export class HostSetRuntime implements SandboxRuntime {
       throw err;
     });
     await this.ensureImage(host, engine);
-    await engine.create(spec);
+    // a runner's sandboxes ask its nameservers: the ones its egress rules let through (scripts/runner.sh)
+    const dns = host === LOCAL_HOST ? undefined : (await this.opts.hosts.get(host))?.dns;
+    await engine.create(dns?.length ? { ...spec, env: { ...spec.env, SVC_DNS: dns.join(',') } } : spec);
   }
 
   /**

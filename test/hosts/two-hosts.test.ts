@@ -40,6 +40,8 @@ describe('sandboxes on two runner hosts', () => {
     t = await startTestService({ wakeHoldMs: 0 });
     port = t.config.httpsPort;
     await testHostsUp(2, t.config);
+    // host two's nameservers, as `svc hosts add --dns` records them: its sandboxes' inner containers ask those
+    await t.service.store.hosts.put({ ...(await t.service.store.hosts.get('test-2'))!, dns: ['198.51.100.53'] });
     const drained = await svcCli(t.config, 'hosts', 'drain', 'local');
     assert.equal(drained.code, 0, drained.stderr);
     alice = await t.user('alice');
@@ -78,6 +80,8 @@ describe('sandboxes on two runner hosts', () => {
       // its engine listens on the host's private address only, not on its sandboxes' bridges
       const listens = await run('nsenter', [`--net=/run/netns/svch${i}`, 'ss', '-Hltn', 'sport = :2376']);
       assert.deepEqual(listens.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/)[3]), [`${testHostAddress(i)}:2376`]);
+      const env = (await run('docker', ['-H', `unix:///run/svc-host-${i}.sock`, 'inspect', '-f', '{{range .Config.Env}}{{println .}}{{end}}', name])).stdout;
+      assert.match(env, new RegExp(`^SVC_DNS=${i === 2 ? '198\\.51\\.100\\.53' : t.config.sandboxDns.join(',').replace(/\./g, '\\.')}$`, 'm'), 'the host\'s nameservers where recorded, else the service\'s');
     }
     const machines = await (t.service.runtime as HostSetRuntime).machines();
     assert.equal(machines?.hosts, 3, 'the admission guard adds up this machine and both hosts');
@@ -154,7 +158,8 @@ describe('sandboxes on two runner hosts', () => {
     const { stdout: pools } = await run('iptables', ['-w', '5', '-S', 'SVC-SANDBOX-POOLS']);
     for (const i of [1, 2]) assert.match(pools, new RegExp(`-d 10\\.${216 + i}\\.0\\.0/16 -i svcb\\+ -j DROP`));
     const { stdout: fwd } = await run('iptables', ['-w', '5', '-S', 'SVC-SANDBOX-FWD']);
-    assert.equal(fwd.split('\n')[1], '-A SVC-SANDBOX-FWD -i svcb+ -j SVC-SANDBOX-POOLS', 'first: no ACCEPT before it');
+    // first, with the private networks' (egress-firewall.ts): no ACCEPT before either
+    assert.deepEqual(fwd.split('\n').slice(1, 3).sort(), ['-A SVC-SANDBOX-FWD -i svcb+ -j SVC-SANDBOX-POOLS', '-A SVC-SANDBOX-FWD -i svcb+ -j SVC-SANDBOX-PRIVATE']);
     const name = sandboxName(`l-${t.config.redisPrefix}`);
     await t.service.store.hosts.place(name, 'local'); // this machine is drained for the other tests
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name, idle_timeout: '1h' });
@@ -198,6 +203,10 @@ describe('sandboxes on two runner hosts', () => {
     assert.equal((await t.service.runtime.inspect(onOne.name)).status, 'running', 'host one goes on');
     assert.deepEqual((await t.service.runtime.list()).map((c) => c.name).filter((n) => sandboxes.some((s) => s.name === n)), [onOne.name], 'listings leave host two out');
     // a host whose engine presents another host's certificate (test-1's, at its address) cannot be asked either
+    const badDns = await svcCli(t.config, 'hosts', 'add', 'test-4', testHostAddress(1), '--pool', '10.220.0.0/16', '--dns', '10.0.0.2,ns.example', '--certs-out', path.join(dir, 'test-4'));
+    assert.notEqual(badDns.code, 0);
+    assert.match(badDns.stderr, /"ns\.example" is not a nameserver's IPv4 address/);
+    assert.equal(await t.service.store.hosts.get('test-4'), undefined, 'nothing registered');
     const impostor = await svcCli(t.config, 'hosts', 'add', 'test-3', testHostAddress(1), '--pool', '10.219.0.0/16', '--certs-out', path.join(dir, 'test-3'));
     assert.equal(impostor.code, 0, impostor.stderr);
     await t.service.store.hosts.place(`svc-elsewhere-${t.config.redisPrefix}`, 'test-3');

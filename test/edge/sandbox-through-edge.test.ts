@@ -6,6 +6,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { WAITING_HEADER } from '../../edge/index.ts';
+import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
 import { EngineCli } from '../../harness/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 
@@ -112,13 +113,21 @@ describe('a sandbox through the edge', () => {
     await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
     const added = await t.api('POST', '/api/me/ssh-keys', alice.token, { key: fs.readFileSync(key + '.pub', 'utf8').trim() });
     assert.equal(added.status, 201, answerOf(added));
-    const { stdout } = await run('ssh', [
+    const ssh = async () => (await run('ssh', [
       '-i', key, '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR',
       '-o', `ProxyCommand=openssl s_client -quiet -connect 127.0.0.1:${port} -servername %h`,
       `root@${host(`${name}-shell-tcp`)}`, 'id -un && docker ps --format "{{.Names}}"',
-    ], { timeout: 30_000 });
+    ], { timeout: 30_000 })).stdout;
+    const stdout = await ssh();
     assert.match(stdout, /^root\n/);
     assert.match(stdout, /web/, 'inside, the docker CLI talks to the sandbox engine');
+    // with HAProxy owning the port, the first connection put the shell name into its map: the next is HAProxy's
+    const dp = t.service.edge.dataPlane;
+    if (dp) {
+      const api = new RuntimeApi(dp.files.adminSocket);
+      await eventually(async () => (await api.send(`show map ${dp.files.tunnelsMap}`)).includes(` ${host(`${name}-shell-tcp`)} `), 'the shell in HAProxy\'s map', 5_000, 50);
+      assert.match(await ssh(), /^root\n/, 'ssh through HAProxy');
+    }
   });
 
   it('sleeps when idle; an engine connection is reset and never wakes it', async () => {

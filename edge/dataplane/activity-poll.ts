@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import type { Logger } from '../../core/logger.ts';
 import type { EdgeBackend } from '../backend.ts';
 import { APP_TABLE, ENGINE_TABLE, SANDBOX_TUNNELS, TCP_TABLE } from './haproxy-config.ts';
-import type { RouteMirror } from './route-mirror.ts';
+import { socketTarget, type RouteMirror } from './route-mirror.ts';
 import type { RuntimeApi } from './runtime-api.ts';
 
 /** Activity is read from HAProxy once per this interval (the granularity docs/data-plane.md states). */
@@ -116,33 +116,38 @@ export class DataPlaneActivity {
     this.opts.backend.recordActivity(sandbox);
   }
 
-  /** The kernel's counters of HAProxy's live sockets to engines, sshds and TCP twins. */
+  /**
+   * The kernel's counters of HAProxy's live sockets to engines, sshds and TCP twins. `ss` filters by
+   * their addresses in the kernel, so a host with many other sockets (apps' clients) costs nothing here.
+   */
   private async pollTunnelSockets(): Promise<void> {
     const pid = this.opts.pid();
     if (!pid) return;
+    const targets = this.opts.mirror.socketTargets(this.opts.enginePort);
+    if (targets.size === 0) return;
+    const filter = ['(', ...[...targets.keys()].flatMap((t, i) => (i ? ['or', 'dst', t] : ['dst', t])), ')'];
     const out = await new Promise<string>((resolve, reject) =>
-      execFile('ss', ['-tinpeH', 'state', 'established'], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
+      execFile('ss', ['-tinpeH', 'state', 'established', ...filter], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
     );
     const now = Date.now();
     const engines = new Map<string, number>();
     const tunnels = new Map<string, { moved: number; since: number }>();
     for (const s of parseSs(out)) {
       if (s.pid !== pid) continue;
-      const engine = s.peerPort === this.opts.enginePort ? this.opts.mirror.engineSandboxAt(s.peerAddress) : undefined;
-      if (engine) {
-        if (s.bytesReceived <= this.opts.mirror.engineProofBytes(engine)) continue;
+      const target = targets.get(socketTarget(s.peerAddress, s.peerPort));
+      if (!target) continue;
+      if (target.kind === 'engine') {
+        if (s.bytesReceived <= this.opts.mirror.engineProofBytes(target.sandbox)) continue;
         engines.set(s.key, s.bytesReceived);
-        if (this.engineReceived.get(s.key) !== s.bytesReceived) this.touch(engine);
+        if (this.engineReceived.get(s.key) !== s.bytesReceived) this.touch(target.sandbox);
         continue;
       }
-      const tunnel = this.opts.mirror.tunnelAt(s.peerAddress, s.peerPort);
-      if (!tunnel) continue;
       const moved = s.bytesReceived + s.bytesSent;
       const before = this.tunnelSockets.get(s.key);
       const since = before?.since ?? now;
       tunnels.set(s.key, { moved, since });
       if (moved === (before?.moved ?? 0)) continue;
-      if (tunnel.kind === 'tcp' || (before && now - since >= this.opts.shellProofMs)) this.touch(tunnel.sandbox);
+      if (target.kind === 'tcp' || (before && now - since >= this.opts.shellProofMs)) this.touch(target.sandbox);
     }
     this.engineReceived.clear();
     for (const [k, v] of engines) this.engineReceived.set(k, v);

@@ -209,17 +209,18 @@ export class RouteMirror implements EdgeBackend {
     return (this.engineFlights.get(sandbox) ?? Infinity) + 1024; // never without a measured flight
   }
 
-  /** The sandbox whose engine HAProxy sends to `address` (activity from kernel socket counters). */
-  engineSandboxAt(address: string): string | undefined {
-    for (const m of this.engines.values()) if (m.value === address) return m.sandbox;
-    return undefined;
-  }
-
-  /** The shell or TCP twin HAProxy sends to `address:port` (activity from kernel socket counters). */
-  tunnelAt(address: string, port: number): { sandbox: string; kind: 'shell' | 'tcp' } | undefined {
-    const at = `|${address}|${port}|`;
-    for (const m of this.tunnels.values()) if (m.value.includes(at)) return { sandbox: m.sandbox, kind: m.kind };
-    return undefined;
+  /**
+   * Where HAProxy sends engines, shells and TCP twins now, keyed by `socketTarget(address, port)`:
+   * one index per activity reading (a Map lookup per socket, not a scan of the routes).
+   */
+  socketTargets(enginePort: number): Map<string, { sandbox: string; kind: 'engine' | 'shell' | 'tcp' }> {
+    const targets = new Map<string, { sandbox: string; kind: 'engine' | 'shell' | 'tcp' }>();
+    for (const m of this.tunnels.values()) {
+      const [, address, port] = m.value.split('|');
+      targets.set(socketTarget(address!, Number(port)), { sandbox: m.sandbox, kind: m.kind });
+    }
+    for (const m of this.engines.values()) targets.set(socketTarget(m.value, enginePort), { sandbox: m.sandbox, kind: 'engine' });
+    return targets;
   }
 
   /** A (re)started HAProxy: every mirrored route and certificate is written again. */
@@ -361,4 +362,9 @@ export class RouteMirror implements EdgeBackend {
       this.revalidating = false;
     }
   }
+}
+
+/** A socket's peer as `ss` filters (`dst`) and prints it: `[address]:port` for IPv6. */
+export function socketTarget(address: string, port: number): string {
+  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
 }

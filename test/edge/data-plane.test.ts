@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -297,6 +297,37 @@ describe('the HAProxy data plane: shell and TCP twin tunnels', () => {
     opened[0]!.destroy();
     await eventually(async () => (await tunnel('svc-dt-db-tcp.localhost')) !== null, 'a place again after a close', 3_000, 50);
     await closeAll();
+  });
+
+  it('a host with 50 000 other established sockets: a shell\'s bytes still count (the reading lists only HAProxy\'s tunnel sockets)', async () => {
+    // three processes each holding 9 000 loopback connections to itself (both ends: 18 000 of its 20 000 files)
+    const holder = `const net = require('node:net'); const held = [];
+      const server = net.createServer((s) => held.push(s)).listen(0, '127.0.0.1', async () => {
+        for (let i = 0; i < 9000; i += 500) await Promise.all(Array.from({ length: 500 }, () => new Promise((r) => held.push(net.connect(server.address().port, '127.0.0.1', r)))));
+        console.log('ready');
+      });`;
+    const holders: ChildProcess[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const child = spawn(process.execPath, ['-e', holder], { stdio: ['ignore', 'pipe', 'inherit'] });
+        holders.push(child);
+        await new Promise<void>((resolve, reject) => {
+          child.stdout!.once('data', () => resolve());
+          child.once('exit', (code) => reject(new Error(`socket holder exited (${code})`)));
+        });
+      }
+      await sleep(1_100); // one poll with them all
+      backend.activity.length = 0;
+      // a shell's bytes are read only from the kernel's socket counters (a TCP twin's also from its table)
+      const s = await tunnel('svc-dt-shell-tcp.localhost');
+      assert.ok(s, 'through HAProxy');
+      const t0 = Date.now();
+      while (Date.now() - t0 < SHELL_PROOF_MS + 3_000 && !backend.activity.includes('svc-dt')) { s.write('typing'); await sleep(200); }
+      assert.ok(backend.activity.includes('svc-dt'), 'a shell past the grace is activity');
+      await closeAll();
+    } finally {
+      for (const h of holders) h.kill();
+    }
   });
 
   it('asleep: the names leave the map; a shell is reset and not woken, a TCP twin is reset and woken', async () => {

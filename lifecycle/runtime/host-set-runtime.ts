@@ -147,11 +147,27 @@ export class HostSetRuntime implements SandboxRuntime {
     if (host !== LOCAL_HOST) await this.images.ensure(host, engine ?? (await this.engine(host)));
   }
 
-  /** The runtime of the sandbox's host; RuntimeUnreachable at once while that host is away. */
+  /**
+   * The runtime of the sandbox's host; RuntimeUnreachable at once while that host is away. A host
+   * remembered for the sandbox that cannot be asked is checked against the store first: a move by
+   * another process (svc hosts evacuate) may have placed the sandbox elsewhere, and its old host be
+   * removed or switched off since.
+   */
   private async runtimeOf(sandbox: string): Promise<DockerRuntime> {
     const host = await this.hostNameOf(sandbox);
-    this.throwIfAway(host);
-    return this.engine(host);
+    try {
+      this.throwIfAway(host);
+      return await this.engine(host);
+    } catch (err) {
+      if (!(err instanceof RuntimeUnreachable) || (await this.placedAfresh(sandbox)) === host) throw err;
+      return this.runtimeOf(sandbox);
+    }
+  }
+
+  /** The sandbox's placement as the store has it now (the remembered one dropped). */
+  private async placedAfresh(sandbox: string): Promise<string> {
+    this.placed.delete(sandbox);
+    return this.hostNameOf(sandbox);
   }
 
   private throwIfAway(host: string): void {
@@ -252,10 +268,10 @@ export class HostSetRuntime implements SandboxRuntime {
   private async inspectWith(name: string, look: (runtime: DockerRuntime) => Promise<Inspection>): Promise<Inspection> {
     const cached = this.placed.get(name);
     const answer = await this.inspectOn(await this.hostNameOf(name), name, look);
-    if (answer.status !== 'deep_sleep' || cached === undefined) return answer;
-    // a placement seen before may have been replaced by another process (volumes removed, made elsewhere)
-    this.placed.delete(name);
-    const host = await this.hostNameOf(name);
+    if ((answer.status !== 'deep_sleep' && answer.status !== 'unreachable') || cached === undefined) return answer;
+    // a placement seen before may have been replaced by another process (volumes removed, made
+    // elsewhere, moved: its old host then gone or away)
+    const host = await this.placedAfresh(name);
     return host === cached ? answer : this.inspectOn(host, name, look);
   }
 

@@ -16,7 +16,7 @@ import { HostSetRuntime } from '../../lifecycle/runtime/host-set-runtime.ts';
 import { resourceNames } from '../../lifecycle/names.ts';
 import { RuntimeUnreachable } from '../../lifecycle/runtime/sandbox-runtime.ts';
 import { runtimeOptions } from '../../lifecycle/runtime/open-docker-runtime.ts';
-import { destroyStore, openStore, type Store } from '../../store/index.ts';
+import { destroyStore, LOCAL_HOST, openStore, type Store } from '../../store/index.ts';
 
 /** Milliseconds a call takes, with its answer. */
 async function timed<T>(call: () => Promise<T>): Promise<[number, T]> {
@@ -162,5 +162,25 @@ describe('HostSetRuntime: a slow host is not an away host', () => {
     assert.match(loads.find((l) => l.name === 'slow')?.error ?? '', /no answer in time/);
     assert.equal((await hosts.inspect(sandbox)).status, 'exited', 'the host answered its ping: not away');
     assert.equal((await hosts.inspect(sandbox)).status, 'exited');
+  });
+
+  it('a sandbox another process moved is found on its new host once its old host is gone, without a restart', async () => {
+    const local = new DockerRuntime(sandboxDocker(), runtimeOptions(config, logger));
+    const hosts = new HostSetRuntime({
+      local, hosts: store!.hosts, logger, localPool: config.sandboxAddressPool,
+      connect: (record) => new DockerRuntime(engineClient(`tcp://${record.address}:${record.port}`), { ...runtimeOptions(config, logger), hostDuties: false }),
+    });
+    const moved = `svc-${instance}-moved`;
+    await store!.hosts.put({ name: 'old', address: '127.0.0.1', port: 9, pool: config.sandboxAddressPool, created_at: new Date().toISOString() });
+    await store!.hosts.place(moved, 'old');
+    assert.equal((await hosts.inspect(moved)).status, 'unreachable', 'on its old host, which refuses');
+    // what svc hosts evacuate does in its own process: the copy on this machine, the placement switched, the old host removed
+    await local.create({ name: moved, env: {} });
+    await store!.hosts.replace(moved, LOCAL_HOST);
+    await store!.hosts.put({ ...(await store!.hosts.get('old'))!, drained_at: new Date().toISOString() });
+    await store!.hosts.remove('old');
+    assert.equal((await hosts.inspect(moved)).status, 'exited', 'read on its new host');
+    await hosts.takeDown(moved); // an action, too, goes to the new host
+    assert.equal((await hosts.inspect(moved)).status, 'deep_sleep');
   });
 });

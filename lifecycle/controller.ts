@@ -417,7 +417,7 @@ export class Lifecycle {
       store: this.deps.store,
       runtime,
       exclusive: (name, work) => this.exclusive(name, work),
-      takenDown: async (name) => {
+      goingDown: async (name) => {
         this.deps.apps.unwatch(name);
         await this.deps.sessions.close(name);
         this.renewals.delete(name);

@@ -42,8 +42,11 @@ export interface MoveDeps {
   runtime: HostSetRuntime;
   /** The sandbox's transition lease (the lifecycle's): a wake under way finishes before the sandbox is taken down. */
   exclusive<T>(name: string, work: () => Promise<T>): Promise<T>;
-  /** The sandbox is down on its old host: its idle session and app watchers go (a wake on the target opens new ones). */
-  takenDown(name: string): Promise<void>;
+  /**
+   * The sandbox is about to go down on its old host (called under its lease): its routes, idle
+   * session and app watchers go (a wake on the target opens new ones).
+   */
+  goingDown(name: string): Promise<void>;
   logger: Logger;
 }
 
@@ -198,11 +201,13 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
     // Under the sandbox's lease: a wake under way finishes first, and every later one finds the record
     // (HostSetRuntime refuses to start or make a sandbox being copied). No container is left on the
     // source: nothing (its restart policy, an engine restart) can run it there during the copy.
+    // Its routes go first, as at a sleep: once its network is gone, its address may be handed to
+    // another sandbox while the edge or HAProxy's maps would still send its app names there.
     await deps.exclusive(name, async () => {
+      await deps.goingDown(name);
       await source.stop(name);
       await source.takeDown(name);
     });
-    await deps.takenDown(name);
     log.info('move: sandbox down on its host; copying its volumes');
     const copied = await copyVolumes(source, target, name, owned.abort.signal, (b, t) => {
       bytes = b;

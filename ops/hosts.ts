@@ -172,7 +172,7 @@ export function openMoves(store: Store, config: Config): { deps: MoveDeps; close
       store,
       runtime: hostSet(store, config, logger),
       exclusive: (name, work) => lock.run(name, work),
-      takenDown: async (name) => {
+      goingDown: async (name) => {
         await sessions.close(name);
         await publishUnwatch(redis, config.redisPrefix, name);
       },

@@ -143,13 +143,7 @@ export async function recoverMoves(deps: MoveDeps): Promise<void> {
     const mine: MoveRecord = { ...move, owner: OWNER, heartbeat_at: new Date().toISOString() };
     if (!(await deps.store.hosts.updateMove(raw, mine))) continue; // another process took it first
     log.warn({ was: move.owner }, 'move: its process stopped (killed?); taking it over');
-    if (((await deps.store.hosts.placementOf(move.sandbox)) ?? LOCAL_HOST) === move.to) {
-      // killed between its commit and the record's next phase: the copy was verified, only the clean-up is left
-      const committed: MoveRecord = { ...mine, phase: 'cleaning', leftover: move.from };
-      const current = (await deps.store.hosts.moves()).find((m) => m.move.sandbox === move.sandbox);
-      if (current && (await deps.store.hosts.updateMove(current.raw, committed))) await cleanUp(deps, committed).catch(() => undefined);
-      continue;
-    }
+    // still copying (the commit is a phase written first): the source's volumes are whole, copy again
     await copyAndCommit(deps, mine).catch(() => undefined); // logged, and rolled back, by copyAndCommit
   }
 }
@@ -221,10 +215,12 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
     total = copied.total;
     const record = await deps.store.sandboxes.get(name);
     if (!record || record.archived_at) throw new Error('the sandbox was deleted during its move');
-    // the commit: from here on the sandbox is the target's (a wake makes its container there)
-    await deps.store.hosts.replace(name, move.to);
+    // The commit, fenced: the record goes from copying to cleaning only while this process still owns
+    // the move (a compare-and-set), then the placement follows; from here on the sandbox is the
+    // target's. A process that stalled past MOVE_STALE_MS loses the write and commits nothing.
     await owned.write({ phase: 'cleaning', leftover: move.from });
     owned.stop();
+    await deps.store.hosts.replace(name, move.to);
     log.info({ bytes, ms: Date.now() - began }, 'move: copy verified; the sandbox is on its new host');
     await cleanUp(deps, { ...move, phase: 'cleaning', leftover: move.from }).catch((err) =>
       log.warn({ err: (err as Error).message }, 'move: the source\'s volumes are not removed yet; a reconcile pass removes them'));
@@ -236,7 +232,11 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
     const reason = (err as Error).message;
     if (((await deps.store.hosts.placementOf(name)) ?? LOCAL_HOST) === move.to) throw err; // committed: only the clean-up failed
     log.error({ err: reason }, 'move: failed; rolling back (the sandbox stays on its host)');
-    await owned.write({ phase: 'cleaning', leftover: move.to, note: `rolled back: ${reason}` }).catch(() => undefined);
+    // only an owner rolls back: one that lost the move must not remove the copy another process makes
+    await owned.write({ phase: 'cleaning', leftover: move.to, note: `rolled back: ${reason}` }).catch((lost) => {
+      log.warn({ err: (lost as Error).message }, 'move: another process has the move; leaving it to it');
+      throw err;
+    });
     await cleanUp(deps, { ...move, phase: 'cleaning', leftover: move.to }).catch((e) =>
       log.warn({ err: (e as Error).message }, 'move: the partial copy is not removed yet; a reconcile pass removes it'));
     report('rolled back', reason);
@@ -250,13 +250,21 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
  */
 async function cleanUp(deps: MoveDeps, move: MoveRecord): Promise<void> {
   const host = move.leftover!;
-  if (((await deps.store.hosts.placementOf(move.sandbox)) ?? LOCAL_HOST) !== host) {
+  let placed = (await deps.store.hosts.placementOf(move.sandbox)) ?? LOCAL_HOST;
+  if (placed === host && host === move.from) {
+    // committed (the phase is written first) but its process died before the placement followed
+    await deps.store.hosts.replace(move.sandbox, move.to);
+    placed = move.to;
+  }
+  if (placed !== host) {
     // its transfer folder is the sandbox's own where both hosts share this machine's files: kept
     await (await deps.runtime.engine(host)).removeVolumes(move.sandbox, { transfer: false });
   } else {
     deps.logger.error({ sandbox: move.sandbox, host }, 'move: the leftover named is the sandbox\'s own copy; kept');
   }
-  await deps.store.hosts.endMove(move.sandbox);
+  // this move's record only: a later move of the same sandbox may have begun since
+  const current = (await deps.store.hosts.moves()).find((m) => m.move.sandbox === move.sandbox);
+  if (current?.move.started_at === move.started_at) await deps.store.hosts.endMove(move.sandbox);
 }
 
 /**

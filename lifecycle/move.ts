@@ -97,6 +97,9 @@ export async function moveSandbox(deps: MoveDeps, name: string, opts: MoveOption
   // both engines answer before anything changes (RuntimeUnreachable: 503)
   await (await deps.runtime.engine(from)).ping();
   await (await deps.runtime.engine(to)).ping();
+  // the copy's helper on the target runs the sandbox image: copied before the move begins, while the
+  // sandbox may still wake on its host (the copy of ~500 MB takes a while)
+  await deps.runtime.ensureImage(to);
   const now = new Date().toISOString();
   const move: MoveRecord = { sandbox: name, from, to, phase: 'copying', owner: OWNER, heartbeat_at: now, started_at: now };
   if (!(await deps.store.hosts.beginMove(move))) throw new errors.Conflict(`sandbox "${name}" has an unfinished move; a reconcile pass finishes it`);
@@ -190,7 +193,7 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
     if (((await deps.store.hosts.placementOf(name)) ?? LOCAL_HOST) !== move.from) throw new Error(`sandbox "${name}" is no longer placed on "${move.from}"`);
     const source = await deps.runtime.engine(move.from);
     const target = await deps.runtime.engine(move.to);
-    // before the sandbox goes down: its copy's helper on the target runs the sandbox image
+    // again for a move taken over (recoverMoves): in step at once after moveSandbox's copy
     await deps.runtime.ensureImage(move.to, target);
     // Under the sandbox's lease: a wake under way finishes first, and every later one finds the record
     // (HostSetRuntime refuses to start or make a sandbox being copied). No container is left on the

@@ -36,7 +36,7 @@ export interface HostStore {
   /** Replaces a move's record only if it is still `raw` (its owner's heartbeat, a take-over); true if written. */
   updateMove(raw: string, move: MoveRecord): Promise<boolean>;
   endMove(sandbox: string): Promise<void>;
-  /** True while the sandbox is being copied: it must not start on any host (HostSetRuntime refuses). */
+  /** True while the sandbox is being copied, or committed but not yet placed on its target: it must not start on any host (HostSetRuntime refuses). */
   copying(sandbox: string): Promise<boolean>;
 }
 
@@ -115,7 +115,10 @@ export async function hostStore(backend: Backend, box: SecretBox): Promise<HostS
       await moving.delete([sandbox]);
     },
     async copying(sandbox) {
-      return (await moving.get([sandbox]))?.phase === 'copying';
+      const move = await moving.get([sandbox]);
+      if (move?.phase === 'copying') return true;
+      // committed (cleaning, the source the leftover) but the placement not yet switched: it may start on neither
+      return move?.phase === 'cleaning' && move.leftover === move.from && ((await placed.get([sandbox])) ?? LOCAL_HOST) === move.from;
     },
   };
 }

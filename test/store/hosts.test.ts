@@ -72,10 +72,12 @@ for (const backend of ['sqlite', 'postgres'] as BackendName[]) {
         const takeOvers = await Promise.all([t.store.hosts.updateMove(raw, { ...stored!, owner: 'p3' }), other.hosts.updateMove(raw, { ...stored!, owner: 'p4' })]);
         assert.deepEqual(takeOvers.sort(), [false, true], 'one process takes it over');
         await assert.rejects(t.store.hosts.remove('d-host'), (err: { statusCode?: number; message: string }) => err.statusCode === 409 && /unfinished move/.test(err.message));
+        await t.store.hosts.place('svc-m', 'd-host');
         const [current] = await other.hosts.moves();
         assert.equal(await other.hosts.updateMove(current!.raw, { ...current!.move, phase: 'cleaning', leftover: 'd-host' }), true);
-        assert.equal(await t.store.hosts.copying('svc-m'), false, 'a move cleaning up lets its sandbox start');
+        assert.equal(await t.store.hosts.copying('svc-m'), true, 'committed, its placement not switched yet: it starts nowhere');
         await t.store.hosts.replace('svc-m', 'local');
+        assert.equal(await t.store.hosts.copying('svc-m'), false, 'a move cleaning up its source lets its sandbox start on its target');
         assert.equal(await other.hosts.placementOf('svc-m'), 'local');
         await t.store.hosts.endMove('svc-m');
         assert.deepEqual(await other.hosts.moves(), []);

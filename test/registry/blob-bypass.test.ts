@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createToken, revokeToken } from '../../accounts/index.ts';
-import { serviceCaPem } from '../../edge/index.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { startTestService, type TestService } from '../../harness/service.ts';
+import { registryOwners, scansSettled } from '../helpers/registry-owners.ts';
 import { gzip, LAYER_GZIP, makeTar, OciClient, privateKeyPem, sha256 } from '../../harness/oci.ts';
 import { registryTraffic } from '../../harness/registry-traffic.ts';
 
@@ -36,31 +36,11 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
     assert.equal(res.status, 200, res.body.toString());
     return `Bearer ${JSON.parse(res.body.toString()).token as string}`;
   };
-  const repoState = async (repo: string) => {
-    const res = await t.api('GET', `/api/sandboxes/${repo.split('/')[0]}/registry`, alice.token);
-    assert.equal(res.status, 200, answerOf(res));
-    return (res.body.images as Array<{ name: string; visibility: string; versions: Array<{ scan: { state: string } }> }>).find((i) => i.name === repo);
-  };
-  const settled = (repo: string) =>
-    eventually(async () => {
-      const img = await repoState(repo);
-      return img && img.versions.every((v) => !['pending', 'scanning'].includes(v.scan.state)) ? img : undefined;
-    }, `scans of ${repo} to finish`, 30_000);
+  const settled = (repo: string) => scansSettled(t, alice.token, repo);
 
   before(async () => {
     t = await startTestService({ dataPlane: 'haproxy' });
-    alice = await t.user('alice');
-    bob = await t.user('bob');
-    const a = await t.api('POST', '/api/sandboxes', alice.token, { name: `bpa-${t.config.redisPrefix}` });
-    assert.equal(a.status, 201, answerOf(a));
-    sbA = a.body.name;
-    const b = await t.api('POST', '/api/sandboxes', bob.token, { name: `bpb-${t.config.redisPrefix}` });
-    assert.equal(b.status, 201, answerOf(b));
-    sbB = b.body.name;
-    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
-    anon = new OciClient({ port: t.service.edge.httpsPort, host: `registry.${t.config.domain}`, ca });
-    asAlice = anon.withAuth(OciClient.basic(alice.token));
-    asBob = anon.withAuth(OciClient.basic(bob.token));
+    ({ alice, bob, sbA, sbB, anon, asAlice, asBob } = await registryOwners(t, 'bp'));
   });
   after(async () => {
     anon?.close();

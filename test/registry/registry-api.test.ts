@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { serviceCaPem } from '../../edge/index.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { gzip, LAYER_GZIP, LAYER_TAR, LAYER_ZSTD, makeTar, OciClient, privateKeyPem, sha256, zstd } from '../../harness/oci.ts';
+import { registryOwners, registryReport, scansSettled } from '../helpers/registry-owners.ts';
 
 /**
  * The registry front through the edge (SNI registry.<domain>), with an OCI client: auth, who may
@@ -19,33 +19,14 @@ describe('registry front and scans (OCI API through the edge)', () => {
   let asAlice: OciClient;
   let asBob: OciClient;
 
-  const report = async (sandbox: string, token = alice.token) => {
-    const res = await t.api('GET', `/api/sandboxes/${sandbox}/registry`, token);
-    assert.equal(res.status, 200, answerOf(res));
-    return res.body as { images: Array<{ name: string; visibility: string; reason: string; versions: Array<{ digest: string; tags: string[]; scan: { state: string; reason?: string }; findings: Array<{ path: string; layer: string; rule: string }> }> }> };
-  };
+  const report = (sandbox: string, token = alice.token) => registryReport(t, sandbox, token);
   const image = async (repo: string) => (await report(repo.split('/')[0]!)).images.find((i) => i.name === repo);
-  const settled = (repo: string) =>
-    eventually(async () => {
-      const img = await image(repo);
-      return img && img.versions.every((v) => !['pending', 'scanning'].includes(v.scan.state)) ? img : undefined;
-    }, `scans of ${repo} to finish`, 30_000);
+  const settled = (repo: string) => scansSettled(t, alice.token, repo);
 
   before(async () => {
     t = await startTestService();
-    alice = await t.user('alice');
-    bob = await t.user('bob');
-    const a = await t.api('POST', '/api/sandboxes', alice.token, { name: `rega-${t.config.redisPrefix}` });
-    assert.equal(a.status, 201, answerOf(a));
-    sbA = a.body.name;
-    const b = await t.api('POST', '/api/sandboxes', bob.token, { name: `regb-${t.config.redisPrefix}` });
-    assert.equal(b.status, 201, answerOf(b));
-    sbB = b.body.name;
+    ({ alice, bob, sbA, sbB, anon, asAlice, asBob } = await registryOwners(t, 'reg'));
     limitedA = await t.limitedToken(alice.id, sbA);
-    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
-    anon = new OciClient({ port: t.service.edge.httpsPort, host: `registry.${t.config.domain}`, ca });
-    asAlice = anon.withAuth(OciClient.basic(alice.token));
-    asBob = anon.withAuth(OciClient.basic(bob.token));
   });
   after(async () => {
     anon?.close();

@@ -330,7 +330,7 @@ export class HostSetRuntime implements SandboxRuntime {
     });
     await this.ensureImage(host, engine);
     // a runner's sandboxes ask its nameservers: the ones its egress rules let through (scripts/runner.sh)
-    const dns = host === LOCAL_HOST ? undefined : (await this.opts.hosts.get(host))?.dns;
+    const dns = host === LOCAL_HOST ? undefined : this.engines.get(host)?.record.dns; // the record engine() just read
     await engine.create(dns?.length ? { ...spec, env: { ...spec.env, SVC_DNS: dns.join(',') } } : spec);
   }
 

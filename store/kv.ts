@@ -8,9 +8,10 @@ import KeyvPostgres from '@keyv/postgres';
  * The keyv layer under the store: one keyv table, one Keyv (and one adapter) per namespace.
  *
  * Keys are made of parts joined by `:`; each part is URI-encoded, so a part never contains a `:`
- * and a key read back splits unambiguously. Two things keyv itself does not give us are done with
+ * and a key read back splits unambiguously. Three things keyv itself does not give us are done with
  * the adapter's own SQL connection, on the very same table and value format:
- *  - `insertIfAbsent`: `INSERT … ON CONFLICT DO NOTHING`, atomic across processes;
+ *  - `Backend.write`: rows of several collections in one upsert, atomic across processes and crashes;
+ *  - `insertIfAbsent` (one such row, kept if its key exists) and `replaceIf` (compare-and-set);
  *  - `scan`: the adapter's iterator over a key prefix (see `scan` for why it is reliable here).
  */
 
@@ -71,15 +72,17 @@ export class Collection<T> {
     await this.kv.delete(keyOf(parts));
   }
 
-  /** Writes the value only if the key does not exist yet; true if this call wrote it. Atomic in the database. */
-  async insertIfAbsent(parts: readonly string[], value: T): Promise<boolean> {
+  /** The row this collection keeps `value` under `parts` in: its key in the table and its value as stored. */
+  async row(parts: readonly string[], value: T): Promise<{ key: string; serialized: string }> {
     const serialized = await this.kv.serializeData({ value, expires: undefined });
     if (typeof serialized !== 'string') throw new Error('keyv serializer did not produce a string');
-    const rows = await this.backend.rawQuery(
-      `INSERT INTO ${this.backend.tableRef} (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
-      [`${this.namespace}:${keyOf(parts)}`, serialized],
-    );
-    return rows.length === 1;
+    return { key: `${this.namespace}:${keyOf(parts)}`, serialized };
+  }
+
+  /** Writes the value only if the key does not exist yet; true if this call wrote it. Atomic in the database. */
+  async insertIfAbsent(parts: readonly string[], value: T): Promise<boolean> {
+    const [written] = await this.backend.write([{ collection: this, parts, value, ifAbsent: true }]);
+    return written!;
   }
 
   /**
@@ -87,12 +90,8 @@ export class Collection<T> {
    * wrote. Atomic in the database, so a writer in another process is never overwritten.
    */
   async replaceIf(parts: readonly string[], raw: string, value: T): Promise<boolean> {
-    const serialized = await this.kv.serializeData({ value, expires: undefined });
-    if (typeof serialized !== 'string') throw new Error('keyv serializer did not produce a string');
-    const rows = await this.backend.rawQuery(
-      `UPDATE ${this.backend.tableRef} SET value = ? WHERE key = ? AND value = ? RETURNING key`,
-      [serialized, `${this.namespace}:${keyOf(parts)}`, raw],
-    );
+    const { key, serialized } = await this.row(parts, value);
+    const rows = await this.backend.rawQuery(`UPDATE ${this.backend.tableRef} SET value = ? WHERE key = ? AND value = ? RETURNING key`, [serialized, key, raw]);
     return rows.length === 1;
   }
 
@@ -129,6 +128,14 @@ export class Collection<T> {
     if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
     return out;
   }
+}
+
+/** One row of `Backend.write`: a value of a collection, written only while its key is absent if `ifAbsent`. */
+export interface Write<T = unknown> {
+  collection: Collection<T>;
+  parts: readonly string[];
+  value: T;
+  ifAbsent?: boolean;
 }
 
 /** Postgres: @keyv/postgres keeps one pg pool per process, for one URL. We count its users. */
@@ -231,6 +238,26 @@ export class Backend {
     kv.on('error', () => undefined);
     await adapter.query('SELECT 1'); // table ready, connection good
     return new Collection<T>(this, namespace, adapter, kv);
+  }
+
+  /**
+   * Writes rows of any collections in one statement: every process sees all of them or none, a crash
+   * included (two statements, or a transaction on the adapters' separate connections, could not say
+   * that). A row `ifAbsent` whose key exists is left as it is. Answers, in order, whether each was written.
+   */
+  async write(rows: ReadonlyArray<Write<any>>): Promise<boolean[]> {
+    if (rows.length === 0) return [];
+    const made = await Promise.all(rows.map((r) => r.collection.row(r.parts, r.value)));
+    if (new Set(made.map((m) => m.key)).size !== made.length) throw new Error('Backend.write: a key given twice');
+    const kept = made.filter((_, i) => rows[i]!.ifAbsent).map((m) => m.key);
+    // one upsert: a row to keep conflicts and is not updated (the WHERE), so RETURNING leaves it out
+    const written = new Set((await this.rawQuery(
+      `INSERT INTO ${this.tableRef} (key, value) VALUES ${made.map(() => '(?, ?)').join(', ')}`
+        + ` ON CONFLICT (key) DO UPDATE SET value = excluded.value${kept.length ? ` WHERE excluded.key NOT IN (${kept.map(() => '?').join(', ')})` : ''}`
+        + ' RETURNING key',
+      [...made.flatMap((m) => [m.key, m.serialized]), ...kept],
+    ) as Array<{ key: string }>).map((r) => r.key));
+    return made.map((m) => written.has(m.key));
   }
 
   /** A query on the store's own connection; `?` placeholders in both dialects. */

@@ -1,6 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { errors } from '../core/errors.ts';
 import { SecretBox } from '../core/secret-box.ts';
-import type { Backend, Collection } from './kv.ts';
+import type { Backend, Collection, Write } from './kv.ts';
 import type { KeyedLock } from '../core/keyed-lock.ts';
 import type { SandboxRecord } from './records.ts';
 
@@ -12,9 +13,13 @@ export interface SandboxStore {
   insert(s: SandboxRecord): Promise<void>;
   /**
    * The owner's sandboxes, archived ones included, by name. `secrets: false`: without the secret
-   * fields, for lists that show none (opening them costs two decryptions per record: 1000 for 500).
+   * fields, for lists that show none (opening them costs two decryptions per record: 1000 for 500);
+   * those records are frozen, kept by this process and shared with later calls while the owner's
+   * sandboxes do not change (see `sandboxStore`).
    */
   listByOwner(ownerId: string, opts?: { secrets: false }): Promise<SandboxRecord[]>;
+  /** The records of these sandboxes that exist, in no set order; `secrets: false` as for listAll. */
+  getMany(names: readonly string[], opts?: { secrets: false }): Promise<SandboxRecord[]>;
   /** Every sandbox, archived ones included, by name; `secrets: false` as for listByOwner. */
   listAll(opts?: { secrets: false }): Promise<SandboxRecord[]>;
   /**
@@ -56,14 +61,29 @@ function withoutSecrets(s: SandboxRecord): SandboxRecord {
   return out;
 }
 
+/** Owners whose lists (without secrets) a process keeps, the most recently listed ones. */
+const LISTS_KEPT = 64;
+
 /**
  * Keys: `sandboxes:<name>` → record (the name is the primary key, so `insert` is one atomic
- * `INSERT … ON CONFLICT DO NOTHING`, race-free across processes too); `sandboxes-idx:owner:<ownerId>:<name>` → 1.
+ * `INSERT … ON CONFLICT`, race-free across processes too); `sandboxes-idx:owner:<ownerId>:<name>` → 1;
+ * `sandboxes-gen:<ownerId>` → a token of the owner's records.
+ *
+ * Reading an owner's 500 records costs 10–20 ms of CPU (each record is 3 KB of JSON with its
+ * certificates), which a loaded machine turns into hundreds of ms for every `GET /api/sandboxes`. So
+ * each process keeps the lists it read, with the token read before them, and answers from them while
+ * the token is unchanged: every write of a record writes a new token of its owner (of its old owner
+ * too, when the owner changes) in the same statement (Backend.write), so no process, whatever crashes
+ * when, sees a record change without a new token, and a list read after a token holds every change
+ * made before it.
  */
 export async function sandboxStore(backend: Backend, box: SecretBox, locks: KeyedLock): Promise<SandboxStore> {
   const records: Collection<SandboxRecord> = await backend.collection<SandboxRecord>('sandboxes');
   const index: Collection<number> = await backend.collection<number>('sandboxes-idx');
+  const tokens: Collection<string> = await backend.collection<string>('sandboxes-gen');
+  const lists = new Map<string, { token: string; records: readonly SandboxRecord[] }>();
   const lock = (name: string) => [`sandboxes|${name}`];
+  const newToken = (ownerId: string): Write<string> => ({ collection: tokens, parts: [ownerId], value: randomBytes(12).toString('base64url') });
 
   function check(s: SandboxRecord): void {
     if (!s.name || !s.owner_id) throw new errors.BadRequest('a sandbox needs a name and an owner_id');
@@ -80,10 +100,15 @@ export async function sandboxStore(backend: Backend, box: SecretBox, locks: Keye
   async function put(s: SandboxRecord): Promise<void> {
     check(s);
     await locks.run(lock(s.name), async () => {
-      const previous = await get(s.name);
+      const previous = await records.get([s.name]); // its owner is all that is needed: left sealed
+      const moved = previous !== undefined && previous.owner_id !== s.owner_id;
       await index.set(['owner', s.owner_id, s.name], 1);
-      await records.set([s.name], seal(s));
-      if (previous && previous.owner_id !== s.owner_id) await index.delete(['owner', previous.owner_id, s.name]);
+      await backend.write([
+        { collection: records, parts: [s.name], value: seal(s) },
+        newToken(s.owner_id),
+        ...(moved ? [newToken(previous.owner_id)] : []),
+      ]);
+      if (moved) await index.delete(['owner', previous.owner_id, s.name]);
     });
   }
 
@@ -91,26 +116,49 @@ export async function sandboxStore(backend: Backend, box: SecretBox, locks: Keye
     check(s);
     await locks.run(lock(s.name), async () => {
       await index.set(['owner', s.owner_id, s.name], 1);
-      if (await records.insertIfAbsent([s.name], seal(s))) return;
-      const existing = await get(s.name);
+      // a new token even when the name is taken: it costs that owner's processes one read of their list
+      const [inserted] = await backend.write([{ collection: records, parts: [s.name], value: seal(s), ifAbsent: true }, newToken(s.owner_id)]);
+      if (inserted) return;
+      const existing = await records.get([s.name]);
       if (existing && existing.owner_id !== s.owner_id) await index.delete(['owner', s.owner_id, s.name]);
       throw new errors.NameTaken(s.name);
     });
   }
 
   async function listByOwner(ownerId: string, opts?: { secrets: false }): Promise<SandboxRecord[]> {
+    if (opts?.secrets !== false) return (await readByOwner(ownerId)).map(open);
+    const token = (await tokens.get([ownerId])) ?? ''; // none yet: a first write makes one, a change too
+    let kept = lists.get(ownerId);
+    lists.delete(ownerId); // taken out and put back last: the map's order is the order of use
+    if (kept?.token !== token) kept = { token, records: (await readByOwner(ownerId)).map((s) => frozen(withoutSecrets(s))) };
+    lists.set(ownerId, kept);
+    for (const [owner] of lists) {
+      if (lists.size <= LISTS_KEPT) break;
+      lists.delete(owner);
+    }
+    return [...kept.records];
+  }
+
+  /** The owner's records as stored (secrets sealed), by name. */
+  async function readByOwner(ownerId: string): Promise<SandboxRecord[]> {
     const names = (await index.scan(['owner', ownerId])).map((r) => r.rest[0]!).filter(Boolean);
     const found = await records.getMany(names.map((n) => [n]));
-    return found
-      .filter((s): s is SandboxRecord => s !== undefined && s.owner_id === ownerId)
-      .map(opts?.secrets === false ? withoutSecrets : open)
-      .sort(byName);
+    return found.filter((s): s is SandboxRecord => s !== undefined && s.owner_id === ownerId).sort(byName);
+  }
+
+  async function getMany(names: readonly string[], opts?: { secrets: false }): Promise<SandboxRecord[]> {
+    const found = await records.getMany(names.map((n) => [n]));
+    return found.filter((s): s is SandboxRecord => s !== undefined).map(opts?.secrets === false ? withoutSecrets : open);
   }
 
   async function listAll(opts?: { secrets: false }): Promise<SandboxRecord[]> {
     return (await records.scan()).map((r) => (opts?.secrets === false ? withoutSecrets : open)(r.value)).sort(byName);
   }
 
+  /**
+   * Seals secrets in place: no new token, as a record without its secrets (all that the kept lists
+   * hold) reads the same before and after.
+   */
   async function sealPlainRecords(): Promise<number> {
     let sealed = 0;
     for (const { rest, value, raw } of await records.scan()) {
@@ -126,7 +174,13 @@ export async function sandboxStore(backend: Backend, box: SecretBox, locks: Keye
     return sealed;
   }
 
-  return { get, put, insert, listByOwner, listAll, sealPlainRecords };
+  return { get, put, insert, listByOwner, getMany, listAll, sealPlainRecords };
+}
+
+/** A record shared between callers: frozen, so that none changes what another is given. */
+function frozen(s: SandboxRecord): SandboxRecord {
+  if (s.certs) Object.freeze(s.certs);
+  return Object.freeze(s);
 }
 
 function byName(a: SandboxRecord, b: SandboxRecord): number {

@@ -181,6 +181,49 @@ function suite(backend: BackendName): void {
       assert.deepEqual((await store.sandboxes.listByOwner(b)).map((x) => x.name), ['svc-moving']);
     });
 
+    test('sandboxes: a list without secrets that one process keeps follows every write of another (insert, put, a lost insert, an owner change)', async () => {
+      const a = randomUUID();
+      const b = randomUUID();
+      const names = async (of: Store, owner: string) => (await of.sandboxes.listByOwner(owner, { secrets: false })).map((s) => `${s.name} ${s.idle_timeout}${s.archived_at ? ' archived' : ''}`);
+      const other = await t.reopen(); // another service process on the same store
+      try {
+        await store.sandboxes.insert(sandbox('svc-kept-1', a));
+        assert.deepEqual(await names(store, a), ['svc-kept-1 30m']);
+        await other.sandboxes.insert(sandbox('svc-kept-2', a));
+        assert.deepEqual(await names(store, a), ['svc-kept-1 30m', 'svc-kept-2 30m'], 'an insert by the other process');
+        const two = (await other.sandboxes.get('svc-kept-2'))!;
+        await other.sandboxes.put({ ...two, idle_timeout: '2h' });
+        assert.deepEqual(await names(store, a), ['svc-kept-1 30m', 'svc-kept-2 2h'], 'a put by the other process');
+        await other.sandboxes.put({ ...two, idle_timeout: '2h', archived_at: now() });
+        assert.deepEqual(await names(store, a), ['svc-kept-1 30m', 'svc-kept-2 2h archived'], 'an archive by the other process');
+        await assert.rejects(other.sandboxes.insert(sandbox('svc-kept-1', a, { idle_timeout: '5m' })), nameTaken);
+        assert.deepEqual(await names(store, a), ['svc-kept-1 30m', 'svc-kept-2 2h archived'], 'a lost insert changes nothing');
+        assert.deepEqual(await names(store, b), []);
+        const one = (await other.sandboxes.get('svc-kept-1'))!;
+        await other.sandboxes.put({ ...one, owner_id: b });
+        assert.deepEqual(await names(store, a), ['svc-kept-2 2h archived'], 'the old owner\'s list loses it');
+        assert.deepEqual(await names(store, b), ['svc-kept-1 30m'], 'the new owner\'s list has it');
+        await store.sandboxes.put({ ...one, owner_id: b, idle_timeout: '1h' });
+        assert.deepEqual(await names(other, b), ['svc-kept-1 1h'], 'and back: a write of this process seen by the other');
+        const [kept] = await store.sandboxes.listByOwner(b, { secrets: false });
+        assert.throws(() => { (kept as { idle_timeout: string }).idle_timeout = '9h'; }, TypeError, 'kept records are shared, so frozen');
+        assert.deepEqual(await names(store, b), ['svc-kept-1 1h']);
+      } finally {
+        await other.close();
+      }
+    });
+
+    test('sandboxes: getMany answers the records that exist, without secrets when asked', async () => {
+      const owner = randomUUID();
+      await store.sandboxes.insert(sandbox('svc-many-1', owner, { manager_password: 'pw' }));
+      await store.sandboxes.insert(sandbox('svc-many-2', owner));
+      const found = await store.sandboxes.getMany(['svc-many-2', 'svc-many-none', 'svc-many-1']);
+      assert.deepEqual(found.map((s) => s.name).sort(), ['svc-many-1', 'svc-many-2']);
+      assert.equal(found.find((s) => s.name === 'svc-many-1')?.manager_password, 'pw');
+      assert.equal((await store.sandboxes.getMany(['svc-many-1'], { secrets: false }))[0]?.manager_password, undefined);
+      assert.deepEqual(await store.sandboxes.getMany([]), []);
+    });
+
     test('keys are exact: no LIKE wildcards, no case folding, no namespace aliasing', async () => {
       await store.sandboxes.insert(sandbox('svc-under', 'own_r'));
       await store.sandboxes.insert(sandbox('svc-xunder', 'ownXr'));

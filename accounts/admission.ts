@@ -124,11 +124,9 @@ export class Admission {
 
   /** Running and starting sandboxes other than `except`, with their owner and limits. */
   private async active(except: string): Promise<Array<{ name: string; owner: string; memory_mb: number; cpus: number }>> {
-    const [running, raw, records] = await Promise.all([
-      this.deps.running(),
-      this.deps.redis.hgetall(this.reservationsKey),
-      this.deps.store.sandboxes.listAll({ secrets: false }),
-    ]);
+    const [running, raw] = await Promise.all([this.deps.running(), this.deps.redis.hgetall(this.reservationsKey)]);
+    // the records of these only: a wake beside 500 asleep sandboxes reads no more than beside 5
+    const records = await this.deps.store.sandboxes.getMany([...new Set([...running, ...Object.keys(raw)])], { secrets: false });
     const byName = new Map(records.map((r) => [r.name, r]));
     const out = new Map<string, { name: string; owner: string; memory_mb: number; cpus: number }>();
     for (const name of running) {

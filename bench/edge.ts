@@ -42,7 +42,7 @@ import { issueServerCert, loadOrCreateServiceCa } from '../edge/certs/service-ca
 import type { EdgeBackend } from '../edge/backend.ts';
 import { startEdge } from '../edge/index.ts';
 import { freePort } from '../harness/ports.ts';
-import { ensureNginx, ensureTool, startNginxProxy, waitForPort } from './support/reference-tools.ts';
+import { ensureNginx, ensureNginxStream, ensureTool, startNginxProxy, waitForPort, type NginxProxy } from './support/reference-tools.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const APP_HOST = 'svc-bench-web.localhost';
@@ -351,9 +351,19 @@ async function main(): Promise<void> {
       ? await startNginxProxy(nginxBin, { dir, serverName: APP_HOST, certFile: path.join(dir, 'web.pem'), keyFile: path.join(dir, 'web-key.pem'), upstream: app.http })
       : null;
     if (nginx) children.push(nginx.process);
+    // nginx doing the service's job on one port (SNI read, TLS relayed to the TLS listener): what
+    // any data plane pays for engines' end-to-end TLS sharing the port with apps, nginx included
+    const streamModule = nginxBin ? ensureNginxStream() : null;
+    const nginxSplit = nginxBin && streamModule
+      ? await startNginxProxy(nginxBin, {
+        dir: path.join(dir, 'split'), serverName: APP_HOST, certFile: path.join(dir, 'web.pem'), keyFile: path.join(dir, 'web-key.pem'), upstream: app.http, onePortSplit: { streamModule },
+      })
+      : null;
+    if (nginxSplit) children.push(nginxSplit.process);
     const nodeProxy = await tsxChild('--role', 'node-proxy', dir, String(app.http));
 
-    const serverPids = () => [app.pid, edge.pid, dp.pid, dp.haproxy, nodeProxy.pid, ...(nginx ? [nginx.process.pid!, ...childPids(nginx.process.pid!)] : [])];
+    const nginxPids = (n: NginxProxy | null) => (n ? [n.process.pid!, ...childPids(n.process.pid!)] : []);
+    const serverPids = () => [app.pid, edge.pid, dp.pid, dp.haproxy, nodeProxy.pid, ...nginxPids(nginx), ...nginxPids(nginxSplit)];
     if (useWrk) {
       // every thread of every server on the CPUs below LOAD_CPU, wrk alone on LOAD_CPU
       for (const pid of serverPids()) execFileSync('taskset', ['-apc', `0-${Math.max(0, LOAD_CPU - 1)}`, String(pid)], { stdio: 'ignore' });
@@ -364,7 +374,8 @@ async function main(): Promise<void> {
       { name: 'direct (plain HTTP)', port: app.http, tls: false, pids: () => [app.pid] },
       { name: 'edge (TLS)', port: edge.https, tls: true, pids: () => [edge.pid] },
       { name: 'service+HAProxy (TLS)', port: dp.https, tls: true, pids: () => [dp.pid, dp.haproxy] },
-      ...(nginx ? [{ name: 'nginx (TLS)', port: nginx.port, tls: true, pids: () => [nginx.process.pid!, ...childPids(nginx.process.pid!)] }] : []),
+      ...(nginx ? [{ name: 'nginx (TLS)', port: nginx.port, tls: true, pids: () => nginxPids(nginx) }] : []),
+      ...(nginxSplit ? [{ name: 'nginx one-port split', port: nginxSplit.port, tls: true, pids: () => nginxPids(nginxSplit) }] : []),
       { name: 'bare Node proxy (TLS)', port: nodeProxy.port, tls: true, pids: () => [nodeProxy.pid] },
     ];
     const pick = process.argv.includes('--targets') ? process.argv[process.argv.indexOf('--targets') + 1].split(',') : null;
@@ -473,6 +484,11 @@ async function main(): Promise<void> {
         console.log(`service+HAProxy / nginx: throughput ${(hr * 100).toFixed(0)} % (target >= 95 %: ${hr >= 0.95 ? 'ok' : 'MISSED'}), ` +
           `CPU per request ${cpu.toFixed(2)}x (target <= 1.25x: ${cpu <= 1.25 ? 'ok' : 'MISSED'}), p50 over nginx ${added.toFixed(3)} ms (target <= 0.1 ms: ${added <= 0.1 ? 'ok' : 'MISSED'}), ` +
           `p50 over direct ${((h.lat.p50 - d.lat.p50) / 1000).toFixed(3)} ms`);
+        const s = results['nginx one-port split'];
+        if (s) {
+          console.log(`CPU per request, nginx one-port split / nginx: ${(s.cpuUsPerReq / n.cpuUsPerReq).toFixed(2)}x (the price of one port, paid by nginx too); ` +
+            `service+HAProxy / nginx one-port split: ${(h.cpuUsPerReq / s.cpuUsPerReq).toFixed(2)}x`);
+        }
       }
       const b = results['bare Node proxy (TLS)'];
       if (b) console.log(`CPU per request bare Node proxy / edge: ${((b.cpuUsPerReq / e.cpuUsPerReq) * 100).toFixed(0)} % (what routing, header rules, activity and pages cost on top of Node)`);

@@ -25,6 +25,12 @@ export interface NginxProxyOptions {
   upstream: number | string;
   /** Extra directives for `location /` (e.g. streaming bodies both ways). */
   location?: string;
+  /**
+   * The shape one public port forces on the service's data plane: a TCP listener reads the SNI and
+   * relays the still-encrypted stream (PROXY v2) over a unix socket to the TLS listener. Needs the
+   * stream module (`ensureNginxStream`). Without it nginx ends TLS on the port itself.
+   */
+  onePortSplit?: { streamModule: string };
 }
 
 /** The nginx binary, installed from Debian's packages when missing; null when that fails. */
@@ -43,25 +49,36 @@ export function ensureTool(command: string, debianPackage: string, installedPath
   return fs.existsSync(installedPath) ? installedPath : null;
 }
 
+/** nginx's stream module (SNI preread and TCP relay; not in nginx-light), installed when missing; its path, or null. */
+export function ensureNginxStream(): string | null {
+  return ensureTool('ngx_stream_module.so', 'libnginx-mod-stream', '/usr/lib/nginx/modules/ngx_stream_module.so');
+}
+
 /** A TLS reverse proxy on a free loopback port to `127.0.0.1:<upstreamPort>`, with kept-alive upstream connections. */
 export async function startNginxProxy(bin: string, opts: NginxProxyOptions): Promise<NginxProxy> {
   const port = await freePort();
   const prefix = path.join(opts.dir, 'nginx');
   fs.mkdirSync(path.join(prefix, 'logs'), { recursive: true });
-  const conf = `
+  const inner = path.join(prefix, 'tls.sock');
+  fs.rmSync(inner, { force: true });
+  const split = opts.onePortSplit;
+  const conf = `${split ? `load_module ${split.streamModule};` : ''}
 worker_processes 1;
 daemon off;
 ${process.getuid?.() === 0 ? 'user root;' : ''}
 pid ${prefix}/nginx.pid;
 error_log ${prefix}/logs/error.log warn;
 events { worker_connections 4096; }
+${split ? `stream {
+  server { listen 127.0.0.1:${port}; ssl_preread on; proxy_pass unix:${inner}; proxy_protocol on; }
+}` : ''}
 http {
   access_log off;
   client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
   fastcgi_temp_path ${prefix}/fastcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
   upstream app { server ${typeof opts.upstream === 'string' ? `unix:${opts.upstream}` : `127.0.0.1:${opts.upstream}`}; keepalive 128; keepalive_requests 1000000; }
   server {
-    listen 127.0.0.1:${port} ssl;
+    listen ${split ? `unix:${inner} ssl proxy_protocol` : `127.0.0.1:${port} ssl`};
     server_name ${opts.serverName};
     ssl_certificate ${opts.certFile};
     ssl_certificate_key ${opts.keyFile};
@@ -72,7 +89,7 @@ http {
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header Host $http_host;
-      proxy_set_header X-Forwarded-For $remote_addr;
+      proxy_set_header X-Forwarded-For ${split ? '$proxy_protocol_addr' : '$remote_addr'};
       proxy_set_header X-Forwarded-Proto https;
       ${opts.location ?? ''}
     }

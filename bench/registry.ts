@@ -36,7 +36,7 @@ import { scanLayer } from '../scanner/layer-reader.ts';
 import { startTestService } from '../harness/service.ts';
 import { OciClient, sha256 } from '../harness/oci.ts';
 import { debianLayer } from './support/debian-layer.ts';
-import { ensureNginx, startNginxProxy, type NginxProxy } from './support/reference-tools.ts';
+import { ensureNginx, ensureNginxStream, startNginxProxy, type NginxProxy } from './support/reference-tools.ts';
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -136,11 +136,15 @@ async function tlsRelay(upstreamSocket: string, secureContext: tls.SecureContext
   return server;
 }
 
-/** nginx as a TLS proxy to the upstream with a certificate of the service CA; null without nginx. */
-async function nginxInFront(dataDir: string, domain: string, host: string, upstreamSocket: string, caKeys: SealedKeys): Promise<NginxProxy | null> {
+/**
+ * nginx as a TLS proxy to the upstream with a certificate of the service CA; null without nginx.
+ * `split`: with the service's one-port shape in front (SNI read, TLS relayed over a unix socket).
+ */
+async function nginxInFront(dataDir: string, domain: string, host: string, upstreamSocket: string, caKeys: SealedKeys, split = false): Promise<NginxProxy | null> {
   const bin = ensureNginx();
-  if (!bin) {
-    console.log('# nginx could not be installed: no nginx figures');
+  const streamModule = split ? ensureNginxStream() : null;
+  if (!bin || (split && !streamModule)) {
+    console.log(`# nginx${split ? "'s stream module" : ''} could not be installed: no such nginx figures`);
     return null;
   }
   const ca = await loadOrCreateServiceCa(dataDir, domain, caKeys);
@@ -153,7 +157,10 @@ async function nginxInFront(dataDir: string, domain: string, host: string, upstr
   // uploads streamed through a 1 MiB body buffer, downloads through 16 × 256 KiB, never to disk.
   const location = 'client_max_body_size 0; proxy_request_buffering off; client_body_buffer_size 1m; ' +
     'proxy_buffering on; proxy_buffer_size 256k; proxy_buffers 16 256k; proxy_busy_buffers_size 512k; proxy_max_temp_file_size 0;';
-  return startNginxProxy(bin, { dir: tmp, serverName: host, certFile, keyFile, upstream: upstreamSocket, location });
+  return startNginxProxy(bin, {
+    dir: split ? path.join(tmp, 'split') : tmp, serverName: host, certFile, keyFile, upstream: upstreamSocket, location,
+    ...(streamModule ? { onePortSplit: { streamModule } } : {}),
+  });
 }
 
 async function main() {
@@ -191,13 +198,16 @@ async function main() {
       servername: host,
     };
     const nginx = await nginxInFront(t.config.dataDir, t.config.domain, host, socketPath, t.service.store.serviceKeys);
-    const viaNginx: Target | null = nginx && {
-      url: `https://${host}:${nginx.port}`,
-      curl: ['--resolve', `${host}:${nginx.port}:127.0.0.1`, '--cacert', caFile],
+    const nginxSplit = await nginxInFront(t.config.dataDir, t.config.domain, host, socketPath, t.service.store.serviceKeys, true);
+    const via = (n: NginxProxy | null): Target | null => n && {
+      url: `https://${host}:${n.port}`,
+      curl: ['--resolve', `${host}:${n.port}:127.0.0.1`, '--cacert', caFile],
       agent: new https.Agent({ keepAlive: true, ca, servername: host, lookup: loopback }),
       headers: {},
       servername: host,
     };
+    const viaNginx = via(nginx);
+    const viaSplit = via(nginxSplit);
 
     // 1. push / pull throughput. One fresh blob per round, pushed by each path to its own
     // repository and pulled back; the order of the paths rotates from round to round.
@@ -206,16 +216,18 @@ async function main() {
       const file = path.join(tmp, `blob-${i}.tar.gz`);
       blobs.push({ file, ...(await makeLayerFile(file, MB, i)) });
     }
-    type PathName = 'front' | 'direct' | 'tls' | 'nginx';
+    type PathName = 'front' | 'direct' | 'tls' | 'nginx' | 'split';
     const paths: Partial<Record<PathName, { target: Target; repo: string }>> = {
       front: { target: front, repo: `${sb}/front` },
       direct: { target: direct, repo: `${sb}/direct` },
       tls: { target: viaTls, repo: `${sb}/tls` },
       ...(viaNginx ? { nginx: { target: viaNginx, repo: `${sb}/nginx` } } : {}),
+      ...(viaSplit ? { split: { target: viaSplit, repo: `${sb}/split` } } : {}),
     };
     const order = Object.keys(paths) as PathName[];
-    const push: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
-    const pull: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
+    const none = (): Record<PathName, number[]> => ({ front: [], direct: [], tls: [], nginx: [], split: [] });
+    const push = none();
+    const pull = none();
     // CPU the proxy spends per transfer (the upstream's and curl's are the same on every path):
     // nginx's master and worker; the service's HAProxy, or with the Node edge this process; with
     // HAProxy, this process (the service's Node: its decision per request, the upload's start, and
@@ -223,11 +235,12 @@ async function main() {
     const haproxyPid = t.service.edge.dataPlane?.pid;
     const cpu = (name: PathName): number => {
       if (name === 'front') return cpuSeconds(haproxyPid ?? process.pid);
-      if (name === 'nginx' && nginx?.process.pid) return withChildren(nginx.process.pid).reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+      const n = name === 'nginx' ? nginx : name === 'split' ? nginxSplit : null;
+      if (n?.process.pid) return withChildren(n.process.pid).reduce((sum, pid) => sum + cpuSeconds(pid), 0);
       return NaN;
     };
-    const cpuPush: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
-    const cpuPull: Record<PathName, number[]> = { front: [], direct: [], tls: [], nginx: [] };
+    const cpuPush = none();
+    const cpuPull = none();
     const nodeShare: number[] = []; // of the service's, this process's
     const timed = async (name: PathName, into: Record<PathName, number[]>, transfer: () => Promise<number>): Promise<number> => {
       const before = cpu(name);
@@ -252,6 +265,7 @@ async function main() {
         `${what} ${size.toFixed(0)} MB: service ${rate(median(m.front))}, direct ${rate(median(m.direct))}, TLS relay ${rate(median(m.tls))} ` +
           `→ ${pct(m.direct, m.front)} of direct (target ≥ 90%), ${pct(m.tls, m.front)} of the TLS relay` +
           (m.nginx.length ? `; nginx TLS proxy ${rate(median(m.nginx))}: service at ${pct(m.nginx, m.front)} of nginx (target ≥ 95%), nginx at ${pct(m.direct, m.nginx)} of direct` : '') +
+          (m.split.length ? `; nginx one-port split ${rate(median(m.split))}: service at ${pct(m.split, m.front)} of it` : '') +
           ` (runs MB/s: service ${runs(m.front)}, direct ${runs(m.direct)}, TLS relay ${runs(m.tls)}${m.nginx.length ? `, nginx ${runs(m.nginx)}` : ''})`,
       );
     }
@@ -259,13 +273,14 @@ async function main() {
     for (const [what, c] of [['push', cpuPush], ['pull', cpuPull]] as const) {
       if (!c.nginx.length) continue;
       console.log(`${what} CPU of the proxy per ${size.toFixed(0)} MB (medians): ${haproxyPid ? "the service's HAProxy" : "the service's Node"} ${ms(c.front)}, nginx ${ms(c.nginx)} → ${(median(c.front) / median(c.nginx)).toFixed(2)}× nginx's ` +
-        `(runs ms: service ${c.front.map((x) => (x * 1000).toFixed(0)).join('/')}, nginx ${c.nginx.map((x) => (x * 1000).toFixed(0)).join('/')})`);
+        `(runs ms: service ${c.front.map((x) => (x * 1000).toFixed(0)).join('/')}, nginx ${c.nginx.map((x) => (x * 1000).toFixed(0)).join('/')})` +
+        (c.split.length ? `; nginx one-port split ${ms(c.split)}: ${(median(c.split) / median(c.nginx)).toFixed(2)}× nginx's (the price of one port), the service ${(median(c.front) / median(c.split)).toFixed(2)}× it` : ''));
     }
     if (nodeShare.length) console.log(`besides, the service's Node (this process) per transfer, push/pull by round: ${nodeShare.map((x) => (x * 1000).toFixed(0)).join('/')} ms`);
     relay.close();
     viaTls.agent.destroy();
-    nginx?.process.kill('SIGTERM');
-    viaNginx?.agent.destroy();
+    for (const n of [nginx, nginxSplit]) n?.process.kill('SIGTERM');
+    for (const v of [viaNginx, viaSplit]) v?.agent.destroy();
     if (TRANSFER_ONLY) {
       front.agent.destroy();
       direct.agent.destroy();

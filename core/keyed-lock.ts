@@ -63,3 +63,27 @@ export class SingleFlight<T> {
     return p;
   }
 }
+
+/**
+ * Gathers the reads asked for within one turn of the event loop into one `load` of all their keys:
+ * a list of 500 sandboxes that each ask for a row asks the store once. Each read still begins after
+ * its call, so it sees every write made before it.
+ */
+export class Batched<V> {
+  private pending?: { keys: Set<string>; loaded: Promise<Map<string, V>> };
+
+  constructor(private readonly load: (keys: string[]) => Promise<Map<string, V>>) {}
+
+  get(key: string): Promise<V | undefined> {
+    if (!this.pending) {
+      const keys = new Set<string>();
+      const loaded = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+        this.pending = undefined;
+        return this.load([...keys]);
+      });
+      this.pending = { keys, loaded };
+    }
+    this.pending.keys.add(key);
+    return this.pending.loaded.then((values) => values.get(key));
+  }
+}

@@ -1,4 +1,5 @@
 import { errors } from '../core/errors.ts';
+import { Batched } from '../core/keyed-lock.ts';
 import type { SecretBox } from '../core/secret-box.ts';
 import type { Collection, Backend } from './kv.ts';
 import type { HostRecord, MoveRecord } from './records.ts';
@@ -52,6 +53,12 @@ export async function hostStore(backend: Backend, box: SecretBox): Promise<HostS
   const open = (h: HostRecord): HostRecord => (h.client_key ? { ...h, client_key: box.open(h.client_key, KEY_CONTEXT(h.name)) } : h);
   const seal = (h: HostRecord): HostRecord => (h.client_key ? { ...h, client_key: box.seal(h.client_key, KEY_CONTEXT(h.name)) } : h);
 
+  // a list of 500 deep-sleeping sandboxes reads each one's placement afresh (HostSetRuntime): one query
+  const placementReads = new Batched<string>(async (sandboxes) => {
+    const found = await placed.getMany(sandboxes.map((s) => [s]));
+    return new Map(sandboxes.flatMap((s, i) => (found[i] === undefined ? [] : [[s, found[i]!] as const])));
+  });
+
   async function placements(): Promise<Map<string, string>> {
     return new Map((await placed.scan()).map((r) => [r.rest[0]!, r.value]));
   }
@@ -88,9 +95,7 @@ export async function hostStore(backend: Backend, box: SecretBox): Promise<HostS
         throw after;
       }
     },
-    async placementOf(sandbox) {
-      return placed.get([sandbox]);
-    },
+    placementOf: (sandbox) => placementReads.get(sandbox),
     async place(sandbox, host) {
       if (await placed.insertIfAbsent([sandbox], host)) return host;
       return (await placed.get([sandbox])) ?? host;

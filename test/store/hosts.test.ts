@@ -87,5 +87,22 @@ for (const backend of ['sqlite', 'postgres'] as BackendName[]) {
         await other.close();
       }
     });
+
+    it('answers placements asked for at once (read together) each with its own host, and a change made before a read', async () => {
+      const sandboxes = Array.from({ length: 300 }, (_, i) => `svc-batch-${i}`);
+      await Promise.all(sandboxes.filter((_, i) => i % 3 !== 0).map((s, i) => t.store.hosts.place(s, i % 2 ? 'a-host' : 'b-host')));
+      const expected = new Map((await t.store.hosts.placements()));
+      const answers = await Promise.all(sandboxes.map((s) => t.store.hosts.placementOf(s)));
+      assert.deepEqual(answers, sandboxes.map((s) => expected.get(s)), 'absent ones undefined, the others their own host');
+      const other = await t.reopen();
+      try {
+        await other.hosts.replace('svc-batch-1', 'local');
+        await other.hosts.unplace('svc-batch-2');
+        assert.deepEqual(await Promise.all(['svc-batch-1', 'svc-batch-2', 'svc-batch-1'].map((s) => t.store.hosts.placementOf(s))), ['local', undefined, 'local']);
+      } finally {
+        await other.close();
+      }
+      await Promise.all(sandboxes.map((s) => t.store.hosts.unplace(s)));
+    });
   });
 }

@@ -1,7 +1,5 @@
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import type { Logger } from '../../core/logger.ts';
 import type { EdgeBackend } from '../backend.ts';
 import type { EdgeCertificates } from '../certs/edge-certificates.ts';
@@ -11,6 +9,7 @@ import { DataPlaneActivity } from './activity-poll.ts';
 import { dataPlaneFiles, renderHaproxyConfig, type DataPlaneFiles, type HaproxyConfigOptions } from './haproxy-config.ts';
 import { superviseHaproxy, type HaproxyProcess } from './haproxy-process.ts';
 import { RouteMirror } from './route-mirror.ts';
+import { makeRunFolder } from './run-folder.ts';
 
 export interface HaproxyDataPlane {
   readonly files: DataPlaneFiles;
@@ -37,11 +36,10 @@ export interface HaproxyDataPlaneOptions extends Omit<HaproxyConfigOptions, 'fil
  * its sockets, maps and pages, the route mirror, the activity poller and the supervised process.
  */
 export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
-  // Short and private: unix socket paths must stay under 108 bytes, and the admin socket is root's alone.
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-dp-'));
-  fs.chmodSync(dir, 0o700);
-  const files = dataPlaneFiles(dir);
   const log = o.logger.child({ component: 'data-plane' });
+  const runFolder = makeRunFolder(log);
+  const dir = runFolder.path;
+  const files = dataPlaneFiles(dir);
   const mirror = new RouteMirror(o.backend, { domain: o.domain, files, certificates: o.certificates, logger: log, fixedNames: [`registry.${o.domain}`] });
   let proc: HaproxyProcess | null = null;
   const activity = new DataPlaneActivity({
@@ -87,7 +85,7 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
       activity.close();
       mirror.close();
       await proc?.close();
-      fs.rmSync(dir, { recursive: true, force: true });
+      runFolder.remove();
     },
   };
 }

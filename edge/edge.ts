@@ -88,11 +88,19 @@ export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
 export interface EdgeLimits {
   /** Open connections per client IP address (default 256). */
   connectionsPerClient: number;
-  /** Raw tunnels (engine, shell, TCP twins) per sandbox (default 128). */
+  /**
+   * Carried raw tunnels per sandbox (default 128): a shell or TCP twin once its TLS ended, an engine
+   * connection once the sandbox's dockerd accepted its client's certificate.
+   */
   tunnelsPerSandbox: number;
+  /**
+   * Raw tunnels one client address may hold to one sandbox before they are carried (default 16), so
+   * handshakes a stranger leaves hanging never take the owner's places among the sandbox's.
+   */
+  tunnelHandshakesPerClient: number;
 }
 
-export const DEFAULT_LIMITS: EdgeLimits = { connectionsPerClient: 256, tunnelsPerSandbox: 128 };
+export const DEFAULT_LIMITS: EdgeLimits = { connectionsPerClient: 256, tunnelsPerSandbox: 128, tunnelHandshakesPerClient: 16 };
 
 export interface StartEdgeOptions {
   config: Pick<Config, 'domain' | 'httpsPort' | 'httpPort' | 'dataDir' | 'tlsCertFile' | 'tlsKeyFile'>;
@@ -187,6 +195,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       enginePort,
       connectionsPerClient: caps.connectionsPerClient,
       tunnelsPerSandbox: caps.tunnelsPerSandbox,
+      tunnelHandshakesPerClient: caps.tunnelHandshakesPerClient,
       clientHelloMs: t.clientHelloMs,
       headersMs: t.headersMs,
       keepAliveMs: t.keepAliveMs,
@@ -229,21 +238,47 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     if (!socket.destroyed) socket.resetAndDestroy();
   };
 
+  /** One of at most `cap` places under `key`; returns its release (idempotent), or null when all are taken. */
+  const takePlace = (counts: Map<string, number>, key: string, cap: number): (() => void) | null => {
+    const taken = counts.get(key) ?? 0;
+    if (taken >= cap) return null;
+    counts.set(key, taken + 1);
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      const left = (counts.get(key) ?? 1) - 1;
+      if (left > 0) counts.set(key, left);
+      else counts.delete(key);
+    };
+  };
+
   /**
-   * Takes one of the sandbox's tunnel places for a connection, until it closes. Taken after the
-   * lookup, only for a connection still open: a client that reset meanwhile holds none.
+   * A raw tunnel holds one of its client's handshake places for the sandbox until it is carried
+   * (released then, or when it closes), and only a carried one takes a place of the sandbox's: a
+   * stranger's hanging handshakes use up the stranger's own places, never the owner's.
+   */
+  const handshakes = new Map<string, number>();
+  const admitHandshake = (sandbox: string, socket: net.Socket): (() => void) | null => {
+    if (socket.destroyed) return null;
+    const release = takePlace(handshakes, `${plainIp(socket.remoteAddress)}|${sandbox}`, caps.tunnelHandshakesPerClient);
+    if (release) socket.once('close', release);
+    return release;
+  };
+  /**
+   * One of the sandbox's places for a carried tunnel, until it closes. With HAProxy the place is
+   * taken in its count, which holds the tunnels of both processes.
    */
   const tunnels = new Map<string, number>();
-  const admitTunnel = (sandbox: string, socket: net.Socket): boolean => {
-    const open = tunnels.get(sandbox) ?? 0;
-    if (socket.destroyed || open >= caps.tunnelsPerSandbox) return false;
-    tunnels.set(sandbox, open + 1);
-    socket.once('close', () => {
-      const left = (tunnels.get(sandbox) ?? 1) - 1;
-      if (left > 0) tunnels.set(sandbox, left);
-      else tunnels.delete(sandbox);
-    });
-    return true;
+  const carry = async (sandbox: string, socket: net.Socket): Promise<boolean> => {
+    const release = dataPlane
+      ? await dataPlane.backend.admitNodeTunnel(sandbox, caps.tunnelsPerSandbox)
+      : takePlace(tunnels, sandbox, caps.tunnelsPerSandbox);
+    if (!release) return false;
+    socket.once('close', release);
+    if (!socket.destroyed) return true;
+    release();
+    return false;
   };
 
   const terminate = async (socket: net.Socket, serverName: string | null, alpn?: string[], highWaterMark?: number) => {
@@ -262,7 +297,10 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     server.emit('connection', tlsSocket);
   };
 
-  /** TLS off, then the bytes to a TCP service in a sandbox (its sshd, an app's port); returns the upstream socket. */
+  /**
+   * TLS off, then the bytes to a TCP service in a sandbox (its sshd, an app's port); returns the
+   * upstream socket, or null when the client's handshake places or the sandbox's places are all taken.
+   */
   const terminateAndForward = async (
     socket: net.Socket,
     serverName: string | null,
@@ -271,7 +309,17 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     what: string,
     onBytes: () => void = activity.listener(sandbox),
   ) => {
+    const handshake = admitHandshake(sandbox, socket);
+    if (!handshake) {
+      reset(socket);
+      return null;
+    }
     const tlsSocket = await terminate(socket, serverName);
+    handshake();
+    if (!(await carry(sandbox, socket))) {
+      reset(socket);
+      return null;
+    }
     return forwardTcp(tlsSocket, target, {
       connectTimeoutMs: t.upstreamConnectMs,
       idleMs: t.tunnelIdleMs,
@@ -314,20 +362,28 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       case 'engine': {
         // Passthrough: the edge never sees the engine's TLS (mutual TLS ends at the inner dockerd).
         const address = await runningAddress(route.sandbox);
-        if (!address || !admitTunnel(route.sandbox, socket)) return reset(socket);
-        // Bytes count as activity only once the engine has accepted the client's certificate.
+        if (!address) return reset(socket);
+        const handshake = admitHandshake(route.sandbox, socket);
+        if (!handshake) return reset(socket);
+        // Bytes count as activity, and the connection as carried, only once the engine has accepted the client's certificate.
         const proof = new TlsProof();
         const touch = activity.listener(route.sandbox);
-        let told = false;
+        const client = plainIp(socket.remoteAddress);
+        let carried = false;
         const upstream = forwardTcp(socket, { host: address, port: enginePort }, {
           connectTimeoutMs: t.upstreamConnectMs,
           idleMs: t.tunnelIdleMs,
           onBytes: () => {
             if (!proof.proven) return;
             touch();
-            // HAProxy takes the engine's next connections once one client was proven here
-            if (!told) dataPlane?.backend.engineProven(route.sandbox, proof.flightBytes);
-            told = true;
+            if (carried) return;
+            carried = true;
+            handshake();
+            carry(route.sandbox, socket).then((ok) => {
+              if (!ok) reset(socket);
+            }, () => reset(socket));
+            // HAProxy carries this client's next connections to the engine itself
+            dataPlane?.backend.engineProven(route.sandbox, proof.flightBytes, client);
           },
           onConnectError: (err) => {
             log.debug({ err, sandbox: route.sandbox }, 'edge: engine unreachable');
@@ -344,7 +400,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
         const address = await runningAddress(route.sandbox);
         // HAProxy takes the name's next connections while the sandbox runs
         dataPlane?.backend.shellResolved(route.sandbox, address, shellPort);
-        if (!address || !admitTunnel(route.sandbox, socket)) return reset(socket);
+        if (!address) return reset(socket);
         // sshd drops a connection that has not signed in within its login grace time: one that
         // lived longer has, and only its bytes count (the edge never sees inside SSH).
         // sshd's clock starts when it accepts, after the client's (client-paced) TLS handshake.
@@ -353,7 +409,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
         const upstream = await terminateAndForward(socket, serverName, { host: address, port: shellPort }, route.sandbox, 'sshd', () => {
           if (Date.now() >= proven) touch();
         });
-        upstream.once('connect', () => {
+        upstream?.once('connect', () => {
           proven = Date.now() + t.shellProofMs;
         });
         return;
@@ -374,14 +430,6 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
           return reset(socket);
         }
         wakes.awake(app.sandbox);
-        if (!admitTunnel(app.sandbox, socket)) return reset(socket);
-        if (dataPlane) {
-          // HAProxy counted this sandbox's other tunnels, not this one: its place goes into that count
-          const release = await dataPlane.backend.admitNodeTunnel(app.sandbox, caps.tunnelsPerSandbox);
-          if (!release) return reset(socket);
-          socket.once('close', release);
-          if (socket.destroyed) return release();
-        }
         await terminateAndForward(socket, serverName, app.target, app.sandbox, 'app TCP port');
         return;
       }

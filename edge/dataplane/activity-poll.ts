@@ -41,7 +41,6 @@ export class DataPlaneActivity {
       pid: () => number | undefined;
       mirror: RouteMirror;
       backend: EdgeBackend;
-      domain: string;
       enginePort: number;
       /** A shell's bytes count once it is this old (sshd's login grace). */
       shellProofMs: number;
@@ -72,13 +71,13 @@ export class DataPlaneActivity {
         this.tcpCounters.set(sandbox, total);
         this.touch(sandbox);
       }
-      const suffix = `-engine.${this.opts.domain}`;
-      for (const [sni, c] of await api.table(ENGINE_TABLE)) {
-        if (!sni.endsWith(suffix)) continue;
-        const sandbox = sni.slice(0, -suffix.length);
-        if (this.endedConnectionsProven(sni, sandbox, c)) this.touch(sandbox);
-      }
       let tunnels = 0;
+      for (const [sandbox, c] of await api.table(ENGINE_TABLE)) {
+        if (this.endedConnectionsProven(sandbox, c)) this.touch(sandbox);
+        if (!c.conn_cur) continue;
+        tunnels += c.conn_cur;
+        this.opts.mirror.used(sandbox);
+      }
       for (const [sandbox, c] of await api.table(SANDBOX_TUNNELS)) {
         if (!c.conn_cur) continue;
         tunnels += c.conn_cur;
@@ -102,10 +101,10 @@ export class DataPlaneActivity {
    * last poll got more than each one's proof threshold together, at least one of them got more
    * than its own: a proven client (refused ones each stay under it, however many there are).
    */
-  private endedConnectionsProven(sni: string, sandbox: string, c: Record<string, number>): boolean {
+  private endedConnectionsProven(sandbox: string, c: Record<string, number>): boolean {
     const now = { started: c.conn_cnt ?? 0, open: c.conn_cur ?? 0, sent: c.bytes_out_cnt ?? 0 };
-    const before = this.engineTotals.get(sni);
-    this.engineTotals.set(sni, now);
+    const before = this.engineTotals.get(sandbox);
+    this.engineTotals.set(sandbox, now);
     if (!before) return false;
     const ended = now.started - before.started - (now.open - before.open);
     return ended > 0 && now.sent - before.sent > ended * this.opts.mirror.engineProofBytes(sandbox);

@@ -65,6 +65,8 @@ export interface HaproxyConfigOptions {
   enginePort: number;
   connectionsPerClient: number;
   tunnelsPerSandbox: number;
+  /** Tunnels one client address may hold to one sandbox before they are carried (docs/data-plane.md). */
+  tunnelHandshakesPerClient: number;
   clientHelloMs: number;
   headersMs: number;
   keepAliveMs: number;
@@ -86,14 +88,24 @@ export const REGISTRY_BYPASS_LUA = fileURLToPath(new URL('./registry-bypass.lua'
 
 /** Stick table names; the activity poller reads them (`show table`). */
 export const APP_TABLE = 'be_app';
+/** Engine connections HAProxy carries, per sandbox (activity, and their place in the sandbox's cap). */
 export const ENGINE_TABLE = 'be_engine';
 /** TCP twins HAProxy carries, per sandbox (their bytes are activity). */
 export const TCP_TABLE = 'be_tunnel';
 /**
- * Raw tunnels per sandbox (engine, shell, TCP twin), whichever process carries them: the cap.
- * `gpc0` holds the TCP twin tunnels Node carries for names HAProxy could not count (RouteMirror).
+ * Carried tunnels per sandbox for the cap, besides the engines of ENGINE_TABLE: shells and TCP
+ * twins whose TLS `tunnels_tls` ended, and in `gpc0` every tunnel Node carries (RouteMirror).
  */
 export const SANDBOX_TUNNELS = 'st_tunnels';
+/**
+ * `<client address>|<sandbox>` of clients whose certificate the sandbox's dockerd accepted through
+ * Node (TlsProof): only their engine connections go through HAProxy, carried from the start.
+ */
+export const ENGINE_CLIENTS = 'st_engine_clients';
+/** `<client address>|<sandbox>` → that client's shell and TCP twin connections through HAProxy, from their ClientHello. */
+const CLIENT_TUNNELS = 'st_client_tunnels';
+/** The same, from the end of their TLS handshake: the difference is what is still in a handshake. */
+const CLIENT_CARRIED = 'st_client_carried';
 
 /**
  * The HAProxy 2.6 configuration of the data plane (docs/data-plane.md has the picture):
@@ -111,7 +123,6 @@ export const SANDBOX_TUNNELS = 'st_tunnels';
  */
 export function renderHaproxyConfig(o: HaproxyConfigOptions): string {
   const f = o.files;
-  const domainRe = o.domain.split('.').join('[.]');
   const ms = (n: number) => `${Math.max(1, Math.round(n))}ms`;
   // no host: every interface, IPv4 and IPv6 (as Node's listen without a host)
   const bind = o.host === undefined ? `:::${o.port} v4v6` : `${o.host.includes(':') ? `ipv6@${o.host}` : o.host}:${o.port}`;
@@ -145,27 +156,47 @@ frontend public
     tcp-request connection track-sc0 src
     tcp-request connection reject if { sc0_conn_cur gt ${o.connectionsPerClient} }
     tcp-request inspect-delay ${ms(o.clientHelloMs)}
-    # 128 tunnels per sandbox, counted here for every process that carries them: engine and shell
-    # names hold their sandbox, a TCP twin's is in the tunnel map (one Node carries is in gpc0)
     tcp-request content set-var(sess.sni) req.ssl_sni,lower if { req.ssl_hello_type 1 }
-    tcp-request content set-var(sess.tunnel_of) "var(sess.sni),regsub('^([a-z0-9-]+)-(engine|shell-tcp)[.].*','\\1')" if { var(sess.sni) -m reg ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?-(engine|shell-tcp)[.]${domainRe}$ }
-    tcp-request content set-var(sess.tunnel_of) var(sess.sni),map(${f.tunnelsMap}),field(1,|) if !{ var(sess.tunnel_of) -m found } { var(sess.sni),map(${f.tunnelsMap}) -m found }
-    tcp-request content track-sc2 var(sess.tunnel_of) table ${SANDBOX_TUNNELS} if { var(sess.tunnel_of) -m found }
-    tcp-request content set-var(sess.node_tunnels) sc2_get_gpc0 if { var(sess.tunnel_of) -m found }
-    tcp-request content reject if { var(sess.tunnel_of) -m found } { sc2_conn_cur,add(sess.node_tunnels) gt ${o.tunnelsPerSandbox} }
+    # Tunnels (docs/data-plane.md, rules of the edge): only carried ones take a place of the
+    # sandbox's ${o.tunnelsPerSandbox}; one still in its TLS handshake holds one of its client's ${o.tunnelHandshakesPerClient} for that
+    # sandbox (st_client_tunnels counts them from here, st_client_carried once tunnels_tls ended TLS).
+    tcp-request content set-var(sess.tunnel) var(sess.sni),map(${f.tunnelsMap}) if { var(sess.sni) -m found }
+    tcp-request content set-var(sess.sandbox) var(sess.tunnel),field(1,|) if { var(sess.tunnel) -m found }
+    tcp-request content set-var(sess.sandbox) "var(sess.sni),regsub('^([a-z0-9-]+)-engine[.].*','\\1')" if !{ var(sess.tunnel) -m found } { var(sess.sni),map(${f.engineMap}) -m found }
+    # an IPv4 client of the v4v6 bind is written as Node writes it (edge/services/headers.ts plainIp)
+    tcp-request content set-var(sess.client_of) src,regsub(^::ffff:,),concat(|,sess.sandbox) if { var(sess.sandbox) -m found }
+    tcp-request content track-sc2 var(sess.client_of) table ${CLIENT_TUNNELS} if { var(sess.tunnel) -m found }
+    tcp-request content set-var(sess.carried) var(sess.client_of),table_conn_cur(${CLIENT_CARRIED}) if { var(sess.tunnel) -m found }
+    tcp-request content reject if { var(sess.tunnel) -m found } { sc2_conn_cur,sub(sess.carried) gt ${o.tunnelHandshakesPerClient} }
+    # An engine's TLS is dockerd's: HAProxy cannot see when it accepted a client. It carries the
+    # connections of client addresses dockerd accepted through Node, counted at once; Node takes the
+    # others, and counts each once dockerd accepted it.
+    tcp-request content set-var(sess.engine) bool(1) if !{ var(sess.tunnel) -m found } { var(sess.client_of),in_table(${ENGINE_CLIENTS}) }
+    tcp-request content set-var(sess.engines) var(sess.sandbox),table_conn_cur(${ENGINE_TABLE}) if { var(sess.engine) -m found }
+    tcp-request content set-var(sess.node_tunnels) var(sess.sandbox),table_gpc0(${SANDBOX_TUNNELS}) if { var(sess.engine) -m found }
+    tcp-request content reject if { var(sess.engine) -m found } { var(sess.sandbox),table_conn_cur(${SANDBOX_TUNNELS}),add(sess.engines),add(sess.node_tunnels) ge ${o.tunnelsPerSandbox} }
     tcp-request content accept if { req.ssl_hello_type 1 }
-    use_backend be_tunnels if { var(sess.sni),map(${f.tunnelsMap}) -m found }
-    use_backend be_engine if { req.ssl_sni,lower,map(${f.engineMap}) -m found }
+    use_backend be_tunnels if { var(sess.tunnel) -m found }
+    use_backend ${ENGINE_TABLE} if { var(sess.engine) -m found }
     use_backend be_apps if { req.ssl_sni,lower,map(${f.appsMap}) -m found } || { req.ssl_sni,lower -m str registry.${o.domain} }
     default_backend be_node
 
 backend ${ENGINE_TABLE}
     mode tcp
     option splice-auto
-    stick-table type string len 253 size 100k expire 1h store conn_cur,conn_cnt,bytes_out_cnt
-    tcp-request content track-sc1 req.ssl_sni,lower
-    tcp-request content set-dst req.ssl_sni,lower,map(${f.engineMap})
+    stick-table type string len 64 size 100k expire 1h store conn_cur,conn_cnt,bytes_out_cnt
+    tcp-request content track-sc1 var(sess.sandbox)
+    tcp-request content set-dst var(sess.sni),map(${f.engineMap})
     server engine 0.0.0.0:${o.enginePort}
+
+backend ${ENGINE_CLIENTS}
+    stick-table type string len 128 size 100k expire 1h store gpt0
+
+backend ${CLIENT_TUNNELS}
+    stick-table type string len 128 size 1m expire 10m store conn_cur
+
+backend ${CLIENT_CARRIED}
+    stick-table type string len 128 size 1m expire 10m store conn_cur
 
 backend ${SANDBOX_TUNNELS}
     stick-table type string len 64 size 100k expire 1h store conn_cur,gpc0
@@ -183,6 +214,13 @@ frontend tunnels_tls
     bind unix@${f.tunnelsSocket} mode 600 accept-proxy ssl crt-list ${f.crtList}
     tcp-request content set-var(sess.route) ssl_fc_sni,lower,map(${f.tunnelsMap})
     tcp-request content reject unless { var(sess.route) -m found }
+    # TLS ended: carried. It leaves its client's handshake places for the sandbox and takes one of the sandbox's.
+    tcp-request content set-var(sess.sandbox) var(sess.route),field(1,|)
+    tcp-request content track-sc0 src,regsub(^::ffff:,),concat(|,sess.sandbox) table ${CLIENT_CARRIED}
+    tcp-request content track-sc2 var(sess.sandbox) table ${SANDBOX_TUNNELS}
+    tcp-request content set-var(sess.engines) var(sess.sandbox),table_conn_cur(${ENGINE_TABLE})
+    tcp-request content set-var(sess.node_tunnels) sc2_get_gpc0
+    tcp-request content reject if { sc2_conn_cur,add(sess.engines),add(sess.node_tunnels) gt ${o.tunnelsPerSandbox} }
     default_backend ${TCP_TABLE}
 
 backend ${TCP_TABLE}

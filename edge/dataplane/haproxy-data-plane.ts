@@ -47,7 +47,6 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
     pid: () => proc?.pid,
     mirror,
     backend: o.backend,
-    domain: o.domain,
     enginePort: o.enginePort,
     shellProofMs: o.shellProofMs,
     logger: log,

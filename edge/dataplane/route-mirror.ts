@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import type { Logger } from '../../core/logger.ts';
 import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox } from '../backend.ts';
 import type { EdgeCertificates } from '../certs/edge-certificates.ts';
-import { SANDBOX_TUNNELS, type DataPlaneFiles } from './haproxy-config.ts';
+import { ENGINE_CLIENTS, ENGINE_TABLE, SANDBOX_TUNNELS, type DataPlaneFiles } from './haproxy-config.ts';
 import type { RuntimeApi } from './runtime-api.ts';
 
 /** How often every mirrored route is looked up again: a route change reaches HAProxy within this. */
@@ -55,7 +55,7 @@ export class RouteMirror implements EdgeBackend {
   private readonly answered = new Map<string, string>();
   /** Shell and TCP twin names: SNI → route (`<sandbox>|<address>|<port>|<kind>`). */
   private readonly tunnels = new Map<string, Mirrored & MirroredTunnel & { sandbox: string }>();
-  /** Tunnels Node carries for names not in HAProxy's tunnel map, per sandbox (HAProxy adds them to its count). */
+  /** Carried tunnels Node holds, per sandbox (HAProxy adds them to its count). */
   private readonly nodeTunnels = new Map<string, number>();
   /** Per-name certificates loaded into HAProxy: host → the PEM it has. */
   private readonly certsLoaded = new Map<string, string>();
@@ -160,9 +160,9 @@ export class RouteMirror implements EdgeBackend {
   }
 
   /**
-   * A TCP twin tunnel Node is to carry for a name HAProxy did not count (it was not in its map):
-   * its place is taken in HAProxy's count of the sandbox's tunnels (gpc0 of its entry, which
-   * HAProxy adds to the tunnels it counts itself), so the cap holds for both processes together.
+   * A tunnel Node carries from now on (its TLS ended, or dockerd accepted its client): its place is
+   * taken in HAProxy's count of the sandbox's tunnels (gpc0 of its entry, which HAProxy adds to the
+   * tunnels it carries itself), so the cap holds for both processes together.
    * Returns the release, or null when the sandbox already has `cap` tunnels.
    */
   async admitNodeTunnel(sandbox: string, cap: number): Promise<(() => void) | null> {
@@ -177,7 +177,8 @@ export class RouteMirror implements EdgeBackend {
       else this.nodeTunnels.delete(sandbox);
       this.enqueue(() => this.writeNodeTunnels(sandbox));
     };
-    const counted = this.api ? ((await this.api.tableEntry(SANDBOX_TUNNELS, sandbox).catch(() => undefined))?.conn_cur ?? 0) : 0;
+    const carried = async (table: string) => (await this.api?.tableEntry(table, sandbox).catch(() => undefined))?.conn_cur ?? 0;
+    const counted = (await carried(SANDBOX_TUNNELS)) + (await carried(ENGINE_TABLE));
     if (counted + (this.nodeTunnels.get(sandbox) ?? 0) > cap) {
       release();
       return null;
@@ -192,9 +193,12 @@ export class RouteMirror implements EdgeBackend {
 
   /**
    * Node proved a client of this sandbox's engine (TlsProof) after `flightBytes` from dockerd:
-   * from now on its engine connections may go through HAProxy, whose bytes count past that flight.
+   * from now on that client address's engine connections may go through HAProxy (carried from
+   * the start), whose bytes count past that flight. A restarted HAProxy has forgotten the
+   * addresses: each one's next connection goes through Node again.
    */
-  engineProven(sandbox: string, flightBytes: number): void {
+  engineProven(sandbox: string, flightBytes: number, client: string): void {
+    this.enqueue(() => this.api!.setTableData(ENGINE_CLIENTS, `${client}|${sandbox}`, 'gpt0', 1));
     if (this.engineFlights.has(sandbox)) return;
     this.engineFlights.set(sandbox, flightBytes);
     void this.resolveSandbox(sandbox).catch(() => undefined);

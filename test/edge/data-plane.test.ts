@@ -14,7 +14,7 @@ import { eventually } from '../../harness/service.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
 import { haproxyDataPlane } from '../../edge/dataplane/haproxy-data-plane.ts';
 import type { EdgeCertificates } from '../../edge/certs/edge-certificates.ts';
-import { DEFAULT_TIMEOUTS } from '../../edge/edge.ts';
+import { DEFAULT_LIMITS, DEFAULT_TIMEOUTS } from '../../edge/edge.ts';
 import { pino } from 'pino';
 
 /**
@@ -161,7 +161,7 @@ describe('the HAProxy data plane', () => {
     for (let i = 0; i < 3; i++) assert.equal(await session(false, 100_000), 0, 'the engine refused the client');
     await sleep(1_200);
     assert.deepEqual(backend.activity.filter((s) => s === 'svc-dpe'), [], 'refused handshakes are no activity');
-    const conns = (await api.table('be_engine')).get('svc-dpe-engine.localhost');
+    const conns = (await api.table('be_engine')).get('svc-dpe');
     assert.ok(conns, 'these connections went through HAProxy');
     assert.equal(await session(true, 2_048), 2_048, 'a small session (as `docker version`)');
     assert.ok(backend.activity.includes('svc-dpe'), 'an accepted client moving a couple of KiB is activity');
@@ -475,7 +475,7 @@ describe('the HAProxy data plane\'s certificates', () => {
     const t = DEFAULT_TIMEOUTS;
     const dp = haproxyDataPlane({
       domain: 'op.test', backend: new TestBackend(), certificates, logger: pino({ level: 'silent' }), port: 0, host: '127.0.0.1',
-      enginePort: 2376, connectionsPerClient: 256, tunnelsPerSandbox: 128, clientHelloMs: t.clientHelloMs, headersMs: t.headersMs,
+      enginePort: 2376, ...DEFAULT_LIMITS, clientHelloMs: t.clientHelloMs, headersMs: t.headersMs,
       keepAliveMs: t.keepAliveMs, bodyIdleMs: t.bodyIdleMs, upstreamConnectMs: t.upstreamConnectMs, tunnelIdleMs: t.tunnelIdleMs, shellProofMs: t.shellProofMs,
     });
     // registry.<domain> has its TLS ended by HAProxy itself, with the default certificate

@@ -424,8 +424,12 @@ export class HostSetRuntime implements SandboxRuntime {
   private async gather<T>(ask: (runtime: DockerRuntime) => Promise<T[]>, nameOf: (item: T) => string): Promise<T[]> {
     const engines = await this.allEngines();
     const answers = await Promise.allSettled(engines.map((e) => this.ask(e.name, ask)));
-    // read after the answers: a sandbox placed is placed before its container is made
-    const placements = await this.opts.hosts.placements();
+    // read after the answers: a sandbox placed is placed before its container is made. Only the
+    // placements of the sandboxes answered (one query, store/hosts.ts): a wake lists the running ones
+    // under the admission lease, and need not read the placements of 400 asleep ones.
+    const named = [...new Set(answers.flatMap((a) => (a.status === 'fulfilled' ? a.value.map(nameOf) : [])))];
+    const hosts = await Promise.all(named.map((name) => this.opts.hosts.placementOf(name)));
+    const placements = new Map(named.map((name, i) => [name, hosts[i]]));
     const out: T[] = [];
     let failure: unknown;
     answers.forEach((a, i) => {

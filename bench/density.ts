@@ -8,7 +8,11 @@
  * the RSS of each running sandbox (its cgroup's total_rss: dockerd, containerd and all inside).
  *
  *   npm run bench:density                      (TOTAL=500 ASLEEP=400 BASELINE=5 CONCURRENCY=4)
- *   TOTAL=50 ASLEEP=40 npm run bench:density   (a dry run)
+ *   npm run bench:density -- --count 50        (TOTAL=50, 40 asleep: a quick run, about 2 minutes)
+ *
+ * It ends with the ratios of the figures with TOTAL to the baseline's, from the same run: on this
+ * shared machine the load moves both, and a ratio shows what the count itself costs. The bench reads
+ * the answers in the service's own process (as `fetch` and JSON.parse), so its lists include that.
  *
  * The bench's own service lifts the quotas and the overcommit guard that would stop one user at 20
  * sandboxes, 5 running and 1.5× the memory (SVC_QUOTA_MAX_SANDBOXES, SVC_QUOTA_MAX_RUNNING,
@@ -22,7 +26,8 @@ import { sandboxDocker } from '../harness/sandbox-engine.ts';
 import { answerOf, removeInstance, startTestService, type TestService } from '../harness/service.ts';
 import { LABEL_INSTANCE } from '../lifecycle/runtime/docker-runtime.ts';
 
-const TOTAL = Number(process.env.TOTAL ?? 500);
+const countFlag = process.argv.indexOf('--count');
+const TOTAL = Number(countFlag > 0 ? process.argv[countFlag + 1] : process.env.TOTAL ?? 500);
 const ASLEEP = Number(process.env.ASLEEP ?? Math.round(TOTAL * 0.8));
 const BASELINE = Number(process.env.BASELINE ?? 5);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 4);
@@ -33,7 +38,7 @@ const CREATES = Number(process.env.CREATES ?? 5);
 /** How long the service's close may take before the bench removes its sandboxes itself (removal included: 100 s for 500). */
 const CLOSE_WAIT_MS = 240_000;
 if (![TOTAL, ASLEEP, BASELINE, CONCURRENCY, SAMPLES, WAKES, CREATES].every((n) => Number.isInteger(n) && n >= 0) || ASLEEP > TOTAL || BASELINE > TOTAL || CONCURRENCY < 1) {
-  throw new Error('TOTAL, ASLEEP ≤ TOTAL, BASELINE ≤ TOTAL, CONCURRENCY ≥ 1, SAMPLES, WAKES and CREATES take whole numbers');
+  throw new Error('TOTAL (--count), ASLEEP ≤ TOTAL, BASELINE ≤ TOTAL, CONCURRENCY ≥ 1, SAMPLES, WAKES and CREATES take whole numbers');
 }
 /** Sandbox i sleeps when it is one of the ASLEEP of TOTAL, spread evenly (the baseline gets the same share). */
 const sleeps = (i: number) => Math.floor((i + 1) * ASLEEP / TOTAL) > Math.floor(i * ASLEEP / TOTAL);
@@ -210,6 +215,9 @@ try {
   const p99 = (xs: number[] | undefined) => quantile(xs ?? [], 0.99);
   console.log(`[density] goal (API p99 < 100 ms, wake < 1 s): list p99 ${ms(p99(full.list))} (baseline ${ms(p99(baseline.list))}), get p99 ${ms(p99(full.one))} (baseline ${ms(p99(baseline.one))}),`
     + ` wake p50 ${ms(quantile(full.wake!, 0.5))} / p99 ${ms(p99(full.wake))} (baseline ${ms(quantile(baseline.wake!, 0.5))} / ${ms(p99(baseline.wake))})`);
+  const ratio = (what: string, q: number) => (quantile(full[what]!, q) / quantile(baseline[what]!, q)).toFixed(2);
+  console.log(`[density] ratios, ${names.length} / ${BASELINE} sandboxes (p50, p99):`
+    + ` ${['list', 'one', 'create', 'delete', 'wake'].filter((w) => full[w]!.length && baseline[w]!.length).map((w) => `${w} ${ratio(w, 0.5)}×, ${ratio(w, 0.99)}×`).join('; ')}`);
 } catch (err) {
   failure = err;
 } finally {

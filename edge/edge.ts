@@ -21,7 +21,8 @@ import { TlsProof } from './services/tls-proof.ts';
 import { WakeGate } from './services/wake-gate.ts';
 import { WakeHold } from './services/wake-hold.ts';
 import type { ServiceMetrics } from '../ops/metrics.ts';
-import type { DataPlaneFiles } from './dataplane/haproxy-config.ts';
+import { REGISTRY_VERDICT_HEADER, type DataPlaneFiles } from './dataplane/haproxy-config.ts';
+import type { RegistryBypassAnswer } from '../registry/front.ts';
 import { haproxyDataPlane, type HaproxyDataPlane } from './dataplane/haproxy-data-plane.ts';
 import { readProxyHeader } from './listener/proxy-header.ts';
 import { bindPort, type BoundPort } from './listener/bound-port.ts';
@@ -114,7 +115,7 @@ export interface StartEdgeOptions {
    * registry's unix socket when `mayBypass` (the registry front's own rules, asked per request)
    * allows; every other registry request, and every refused one, goes to `registry` as before.
    */
-  registryBypass?: { upstreamSocket: string; mayBypass(method: string, url: string, authorization: string | undefined): Promise<boolean> };
+  registryBypass?: { upstreamSocket: string; mayBypass(method: string, url: string, authorization: string | undefined): Promise<RegistryBypassAnswer> };
   logger?: Logger;
   /** Listen address of both ports (default: all interfaces). */
   host?: string;
@@ -478,8 +479,11 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
         registryBypass = await bindPort(http.createServer((req, res) => {
           const method = req.headers['x-svc-method'];
           const url = req.headers['x-svc-url'];
-          const answer = typeof method === 'string' && typeof url === 'string' ? bypass.mayBypass(method, url, req.headers.authorization) : Promise.resolve(false);
-          answer.then((yes) => res.writeHead(yes ? 204 : 403).end(), (err) => {
+          const answer = typeof method === 'string' && typeof url === 'string' ? bypass.mayBypass(method, url, req.headers.authorization) : Promise.resolve<RegistryBypassAnswer>({ bypass: false });
+          answer.then((a) => {
+            if (a.verdict) res.setHeader(REGISTRY_VERDICT_HEADER, a.verdict);
+            res.writeHead(a.bypass ? 204 : 403).end();
+          }, (err) => {
             log.warn({ err }, 'edge: the registry front could not decide on a blob request; the front gets it');
             res.writeHead(500).end();
           });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import httpProxy from '@fastify/http-proxy';
@@ -12,6 +13,7 @@ import type { Catalog } from './catalog.ts';
 import { DIGEST, ManifestRejected, MAX_MANIFEST_BYTES, NAME, parseManifest, TAG } from '../oci/manifests.ts';
 import type { Upstream } from './upstream.ts';
 import type { ServiceMetrics } from '../ops/metrics.ts';
+import { REGISTRY_VERDICT_HEADER } from '../edge/dataplane/haproxy-config.ts';
 
 export interface RegistryFrontOptions {
   store: Store;
@@ -57,6 +59,18 @@ type Verdict =
   | { kind: 'refuse'; status: number; code: OciCode; message: string }
   | { kind: 'put-manifest' | 'delete-manifest'; repo: string; reference: string };
 
+/**
+ * mayBypass's answer: let by, or not; then `verdict` names the verdict the front keeps for that
+ * request, which comes to it next (REGISTRY_VERDICT_HEADER), so it is not decided twice.
+ */
+export interface RegistryBypassAnswer {
+  bypass: boolean;
+  verdict?: string;
+}
+
+/** How long a verdict mayBypass gave waits for its request (HAProxy hands it to the front at once). */
+const KEPT_VERDICT_MS = 10_000;
+
 export interface RegistryFront {
   app: FastifyInstance;
   /**
@@ -65,7 +79,7 @@ export interface RegistryFront {
    * front would forward unchanged, by the same rules as the front's own requests. Everything else
    * (refusals with their error bodies, manifests, upload starts and mounts) must come to the front.
    */
-  mayBypass(method: string, url: string, authorization: string | undefined): Promise<boolean>;
+  mayBypass(method: string, url: string, authorization: string | undefined): Promise<RegistryBypassAnswer>;
 }
 
 type OciCode = 'UNAUTHORIZED' | 'DENIED' | 'NAME_INVALID' | 'NAME_UNKNOWN' | 'MANIFEST_INVALID' | 'DIGEST_INVALID' | 'SIZE_INVALID' | 'UNSUPPORTED' | 'MANIFEST_UNKNOWN' | 'TAG_INVALID';
@@ -142,6 +156,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Re
       // undici refuses to forward it.
       rewriteRequestHeaders: (_request, headers) => {
         delete headers.expect;
+        delete headers[REGISTRY_VERDICT_HEADER];
         return headers;
       },
       rewriteHeaders: (headers) => {
@@ -153,7 +168,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Re
     },
     preHandler: async (request: FastifyRequest, reply: FastifyReply) => {
       const [path, query = ''] = request.raw.url!.split('?', 2) as [string, string?];
-      const verdict = await authorize(request.method, path, query, request.headers.authorization);
+      const verdict = takeVerdict(request) ?? (await authorize(request.method, path, query, request.headers.authorization));
       switch (verdict.kind) {
         case 'proxy':
           if (verdict.pull) opts.metrics?.registryPull();
@@ -172,6 +187,9 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Re
       }
     },
   });
+
+  /** Verdicts mayBypass gave on requests it did not let by, until each request comes here (takeVerdict). */
+  const keptVerdicts = new Map<string, { method: string; url: string; authorization: string | undefined; verdict: Verdict; until: number }>();
 
   /**
    * Who may do what (the one copy of the front's rules): the verdict on a request from its method,
@@ -236,11 +254,34 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Re
     return { kind: 'proxy', blobBytes: route.kind === 'upload' && route.session !== '' && (method === 'PATCH' || method === 'PUT') };
   }
 
-  async function mayBypass(method: string, url: string, authorization: string | undefined): Promise<boolean> {
-    if (!url.startsWith('/v2/')) return false; // an absolute-form or odd target: the front sees it
+  async function mayBypass(method: string, url: string, authorization: string | undefined): Promise<RegistryBypassAnswer> {
+    if (!url.startsWith('/v2/')) return { bypass: false }; // an absolute-form or odd target: the front sees it
     const [path, query = ''] = url.split('?', 2) as [string, string?];
     const verdict = await authorize(method, path, query, authorization);
-    return verdict.kind === 'proxy' && verdict.blobBytes === true && verdict.url === undefined;
+    if (verdict.kind === 'proxy' && verdict.blobBytes === true && verdict.url === undefined) return { bypass: true };
+    const now = Date.now();
+    for (const [id, kept] of keptVerdicts) { // in the order kept, so in the order they run out
+      if (kept.until > now) break;
+      keptVerdicts.delete(id);
+    }
+    // 128 random bits, never shown to a client: nobody can name another request's verdict
+    const id = randomBytes(16).toString('base64url');
+    keptVerdicts.set(id, { method, url, authorization, verdict, until: now + KEPT_VERDICT_MS });
+    return { bypass: false, verdict: id };
+  }
+
+  /**
+   * The verdict mayBypass gave HAProxy on this very request (named by REGISTRY_VERDICT_HEADER), once:
+   * the same function's answer on the same method, target and credentials a moment ago. Anything
+   * else (no such verdict, run out, another request) is decided afresh.
+   */
+  function takeVerdict(request: FastifyRequest): Verdict | undefined {
+    const id = request.headers[REGISTRY_VERDICT_HEADER];
+    const kept = typeof id === 'string' ? keptVerdicts.get(id) : undefined;
+    if (!kept) return undefined;
+    keptVerdicts.delete(id as string);
+    const same = kept.method === request.method && kept.url === request.raw.url && kept.authorization === request.headers.authorization;
+    return same && kept.until > Date.now() ? kept.verdict : undefined;
   }
 
   async function putManifest(request: FastifyRequest, reply: FastifyReply, repo: string, reference: string, query: string) {

@@ -85,6 +85,11 @@ export interface HaproxyConfigOptions {
 
 /** The Lua action HAProxy asks the registry front with (loaded from the source tree, as the service runs from it). */
 export const REGISTRY_BYPASS_LUA = fileURLToPath(new URL('./registry-bypass.lua', import.meta.url));
+/**
+ * Names the verdict the front gave HAProxy's question on a request it did not let by, on that
+ * request as HAProxy hands it to the front (registry-bypass.lua sets it, HAProxy drops a client's own).
+ */
+export const REGISTRY_VERDICT_HEADER = 'x-svc-verdict';
 
 /** Stick table names; the activity poller reads them (`show table`). */
 export const APP_TABLE = 'be_app';
@@ -252,6 +257,7 @@ frontend apps_tls
     acl host_is_sni var(txn.host),strcmp(txn.sni) eq 0
     acl registry var(txn.sni) -m str registry.${o.domain}
 ${o.registryUpstream ? `    # a blob's bytes go straight to the upstream registry when the front, asked per request, says so
+    http-request del-header ${REGISTRY_VERDICT_HEADER} if registry
     http-request lua.svc_registry_bypass unix@${f.nodeRegistryBypassSocket} if registry { method GET HEAD PATCH PUT } { path_reg ^/v2/.+/blobs/ } { req.fhdr_cnt(authorization) le 1 }
     use_backend be_registry_upstream if registry { var(txn.registry_bypass) -m bool }
 ` : ''}    use_backend be_node_registry if registry

@@ -172,6 +172,46 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
     assert.equal(done.status, 201, done.body.toString());
   });
 
+  it('decides a refused blob request once: the front answers it with the verdict it gave HAProxy; a client cannot name one', async () => {
+    const repo = `${sbA}/once`;
+    const layer = gzip(await makeTar([{ path: 'z', content: 'once' }]));
+    assert.equal((await asAlice.pushBlob(repo, layer)).status, 201);
+    const path = `/v2/${repo}/blobs/${sha256(layer)}`;
+    // one decision's store reads, counted on a decision of its own
+    const registry = t.service.store.registry;
+    const getRepo = registry.getRepo;
+    let reads = 0;
+    registry.getRepo = async (name) => {
+      reads++;
+      return getRepo.call(registry, name);
+    };
+    try {
+      const asked = await t.service.registry.front.mayBypass('GET', path, OciClient.basic(bob.token));
+      assert.equal(asked.bypass, false);
+      const perDecision = reads;
+      assert.ok(perDecision > 0);
+      reads = 0;
+      const refused = await through(() => asBob.request('GET', path));
+      assert.equal(refused.answer.status, 404);
+      assert.deepEqual([refused.upstream, refused.front], [0, 1], 'answered by the front');
+      assert.equal(reads, perDecision, 'decided once (by HAProxy\'s question), not again by the front');
+      // a verdict a client names (the one it cannot know, or any other) is dropped by HAProxy: decided afresh
+      for (const named of [asked.verdict!, 'made-up']) {
+        reads = 0;
+        const r = await through(() => asBob.request('GET', path, { headers: { 'x-svc-verdict': named } }));
+        assert.equal(r.answer.status, 404);
+        assert.equal(reads, perDecision);
+      }
+      // the owner is not refused by a verdict kept for another
+      reads = 0;
+      const own = await through(() => asAlice.request('GET', path, { headers: { 'x-svc-verdict': asked.verdict! } }));
+      assert.equal(own.answer.status, 200);
+      assert.deepEqual([own.upstream, own.front], [1, 0]);
+    } finally {
+      registry.getRepo = getRepo;
+    }
+  });
+
   it('leaves a blob request to the front when the front cannot decide: slower, never open', async () => {
     const repo = `${sbA}/fallback`;
     const layer = gzip(await makeTar([{ path: 'y', content: 'fallback' }]));

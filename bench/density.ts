@@ -1,9 +1,9 @@
 /**
  * Density (issue 20 item 6): TOTAL sandboxes on this machine's sandbox engine, ASLEEP of them asleep and
  * the rest running idle, made through the API of one service; then, while they all exist, the API's
- * latency (GET /api/sandboxes of their owner, GET /api/sandboxes/:name, a create and its DELETE) and
+ * latency (GET /api/sandboxes of their owner, GET /api/sandboxes/:name, a create and its DELETE),
  * wakes of asleep sandboxes through the API (POST /start: it answers once the sandbox's own engine
- * answers), p50 and p99. Baseline, from the same run: the same measurements with BASELINE sandboxes
+ * answers) and the listing of running sandboxes a wake's admission makes under its lease, p50 and p99. Baseline, from the same run: the same measurements with BASELINE sandboxes
  * (the same share asleep) before the rest are made. Memory: `free -m` before and with them all, and
  * the RSS of each running sandbox (its cgroup's total_rss: dockerd, containerd and all inside).
  *
@@ -151,7 +151,7 @@ async function recount(): Promise<void> {
 
 /** The API's answers and wakes with the sandboxes made so far. */
 async function measure(label: string): Promise<Record<string, number[]>> {
-  const out: Record<string, number[]> = { list: [], one: [], create: [], delete: [], wake: [] };
+  const out: Record<string, number[]> = { list: [], one: [], create: [], delete: [], wake: [], running: [] };
   for (let i = 0; i < SAMPLES; i++) {
     checkInterrupted();
     const [took, res] = await timed(() => api('GET', '/api/sandboxes'));
@@ -182,6 +182,13 @@ async function measure(label: string): Promise<Record<string, number[]>> {
     if (res.status !== 200 || res.body.status !== 'running') throw new Error(`wake: ${answerOf(res)}`);
     out.wake!.push(took);
     await service.service.lifecycle.sleep(name, 'bench');
+  }
+  // what a wake's admission check lists under its lease (accounts/admission.ts): the running sandboxes, with their placements
+  for (let i = 0; i < WAKES; i++) {
+    checkInterrupted();
+    const [took, listed] = await timed(() => service.service.runtime.list({ running: true }));
+    if (listed.length !== running.length) throw new Error(`running list: ${listed.length}, ${running.length} made to run`);
+    out.running!.push(took);
   }
   console.log(`[density] ${label}: load ${loadavg()}`);
   for (const [what, xs] of Object.entries(out)) if (xs.length) console.log(`  ${what.padEnd(7)} ${figures(xs)}`);
@@ -217,7 +224,7 @@ try {
     + ` wake p50 ${ms(quantile(full.wake!, 0.5))} / p99 ${ms(p99(full.wake))} (baseline ${ms(quantile(baseline.wake!, 0.5))} / ${ms(p99(baseline.wake))})`);
   const ratio = (what: string, q: number) => (quantile(full[what]!, q) / quantile(baseline[what]!, q)).toFixed(2);
   console.log(`[density] ratios, ${names.length} / ${BASELINE} sandboxes (p50, p99):`
-    + ` ${['list', 'one', 'create', 'delete', 'wake'].filter((w) => full[w]!.length && baseline[w]!.length).map((w) => `${w} ${ratio(w, 0.5)}×, ${ratio(w, 0.99)}×`).join('; ')}`);
+    + ` ${['list', 'one', 'create', 'delete', 'wake', 'running'].filter((w) => full[w]!.length && baseline[w]!.length).map((w) => `${w} ${ratio(w, 0.5)}×, ${ratio(w, 0.99)}×`).join('; ')}`);
 } catch (err) {
   failure = err;
 } finally {

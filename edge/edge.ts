@@ -198,6 +198,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       tunnelsPerSandbox: caps.tunnelsPerSandbox,
       tunnelHandshakesPerClient: caps.tunnelHandshakesPerClient,
       clientHelloMs: t.clientHelloMs,
+      handshakeMs: t.handshakeMs,
       headersMs: t.headersMs,
       keepAliveMs: t.keepAliveMs,
       bodyIdleMs: t.bodyIdleMs,

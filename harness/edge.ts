@@ -208,6 +208,21 @@ export function tlsConnect(port: number, servername: string | undefined, opts: t
 }
 
 /** Reads from a socket until it closes (or `ms` pass); returns everything read and whether it closed. */
+/** A real ClientHello for `servername` (Node's TLS client's first bytes), for clients that stall after it. */
+export function clientHello(servername: string): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    const catcher = net.createServer((s) => s.once('data', (d) => {
+      resolve(d);
+      s.destroy();
+      catcher.close();
+    }));
+    catcher.listen(0, '127.0.0.1', () => {
+      tls.connect({ host: '127.0.0.1', port: (catcher.address() as net.AddressInfo).port, servername, rejectUnauthorized: false }).on('error', () => undefined);
+    });
+    catcher.on('error', reject);
+  });
+}
+
 export function readUntilClose(socket: net.Socket, ms = 5000): Promise<{ data: string; closed: boolean; error?: NodeJS.ErrnoException }> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];

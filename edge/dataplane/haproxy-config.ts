@@ -68,6 +68,8 @@ export interface HaproxyConfigOptions {
   /** Tunnels one client address may hold to one sandbox before they are carried (docs/data-plane.md). */
   tunnelHandshakesPerClient: number;
   clientHelloMs: number;
+  /** A shell's or TCP twin's TLS handshake must end within this (app and registry ones: see apps_tls). */
+  handshakeMs: number;
   headersMs: number;
   keepAliveMs: number;
   /** A request body's first 16 KiB (or the whole body if shorter) must arrive within this. */
@@ -217,6 +219,10 @@ frontend tunnels_tls
     mode tcp
     option tcplog
     bind unix@${f.tunnelsSocket} mode 600 accept-proxy ssl crt-list ${f.crtList}
+    # HAProxy 2.6 bounds a TLS handshake by the client timeout (2.8 has client-hs): a stalled one
+    # would hold its client's place for the sandbox for the tunnel idle. Once carried, the
+    # connection is a tunnel, and the tunnel timeout takes over.
+    timeout client ${ms(o.handshakeMs)}
     tcp-request content set-var(sess.route) ssl_fc_sni,lower,map(${f.tunnelsMap})
     tcp-request content reject unless { var(sess.route) -m found }
     # TLS ended: carried. It leaves its client's handshake places for the sandbox and takes one of the sandbox's.
@@ -251,6 +257,10 @@ frontend apps_tls
     # the service never logs one (the edge in Node logs no app URL at all)
     log-format "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %{+Q}HM %{+Q}HP %{+Q}HV"
     bind unix@${f.appsSocket} mode 600 accept-proxy ssl crt-list ${f.crtList} alpn http/1.1
+    # The client timeout bounds the TLS handshake here too (see tunnels_tls), and a client that reads
+    # nothing of an answer: the body deadline, not the handshake's, lest a client whose disk is slow
+    # to take a layer be cut. Headers and keep-alive have their own; a websocket is a tunnel.
+    timeout client ${ms(o.bodyIdleMs)}
     http-request set-var(txn.sni) ssl_fc_sni,lower
     http-request set-var(txn.host) req.hdr(host),lower,field(1,:)
     http-request set-var(txn.route) var(txn.sni),map(${f.appsMap})

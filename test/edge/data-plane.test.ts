@@ -475,7 +475,7 @@ describe('the HAProxy data plane\'s certificates', () => {
     const t = DEFAULT_TIMEOUTS;
     const dp = haproxyDataPlane({
       domain: 'op.test', backend: new TestBackend(), certificates, logger: pino({ level: 'silent' }), port: 0, host: '127.0.0.1',
-      enginePort: 2376, ...DEFAULT_LIMITS, clientHelloMs: t.clientHelloMs, headersMs: t.headersMs,
+      enginePort: 2376, ...DEFAULT_LIMITS, clientHelloMs: t.clientHelloMs, handshakeMs: t.handshakeMs, headersMs: t.headersMs,
       keepAliveMs: t.keepAliveMs, bodyIdleMs: t.bodyIdleMs, upstreamConnectMs: t.upstreamConnectMs, tunnelIdleMs: t.tunnelIdleMs, shellProofMs: t.shellProofMs,
     });
     // registry.<domain> has its TLS ended by HAProxy itself, with the default certificate

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
-import { readUntilClose, startApp, startTestEdge, tlsConnect, TestBackend, type TestEdge } from '../../harness/edge.ts';
+import { clientHello, readUntilClose, startApp, startTestEdge, tlsConnect, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
 /*
  * Attacks on the public port: bytes that are no TLS, clients that never finish, and request
@@ -74,6 +74,17 @@ test('a client that dribbles half a ClientHello is dropped by the same deadline'
   const ms = Date.now() - t0;
   assert.ok(r.closed, 'closed');
   assert.ok(ms < 4000, `closed after ${ms} ms`); // deadline 600 ms, the drip never ends
+});
+
+test('a client that stops after its ClientHello is dropped by the handshake deadline, the app\'s server hello notwithstanding', async () => {
+  const s = net.connect(edge.port, '127.0.0.1');
+  s.write(await clientHello('svc-h-web.localhost'));
+  const t0 = Date.now();
+  const r = await readUntilClose(s, 8000);
+  const ms = Date.now() - t0;
+  assert.ok(r.closed, 'closed');
+  assert.ok(r.data.length > 0, 'the edge answered the ClientHello'); // past the ClientHello deadline: the handshake's own
+  assert.ok(ms >= 500 && ms < 5000, `closed after ${ms} ms`); // deadline 600 ms (HAProxy: the body deadline, 800 ms)
 });
 
 test('a client that stops in the middle of its request headers is dropped (headers deadline)', async () => {

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
 import type { EngineCerts } from '../../store/records.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
-import { freePort, startTestEdge, TestBackend, tlsConnect, type TestEdge } from '../../harness/edge.ts';
+import { clientHello, freePort, startTestEdge, TestBackend, tlsConnect, type TestEdge } from '../../harness/edge.ts';
 import { eventually } from '../../harness/service.ts';
 
 const SANDBOX = 'svc-hs';
@@ -82,18 +82,6 @@ describe('tunnel handshakes and the sandbox\'s places', () => {
   /** The owner's ssh, whose TLS the edge ends. */
   const ssh = async () => echoes(await tlsConnect(edge.port, SHELL).catch(() => null));
 
-  /** A real ClientHello for `servername`, as a client's first bytes. */
-  const clientHello = (servername: string) => new Promise<Buffer>((resolve, reject) => {
-    const catcher = net.createServer((s) => s.once('data', (d) => {
-      resolve(d);
-      s.destroy();
-      catcher.close();
-    }));
-    catcher.listen(0, '127.0.0.1', () => {
-      tls.connect({ host: '127.0.0.1', port: (catcher.address() as net.AddressInfo).port, servername, rejectUnauthorized: false }).on('error', () => undefined);
-    });
-    catcher.on('error', reject);
-  });
   /**
    * `count` handshakes from the address `from` that send `hello` and then nothing, at once; resolves
    * with those the edge took on (the server's hello came back), left hanging.

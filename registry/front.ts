@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import httpProxy from '@fastify/http-proxy';
@@ -70,6 +70,21 @@ export interface RegistryBypassAnswer {
 
 /** How long a verdict mayBypass gave waits for its request (HAProxy hands it to the front at once). */
 const KEPT_VERDICT_MS = 10_000;
+/**
+ * Verdicts kept at most; past it the oldest goes (its request, if it still comes, is decided again).
+ * A request the front never sees (the client gone first, a target Fastify refuses before any hook)
+ * leaves its verdict for KEPT_VERDICT_MS: without a bound, a client sending such requests fast would
+ * grow this memory at will.
+ */
+export const KEPT_VERDICTS_MAX = 10_000;
+
+/**
+ * What a kept verdict is bound to: one digest of the method, target and credentials, so that the
+ * map holds a fixed size per verdict whatever a client sends, and no credential.
+ */
+function requestKey(method: string, url: string, authorization: string | undefined): string {
+  return createHash('sha256').update(JSON.stringify([method, url, authorization ?? null])).digest('base64url');
+}
 
 export interface RegistryFront {
   app: FastifyInstance;
@@ -189,7 +204,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Re
   });
 
   /** Verdicts mayBypass gave on requests it did not let by, until each request comes here (takeVerdict). */
-  const keptVerdicts = new Map<string, { method: string; url: string; authorization: string | undefined; verdict: Verdict; until: number }>();
+  const keptVerdicts = new Map<string, { request: string; verdict: Verdict; until: number }>();
 
   /**
    * Who may do what (the one copy of the front's rules): the verdict on a request from its method,
@@ -261,12 +276,12 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Re
     if (verdict.kind === 'proxy' && verdict.blobBytes === true && verdict.url === undefined) return { bypass: true };
     const now = Date.now();
     for (const [id, kept] of keptVerdicts) { // in the order kept, so in the order they run out
-      if (kept.until > now) break;
+      if (kept.until > now && keptVerdicts.size < KEPT_VERDICTS_MAX) break;
       keptVerdicts.delete(id);
     }
     // 128 random bits, never shown to a client: nobody can name another request's verdict
     const id = randomBytes(16).toString('base64url');
-    keptVerdicts.set(id, { method, url, authorization, verdict, until: now + KEPT_VERDICT_MS });
+    keptVerdicts.set(id, { request: requestKey(method, url, authorization), verdict, until: now + KEPT_VERDICT_MS });
     return { bypass: false, verdict: id };
   }
 
@@ -280,7 +295,7 @@ export async function buildRegistryFront(opts: RegistryFrontOptions): Promise<Re
     const kept = typeof id === 'string' ? keptVerdicts.get(id) : undefined;
     if (!kept) return undefined;
     keptVerdicts.delete(id as string);
-    const same = kept.method === request.method && kept.url === request.raw.url && kept.authorization === request.headers.authorization;
+    const same = kept.request === requestKey(request.method, request.raw.url!, request.headers.authorization);
     return same && kept.until > Date.now() ? kept.verdict : undefined;
   }
 

@@ -6,6 +6,8 @@ import { startTestService, type TestService } from '../../harness/service.ts';
 import { registryOwners, scansSettled } from '../helpers/registry-owners.ts';
 import { gzip, LAYER_GZIP, makeTar, OciClient, privateKeyPem, sha256 } from '../../harness/oci.ts';
 import { registryTraffic } from '../../harness/registry-traffic.ts';
+import { KEPT_VERDICTS_MAX } from '../../registry/front.ts';
+import { REGISTRY_VERDICT_HEADER } from '../../edge/dataplane/haproxy-config.ts';
 
 /**
  * With HAProxy as the data plane, a blob's bytes go from HAProxy straight to the upstream registry
@@ -207,6 +209,43 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
       const own = await through(() => asAlice.request('GET', path, { headers: { 'x-svc-verdict': asked.verdict! } }));
       assert.equal(own.answer.status, 200);
       assert.deepEqual([own.upstream, own.front], [1, 0]);
+    } finally {
+      registry.getRepo = getRepo;
+    }
+  });
+
+  it('keeps at most KEPT_VERDICTS_MAX verdicts: those of requests that never reach the front go, oldest first', async () => {
+    const repo = `${sbA}/bounded`;
+    const layer = gzip(await makeTar([{ path: 'b', content: 'bounded' }]));
+    assert.equal((await asAlice.pushBlob(repo, layer)).status, 201);
+    const path = `/v2/${repo}/blobs/${sha256(layer)}`;
+    const front = t.service.registry.front;
+    const authorization = OciClient.basic(bob.token);
+    const registry = t.service.store.registry;
+    const getRepo = registry.getRepo;
+    let reads = 0;
+    registry.getRepo = async (name) => {
+      reads++;
+      return getRepo.call(registry, name);
+    };
+    /** Bob's request as HAProxy hands it to the front, naming `verdict`: its status and the store reads it cost. */
+    const handed = async (verdict: string) => {
+      reads = 0;
+      const res = await front.app.inject({ method: 'GET', url: path, headers: { authorization, [REGISTRY_VERDICT_HEADER]: verdict } });
+      return { status: res.statusCode, reads };
+    };
+    try {
+      reads = 0;
+      const kept = await front.mayBypass('GET', path, authorization);
+      const perDecision = reads;
+      assert.ok(perDecision > 0);
+      assert.deepEqual(await handed(kept.verdict!), { status: 404, reads: 0 }, 'a kept verdict is carried out, not decided again');
+      const first = await front.mayBypass('GET', path, authorization);
+      // refused requests whose own requests never come (here: a target Fastify refuses before any hook)
+      const stray = `/v2/${repo}/blobs/%zz`;
+      assert.equal((await front.app.inject({ method: 'GET', url: stray })).statusCode, 400, 'Fastify refuses it: no verdict is taken');
+      for (let i = 0; i < KEPT_VERDICTS_MAX; i++) assert.ok((await front.mayBypass('GET', stray, undefined)).verdict);
+      assert.deepEqual(await handed(first.verdict!), { status: 404, reads: perDecision }, 'the oldest verdict went: decided again');
     } finally {
       registry.getRepo = getRepo;
     }

@@ -250,12 +250,15 @@ export class Backend {
     const made = await Promise.all(rows.map((r) => r.collection.row(r.parts, r.value)));
     if (new Set(made.map((m) => m.key)).size !== made.length) throw new Error('Backend.write: a key given twice');
     const kept = made.filter((_, i) => rows[i]!.ifAbsent).map((m) => m.key);
+    // PostgreSQL locks the rows in the order of VALUES: in the keys' order, two writes sharing rows
+    // wait for each other instead of deadlocking
+    const ordered = [...made].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     // one upsert: a row to keep conflicts and is not updated (the WHERE), so RETURNING leaves it out
     const written = new Set((await this.rawQuery(
-      `INSERT INTO ${this.tableRef} (key, value) VALUES ${made.map(() => '(?, ?)').join(', ')}`
+      `INSERT INTO ${this.tableRef} (key, value) VALUES ${ordered.map(() => '(?, ?)').join(', ')}`
         + ` ON CONFLICT (key) DO UPDATE SET value = excluded.value${kept.length ? ` WHERE excluded.key NOT IN (${kept.map(() => '?').join(', ')})` : ''}`
         + ' RETURNING key',
-      [...made.flatMap((m) => [m.key, m.serialized]), ...kept],
+      [...ordered.flatMap((m) => [m.key, m.serialized]), ...kept],
     ) as Array<{ key: string }>).map((r) => r.key));
     return made.map((m) => written.has(m.key));
   }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { openStore, type Store } from '../../store/index.ts';
+import { Backend } from '../../store/kv.ts';
 import type { SandboxRecord, TokenRecord, UserRecord } from '../../store/records.ts';
 import { openTestStore, POSTGRES_URL, TEST_SECRET_KEY_FILE, type BackendName, type TestStore } from './helpers.ts';
 
@@ -222,6 +223,21 @@ function suite(backend: BackendName): void {
       assert.equal(found.find((s) => s.name === 'svc-many-1')?.manager_password, 'pw');
       assert.equal((await store.sandboxes.getMany(['svc-many-1'], { secrets: false }))[0]?.manager_password, undefined);
       assert.deepEqual(await store.sandboxes.getMany([]), []);
+    });
+
+    test('Backend.write: writes sharing rows in opposite orders never deadlock (PostgreSQL locks rows in VALUES order)', async () => {
+      const b = await Backend.open(t.url, { table: t.table });
+      try {
+        const c = await b.collection<number>('write-order');
+        const rows = (i: number) => ['a', 'b', 'c'].map((k) => ({ collection: c, parts: [k], value: i }));
+        const results = await Promise.allSettled(Array.from({ length: 200 }, (_, i) => b.write(i % 2 ? rows(i) : rows(i).reverse())));
+        assert.deepEqual(results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)), []);
+        const last = await c.get(['a']);
+        assert.equal(await c.get(['b']), last, 'each write is whole: every row from the same one');
+        assert.equal(await c.get(['c']), last);
+      } finally {
+        await b.close();
+      }
     });
 
     test('keys are exact: no LIKE wildcards, no case folding, no namespace aliasing', async () => {

@@ -200,7 +200,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
 
 /** Sandboxes by status for the metrics: the store's records against the engine's containers. */
 async function sandboxCounts(store: Store, runtime: SandboxRuntime): Promise<SandboxCounts> {
-  const [records, containers] = await Promise.all([store.sandboxes.listAll(), runtime.list()]);
+  const [records, containers] = await Promise.all([store.sandboxes.listAll({ secrets: false }), runtime.list()]);
   const running = new Map(containers.map((c) => [c.name, c.running]));
   const counts: SandboxCounts = { running: 0, asleep: 0, deep_sleep: 0, archived: 0 };
   for (const r of records) {

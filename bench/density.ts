@@ -89,7 +89,9 @@ async function api(method: string, route: string, body?: unknown): Promise<{ sta
 
 /** Makes sandbox i through the API and, if it is one to sleep, puts it to sleep at once. */
 async function make(i: number): Promise<void> {
-  const res = await api('POST', '/api/sandboxes', {});
+  // idle_timeout off: on a loaded machine making 500 takes longer than the default 30 minutes, and
+  // the first running ones would fall asleep before they are measured
+  const res = await api('POST', '/api/sandboxes', { idle_timeout: 'off' });
   if (res.status !== 201) throw new Error(`create: ${answerOf(res)}`);
   const name = res.body.name as string;
   names.push(name);

@@ -99,9 +99,29 @@ export interface EdgeLimits {
    * handshakes a stranger leaves hanging never take the owner's places among the sandbox's.
    */
   tunnelHandshakesPerClient: number;
+  /**
+   * Of the sandbox's places, those shells and TCP twins may hold together (default 64): their TLS
+   * asks no credential (ssh signs in inside), so strangers' tunnels never take the rest, which only
+   * engine connections, carried once dockerd accepted a client certificate, may use.
+   */
+  shellTunnelsPerSandbox: number;
+  /** Carried shells and TCP twins one client address may hold to one sandbox (default 32). */
+  shellTunnelsPerClient: number;
+  /**
+   * Engine connections HAProxy carries for one proven client address to one sandbox (default 64):
+   * they count from their ClientHello, so one behind the owner's NAT can take at most these.
+   */
+  engineTunnelsPerClient: number;
 }
 
-export const DEFAULT_LIMITS: EdgeLimits = { connectionsPerClient: 256, tunnelsPerSandbox: 128, tunnelHandshakesPerClient: 16 };
+export const DEFAULT_LIMITS: EdgeLimits = {
+  connectionsPerClient: 256,
+  tunnelsPerSandbox: 128,
+  tunnelHandshakesPerClient: 16,
+  shellTunnelsPerSandbox: 64,
+  shellTunnelsPerClient: 32,
+  engineTunnelsPerClient: 64,
+};
 
 export interface StartEdgeOptions {
   config: Pick<Config, 'domain' | 'httpsPort' | 'httpPort' | 'dataDir' | 'tlsCertFile' | 'tlsKeyFile'>;
@@ -197,6 +217,9 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
       connectionsPerClient: caps.connectionsPerClient,
       tunnelsPerSandbox: caps.tunnelsPerSandbox,
       tunnelHandshakesPerClient: caps.tunnelHandshakesPerClient,
+      shellTunnelsPerSandbox: caps.shellTunnelsPerSandbox,
+      shellTunnelsPerClient: caps.shellTunnelsPerClient,
+      engineTunnelsPerClient: caps.engineTunnelsPerClient,
       clientHelloMs: t.clientHelloMs,
       handshakeMs: t.handshakeMs,
       headersMs: t.headersMs,
@@ -268,18 +291,34 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     return release;
   };
   /**
-   * One of the sandbox's places for a carried tunnel, until it closes. With HAProxy the place is
-   * taken in its count, which holds the tunnels of both processes.
+   * One of the sandbox's places for a carried tunnel, until it closes; a shell or TCP twin (`shell`)
+   * also one of the shells' share and of its client's places for the sandbox. With HAProxy the
+   * sandbox's places are taken in its counts, which hold the tunnels of both processes; each
+   * process counts a client's own.
    */
   const tunnels = new Map<string, number>();
-  const carry = async (sandbox: string, socket: net.Socket): Promise<boolean> => {
-    const release = dataPlane
-      ? await dataPlane.backend.admitNodeTunnel(sandbox, caps.tunnelsPerSandbox)
-      : takePlace(tunnels, sandbox, caps.tunnelsPerSandbox);
-    if (!release) return false;
-    socket.once('close', release);
+  const shellTunnels = new Map<string, number>();
+  const clientShells = new Map<string, number>();
+  const carry = async (sandbox: string, socket: net.Socket, shell: boolean): Promise<boolean> => {
+    const places: (() => void)[] = [];
+    const take = (release: (() => void) | null) => {
+      if (release) places.push(release);
+      return release !== null;
+    };
+    const releaseAll = () => {
+      for (const release of places) release();
+    };
+    const taken = (!shell || take(takePlace(clientShells, `${plainIp(socket.remoteAddress)}|${sandbox}`, caps.shellTunnelsPerClient)))
+      && (dataPlane
+        ? take(await dataPlane.backend.admitNodeTunnel(sandbox, shell, caps))
+        : take(takePlace(tunnels, sandbox, caps.tunnelsPerSandbox)) && (!shell || take(takePlace(shellTunnels, sandbox, caps.shellTunnelsPerSandbox))));
+    if (!taken) {
+      releaseAll();
+      return false;
+    }
+    socket.once('close', releaseAll);
     if (!socket.destroyed) return true;
-    release();
+    releaseAll();
     return false;
   };
 
@@ -318,7 +357,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     }
     const tlsSocket = await terminate(socket, serverName);
     handshake();
-    if (!(await carry(sandbox, socket))) {
+    if (!(await carry(sandbox, socket, true))) {
       reset(socket);
       return null;
     }
@@ -381,7 +420,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
             if (carried) return;
             carried = true;
             handshake();
-            carry(route.sandbox, socket).then((ok) => {
+            carry(route.sandbox, socket, false).then((ok) => {
               if (!ok) reset(socket);
             }, () => reset(socket));
             // HAProxy carries this client's next connections to the engine itself

@@ -67,6 +67,10 @@ export interface HaproxyConfigOptions {
   tunnelsPerSandbox: number;
   /** Tunnels one client address may hold to one sandbox before they are carried (docs/data-plane.md). */
   tunnelHandshakesPerClient: number;
+  /** The sandbox's places shells and TCP twins may hold together; carried ones per client address; engine ones HAProxy carries per client address. */
+  shellTunnelsPerSandbox: number;
+  shellTunnelsPerClient: number;
+  engineTunnelsPerClient: number;
   clientHelloMs: number;
   /** A shell's or TCP twin's TLS handshake must end within this (app and registry ones: see apps_tls). */
   handshakeMs: number;
@@ -101,7 +105,8 @@ export const ENGINE_TABLE = 'be_engine';
 export const TCP_TABLE = 'be_tunnel';
 /**
  * Carried tunnels per sandbox for the cap, besides the engines of ENGINE_TABLE: shells and TCP
- * twins whose TLS `tunnels_tls` ended, and in `gpc0` every tunnel Node carries (RouteMirror).
+ * twins whose TLS `tunnels_tls` ended, in `gpc0` every tunnel Node carries and in `gpc1` the
+ * shells and TCP twins among them (RouteMirror).
  */
 export const SANDBOX_TUNNELS = 'st_tunnels';
 /**
@@ -113,6 +118,8 @@ export const ENGINE_CLIENTS = 'st_engine_clients';
 const CLIENT_TUNNELS = 'st_client_tunnels';
 /** The same, from the end of their TLS handshake: the difference is what is still in a handshake. */
 const CLIENT_CARRIED = 'st_client_carried';
+/** `<client address>|<sandbox>` → the engine connections HAProxy carries for that client. */
+const CLIENT_ENGINES = 'st_client_engines';
 
 /**
  * The HAProxy 2.6 configuration of the data plane (docs/data-plane.md has the picture):
@@ -176,9 +183,12 @@ frontend public
     tcp-request content set-var(sess.carried) var(sess.client_of),table_conn_cur(${CLIENT_CARRIED}) if { var(sess.tunnel) -m found }
     tcp-request content reject if { var(sess.tunnel) -m found } { sc2_conn_cur,sub(sess.carried) gt ${o.tunnelHandshakesPerClient} }
     # An engine's TLS is dockerd's: HAProxy cannot see when it accepted a client. It carries the
-    # connections of client addresses dockerd accepted through Node, counted at once; Node takes the
-    # others, and counts each once dockerd accepted it.
+    # connections of client addresses dockerd accepted through Node, counted at once, at most
+    # ${o.engineTunnelsPerClient} per address (another client behind the owner's NAT shares it); Node takes the others,
+    # and counts each once dockerd accepted it.
     tcp-request content set-var(sess.engine) bool(1) if !{ var(sess.tunnel) -m found } { var(sess.client_of),in_table(${ENGINE_CLIENTS}) }
+    tcp-request content track-sc2 var(sess.client_of) table ${CLIENT_ENGINES} if { var(sess.engine) -m found }
+    tcp-request content reject if { var(sess.engine) -m found } { sc2_conn_cur gt ${o.engineTunnelsPerClient} }
     tcp-request content set-var(sess.engines) var(sess.sandbox),table_conn_cur(${ENGINE_TABLE}) if { var(sess.engine) -m found }
     tcp-request content set-var(sess.node_tunnels) var(sess.sandbox),table_gpc0(${SANDBOX_TUNNELS}) if { var(sess.engine) -m found }
     tcp-request content reject if { var(sess.engine) -m found } { var(sess.sandbox),table_conn_cur(${SANDBOX_TUNNELS}),add(sess.engines),add(sess.node_tunnels) ge ${o.tunnelsPerSandbox} }
@@ -205,8 +215,11 @@ backend ${CLIENT_TUNNELS}
 backend ${CLIENT_CARRIED}
     stick-table type string len 128 size 1m expire 10m store conn_cur
 
+backend ${CLIENT_ENGINES}
+    stick-table type string len 128 size 100k expire 1h store conn_cur
+
 backend ${SANDBOX_TUNNELS}
-    stick-table type string len 64 size 100k expire 1h store conn_cur,gpc0
+    stick-table type string len 64 size 100k expire 1h store conn_cur,gpc0,gpc1
 
 backend be_tunnels
     mode tcp
@@ -225,10 +238,15 @@ frontend tunnels_tls
     timeout client ${ms(o.handshakeMs)}
     tcp-request content set-var(sess.route) ssl_fc_sni,lower,map(${f.tunnelsMap})
     tcp-request content reject unless { var(sess.route) -m found }
-    # TLS ended: carried. It leaves its client's handshake places for the sandbox and takes one of the sandbox's.
+    # TLS ended: carried. It leaves its client's handshake places for the sandbox and takes one of
+    # its client's ${o.shellTunnelsPerClient} carried ones, one of the ${o.shellTunnelsPerSandbox} of the sandbox's places shells and TCP twins
+    # share (this TLS asks no credential) and one of the sandbox's.
     tcp-request content set-var(sess.sandbox) var(sess.route),field(1,|)
     tcp-request content track-sc0 src,regsub(^::ffff:,),concat(|,sess.sandbox) table ${CLIENT_CARRIED}
+    tcp-request content reject if { sc0_conn_cur gt ${o.shellTunnelsPerClient} }
     tcp-request content track-sc2 var(sess.sandbox) table ${SANDBOX_TUNNELS}
+    tcp-request content set-var(sess.node_shells) sc2_get_gpc1
+    tcp-request content reject if { sc2_conn_cur,add(sess.node_shells) gt ${o.shellTunnelsPerSandbox} }
     tcp-request content set-var(sess.engines) var(sess.sandbox),table_conn_cur(${ENGINE_TABLE})
     tcp-request content set-var(sess.node_tunnels) sc2_get_gpc0
     tcp-request content reject if { sc2_conn_cur,add(sess.engines),add(sess.node_tunnels) gt ${o.tunnelsPerSandbox} }

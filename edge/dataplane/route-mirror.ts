@@ -57,6 +57,8 @@ export class RouteMirror implements EdgeBackend {
   private readonly tunnels = new Map<string, Mirrored & MirroredTunnel & { sandbox: string }>();
   /** Carried tunnels Node holds, per sandbox (HAProxy adds them to its count). */
   private readonly nodeTunnels = new Map<string, number>();
+  /** Of those, shells and TCP twins (their share of the sandbox's places). */
+  private readonly nodeShells = new Map<string, number>();
   /** Per-name certificates loaded into HAProxy: host → the PEM it has. */
   private readonly certsLoaded = new Map<string, string>();
   /** The default certificate's PEM as HAProxy has it (and as its file holds it for a restart). */
@@ -162,24 +164,31 @@ export class RouteMirror implements EdgeBackend {
   /**
    * A tunnel Node carries from now on (its TLS ended, or dockerd accepted its client): its place is
    * taken in HAProxy's count of the sandbox's tunnels (gpc0 of its entry, which HAProxy adds to the
-   * tunnels it carries itself), so the cap holds for both processes together.
-   * Returns the release, or null when the sandbox already has `cap` tunnels.
+   * tunnels it carries itself; a shell's or TCP twin's (`shell`) in gpc1 too, for their share), so
+   * the caps hold for both processes together.
+   * Returns the release, or null when the sandbox already has its tunnels (or shells) at the cap.
    */
-  async admitNodeTunnel(sandbox: string, cap: number): Promise<(() => void) | null> {
+  async admitNodeTunnel(sandbox: string, shell: boolean, caps: { tunnelsPerSandbox: number; shellTunnelsPerSandbox: number }): Promise<(() => void) | null> {
     // taken before HAProxy is asked: two connections admitted at once both see each other
-    this.nodeTunnels.set(sandbox, (this.nodeTunnels.get(sandbox) ?? 0) + 1);
+    const add = (counts: Map<string, number>, n: number) => {
+      const left = (counts.get(sandbox) ?? 0) + n;
+      if (left > 0) counts.set(sandbox, left);
+      else counts.delete(sandbox);
+    };
+    add(this.nodeTunnels, 1);
+    if (shell) add(this.nodeShells, 1);
     let released = false;
     const release = () => {
       if (released) return;
       released = true;
-      const left = (this.nodeTunnels.get(sandbox) ?? 1) - 1;
-      if (left > 0) this.nodeTunnels.set(sandbox, left);
-      else this.nodeTunnels.delete(sandbox);
+      add(this.nodeTunnels, -1);
+      if (shell) add(this.nodeShells, -1);
       this.enqueue(() => this.writeNodeTunnels(sandbox));
     };
     const carried = async (table: string) => (await this.api?.tableEntry(table, sandbox).catch(() => undefined))?.conn_cur ?? 0;
-    const counted = (await carried(SANDBOX_TUNNELS)) + (await carried(ENGINE_TABLE));
-    if (counted + (this.nodeTunnels.get(sandbox) ?? 0) > cap) {
+    const shells = await carried(SANDBOX_TUNNELS);
+    const all = shells + (await carried(ENGINE_TABLE)) + (this.nodeTunnels.get(sandbox) ?? 0);
+    if (all > caps.tunnelsPerSandbox || (shell && shells + (this.nodeShells.get(sandbox) ?? 0) > caps.shellTunnelsPerSandbox)) {
       release();
       return null;
     }
@@ -189,6 +198,7 @@ export class RouteMirror implements EdgeBackend {
 
   private async writeNodeTunnels(sandbox: string): Promise<void> {
     await this.api!.setTableData(SANDBOX_TUNNELS, sandbox, 'gpc0', this.nodeTunnels.get(sandbox) ?? 0);
+    await this.api!.setTableData(SANDBOX_TUNNELS, sandbox, 'gpc1', this.nodeShells.get(sandbox) ?? 0);
   }
 
   /**

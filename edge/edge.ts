@@ -259,8 +259,14 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   opts.metrics?.edgeHttpServer('registry', registryServer);
   opts.metrics?.edgeHttpServer('app-http', apps.server);
 
+  /**
+   * A TCP reset to the client. A connection HAProxy handed over comes on a unix socket, which has
+   * no reset (Node throws on it): it is closed, and HAProxy closes the client's connection in turn.
+   */
   const reset = (socket: net.Socket) => {
-    if (!socket.destroyed) socket.resetAndDestroy();
+    if (socket.destroyed) return;
+    if (dataPlane) socket.destroy();
+    else socket.resetAndDestroy();
   };
 
   /** One of at most `cap` places under `key`; returns its release (idempotent), or null when all are taken. */

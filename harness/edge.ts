@@ -8,6 +8,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { pino } from 'pino';
 import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus } from '../edge/backend.ts';
+import { RuntimeApi } from '../edge/dataplane/runtime-api.ts';
 import { startEdge, type Edge, type StartEdgeOptions } from '../edge/index.ts';
 
 export const logger = pino({ level: process.env.EDGE_TEST_LOG ?? 'silent' });
@@ -95,6 +96,13 @@ export interface TestEdge {
   dataDir: string;
   caFile: string;
   caPem: string;
+  /**
+   * Resolves once HAProxy has none of its routes for `name` (at once with the Node edge). A sleep
+   * the backend tells reaches HAProxy's maps with one Runtime API call, so a connection made in
+   * that call's time still goes to the sandbox, still running then (docs/data-plane.md, the
+   * reference edge): a test of what an asleep sandbox's connections get waits for this first.
+   */
+  outOfDataPlane(name: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -120,6 +128,18 @@ export async function startTestEdge(
     dataDir,
     caFile,
     caPem,
+    outOfDataPlane: async (name) => {
+      const dp = edge.dataPlane;
+      if (!dp) return;
+      const api = new RuntimeApi(dp.files.adminSocket);
+      const maps = [dp.files.appsMap, dp.files.engineMap, dp.files.tunnelsMap];
+      for (let tries = 0; ; tries++) {
+        const shown = await Promise.all(maps.map((m) => api.run(`show map ${m}`)));
+        if (!shown.some((s) => s.includes(` ${name} `))) return;
+        if (tries === 200) throw new Error(`${name} still in HAProxy's maps after 200 readings`);
+        await sleep(10);
+      }
+    },
     close: async () => {
       await edge.close();
     },

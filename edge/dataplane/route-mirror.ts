@@ -192,7 +192,9 @@ export class RouteMirror implements EdgeBackend {
       release();
       return null;
     }
-    this.enqueue(() => this.writeNodeTunnels(sandbox));
+    // in HAProxy's count before the tunnel carries a byte: else a connection HAProxy takes meanwhile
+    // (the name just put in its map) would not see this one, and the cap let one more through
+    await this.enqueue(() => this.writeNodeTunnels(sandbox));
     return release;
   }
 
@@ -345,10 +347,11 @@ export class RouteMirror implements EdgeBackend {
     if (this.apps.get(host)?.value === value) await this.api!.putMapEntry(this.opts.files.appsMap, host, value);
   }
 
-  /** Map writes in order (a remove never overtakes the add before it). */
-  private enqueue(write: () => Promise<void>): void {
-    if (!this.api) return; // attach() writes everything
+  /** Map writes in order (a remove never overtakes the add before it); resolves once `write` ran (a failure is logged). */
+  private enqueue(write: () => Promise<void>): Promise<void> {
+    if (!this.api) return Promise.resolve(); // attach() writes everything
     this.writes = this.writes.then(write).catch((err) => this.opts.logger.warn({ err }, 'data plane: a route write failed'));
+    return this.writes;
   }
 
   private async revalidate(): Promise<void> {

@@ -35,7 +35,7 @@ export function makeRunFolder(logger: Logger): RunFolder {
   fs.writeFileSync(path.join(dir, OWNER_FILE), `${process.pid}\n`);
   // terminal signals (Ctrl-C reaches the whole process group) are ignored: the reaper outlives
   // the service by design, and this process removes the folder itself when it closes
-  const reaper = spawn('sh', ['-c', 'trap "" INT HUP QUIT; read -r _; rm -rf -- "$1"', 'svc-dp-reaper', dir], { stdio: ['pipe', 'ignore', 'ignore'] });
+  const reaper = spawn('sh', ['-c', 'trap "" INT HUP QUIT TERM; read -r _; rm -rf -- "$1"', 'svc-dp-reaper', dir], { stdio: ['pipe', 'ignore', 'ignore'] });
   reaper.on('error', (err) => logger.error({ err, dir }, 'data plane: the run folder\'s reaper did not start; a kill of the service would leave the folder'));
   reaper.stdin!.on('error', () => undefined); // the reaper gone first: nothing left to tell
   // neither keeps the service's event loop alive

@@ -112,11 +112,13 @@ describe('the HAProxy data plane', () => {
 
   it('a sandbox the backend says is going to sleep leaves the map at once; its next request gets the waiting page and a wake', async () => {
     assert.ok(await mapHas(appsMap, 'svc-dp-web.localhost'));
-    const t0 = Date.now();
+    // the backend's memory still says "running" (as the real one's does for a second): the 100-ms
+    // check of the routes would keep the route, so only the notice of the sleep can remove it
+    const running = (await backend.resolveApp('svc-dp-web', { fresh: true }))!;
     backend.setStatus('svc-dp', 'exited');
-    await eventually(async () => !(await mapHas(appsMap, 'svc-dp-web.localhost')), 'the route gone', 2_000, 2);
-    const took = Date.now() - t0;
-    assert.ok(took <= 50, `route removed after ${took} ms`);
+    backend.remembered.set('svc-dp-web', running);
+    await eventually(async () => !(await mapHas(appsMap, 'svc-dp-web.localhost')), 'the route gone on the notice', 2_000, 2);
+    backend.remembered.delete('svc-dp-web');
     const r = await curl(edge.port, 'svc-dp-web.localhost', '/', edge.caFile);
     assert.equal(r.status, 200);
     assert.equal(r.headers['x-svc-waiting'], '1');
@@ -369,14 +371,17 @@ describe('the HAProxy data plane under churn and crashes', () => {
     await app?.close();
   });
 
-  /** Requests to `host` one after another (kept-alive connections, as a browser), until stopped. */
+  /**
+   * Requests to `host` one after another (kept-alive connections, as a browser), until stopped. A
+   * request without an answer for 30 s (a stalled connection, not a slow machine) is a failure.
+   */
   const client = (host: string) => {
     const agent = new https.Agent({ keepAlive: true, maxSockets: 4, ca: edge.caPem });
     const failures: Array<{ at: number; why: string }> = [];
     let ok = 0;
     let running = true;
     const one = () => new Promise<void>((resolve) => {
-      const req = https.get({ host, port: edge.port, path: '/', agent, lookup: lookupLoopback as never, timeout: 5_000 }, (res) => {
+      const req = https.get({ host, port: edge.port, path: '/', agent, lookup: lookupLoopback as never, timeout: 30_000 }, (res) => {
         res.resume();
         res.on('end', () => {
           if (res.statusCode === 200 && !res.headers['x-svc-waiting']) ok++;
@@ -393,22 +398,25 @@ describe('the HAProxy data plane under churn and crashes', () => {
 
   it(`${CHURNED} sandboxes waking and sleeping: the app that stays up never fails a request`, async (t) => {
     const steady = client('svc-stay-web.localhost');
-    // every churned sandbox's route into HAProxy, then flip them for a few seconds
+    // every churned sandbox's route into HAProxy, then flip them, 10 ms apart, each 5 times
     await Promise.all(Array.from({ length: CHURNED }, (_, i) => curl(edge.port, `svc-c${i}-web.localhost`, '/', edge.caFile)));
-    const until = Date.now() + 4_000;
-    let flips = 0;
-    while (Date.now() < until) {
+    const FLIPS = CHURNED * 5;
+    // the steady client's answers during each fifth of the flips: the app was served all along, not
+    // only before and after (counted, not timed: a loaded machine flips more slowly, not fewer times)
+    const answeredPerFifth: number[] = [];
+    for (let flips = 0; flips < FLIPS; flips++) {
+      if (flips % CHURNED === 0) answeredPerFifth.push(steady.ok);
       const i = flips % CHURNED;
       backend.setStatus(`svc-c${i}`, backend.sandboxes.get(`svc-c${i}`)!.status === 'running' ? 'exited' : 'running');
       if (flips % 5 === 0) void curl(edge.port, `svc-c${i}-web.localhost`, '/', edge.caFile); // woken ones come back into the maps
-      flips++;
       await sleep(10);
     }
+    answeredPerFifth.push(steady.ok);
     await steady.stop();
-    t.diagnostic(`${steady.ok} requests answered, ${steady.failures.length} failed, ${flips} route changes`);
+    const perFifth = answeredPerFifth.slice(1).map((n, k) => n - answeredPerFifth[k]!);
+    t.diagnostic(`${steady.ok} requests answered, ${steady.failures.length} failed, ${FLIPS} route changes; answered per fifth of them: ${perFifth.join(', ')}`);
     assert.deepEqual(steady.failures, [], `${steady.failures.length} failed of ${steady.ok + steady.failures.length}`);
-    assert.ok(steady.ok > 50, `only ${steady.ok} requests`);
-    assert.ok(flips > 200, `${flips} route changes`);
+    assert.ok(perFifth.every((n) => n > 0), `answered during each fifth of the route changes: ${perFifth.join(', ')}`);
   });
 
   it('HAProxy killed under load: restarted, and requests fail for at most a few seconds', async (t) => {

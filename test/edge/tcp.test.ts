@@ -101,6 +101,7 @@ test('engine: without a client certificate the inner server refuses', async () =
 test('engine: a sleeping sandbox resets the connection and is not woken (spec 3 rule 1)', async () => {
   for (const status of ['exited', 'deep_sleep'] as const) {
     backend.setStatus('svc-e', status);
+    await edge.outOfDataPlane('svc-e-engine.localhost');
     const err = await tlsConnect(edge.port, 'svc-e-engine.localhost', { ca: pem('ca.pem'), cert: pem('cert.pem'), key: pem('key.pem') }).then(
       () => null,
       (e: NodeJS.ErrnoException) => e,
@@ -143,6 +144,7 @@ test('shell-tcp: openssl s_client (the ssh ProxyCommand) reaches the sandbox por
 
 test('shell-tcp: a sleeping sandbox resets and is not woken', async () => {
   backend.setStatus('svc-e', 'exited');
+  await edge.outOfDataPlane('svc-e-shell-tcp.localhost');
   const err = await tlsConnect(edge.port, 'svc-e-shell-tcp.localhost').then(() => null, (e: NodeJS.ErrnoException) => e);
   assert.equal(err?.code, 'ECONNRESET');
   assert.deepEqual(backend.wakeCalls, []);
@@ -168,6 +170,7 @@ test('<label>-tcp: TLS off, raw TCP to the app port', async () => {
 test('a sandbox whose host does not answer (unavailable): engine, shell and <label>-tcp connections reset, nothing woken', async () => {
   backend.setStatus('svc-e', 'unavailable');
   for (const name of ['svc-e-engine.localhost', 'svc-e-shell-tcp.localhost', 'svc-e-db-tcp.localhost']) {
+    await edge.outOfDataPlane(name);
     const err = await tlsConnect(edge.port, name).then(() => null, (e: NodeJS.ErrnoException) => e);
     assert.equal(err?.code, 'ECONNRESET', name);
   }
@@ -176,6 +179,7 @@ test('a sandbox whose host does not answer (unavailable): engine, shell and <lab
 
 test('<label>-tcp: a sleeping sandbox is woken and the connection reset (retry later)', async () => {
   backend.setStatus('svc-e', 'exited');
+  await edge.outOfDataPlane('svc-e-db-tcp.localhost');
   const err = await tlsConnect(edge.port, 'svc-e-db-tcp.localhost').then(() => null, (e: NodeJS.ErrnoException) => e);
   assert.equal(err?.code, 'ECONNRESET');
   assert.deepEqual(backend.wakeCalls, ['svc-e']);

@@ -25,7 +25,7 @@ import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
 import { RedisLeases } from './core/redis-lease.ts';
 import { WakeLimits } from './lifecycle/wake-limits.ts';
 import { Peers } from './lifecycle/peers.ts';
-import { serviceCaPem, startEdge, type Edge } from './edge/index.ts';
+import { requireHaproxy, serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
 import { startRegistry, type Registry } from './registry/index.ts';
 import { ServiceMetrics, type SandboxCounts } from './ops/metrics.ts';
@@ -53,8 +53,9 @@ export interface Service {
  * `npm start` and the integration tests both start the service through here.
  */
 export async function startService(config: Config, logger: Logger): Promise<Service> {
-  // An operator's scan rules file is checked first: a bad one stops the start before anything runs.
+  // An operator's scan rules file and the data plane are checked first: either missing stops the start before anything runs.
   const scanRules = config.scanRulesFile ? loadRulesFile(config.scanRulesFile) : undefined;
+  if (config.dataPlane === 'haproxy') requireHaproxy();
   const transferRoot = path.join(config.dataDir, 'transfer');
   const { runtime: localRuntime, openServicePort } = await openDockerRuntime(config, logger, transferRoot);
   // The data folder holds the store, the CA key, archives and the registry: the service's alone,

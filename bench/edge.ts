@@ -15,8 +15,8 @@
  * as the floor the platform sets, and socat as a TCP relay written in C (what leaving Node for the
  * passthrough bytes would reach).
  *
- * The service with HAProxy as its data plane (SVC_DATA_PLANE=haproxy, docs/data-plane.md) is
- * measured beside the Node edge: its CPU per request is Node's and HAProxy's together.
+ * The service with HAProxy as its data plane (the default, docs/data-plane.md) is measured beside
+ * the Node edge (SVC_DATA_PLANE=node, the reference): its CPU per request is Node's and HAProxy's together.
  *
  * Every server runs in its own process (app, edge, nginx with one worker). The load generator is
  * wrk (Debian's, one thread) pinned to the last CPU with every server pinned to the others, so

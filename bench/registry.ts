@@ -165,7 +165,7 @@ async function nginxInFront(dataDir: string, domain: string, host: string, upstr
 
 async function main() {
   console.log(`bench/registry: ${MB} MB blobs, ${RUNS} runs each, medians (${os.cpus().length} cores, load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')})`);
-  const t = await startTestService({ dataPlane: process.env.SVC_DATA_PLANE === 'node' ? 'node' : 'haproxy' });
+  const t = await startTestService(); // HAProxy, unless SVC_DATA_PLANE=node
   console.log(`# the service: ${t.config.dataPlane === 'haproxy' ? 'HAProxy owns the port, blob bytes go from it to the upstream (SVC_DATA_PLANE=node for the Node edge)' : 'the Node edge (SVC_DATA_PLANE=node)'}`);
   try {
     const alice = await t.user('bench');

@@ -63,7 +63,7 @@ export interface Config {
   overcommitCpus: number;
   /** An app request to an asleep sandbox is held this long while it wakes, then answered by the app (else the waiting page). */
   wakeHoldMs: number;
-  /** Who owns the public port: `node` (the edge alone) or `haproxy` (HAProxy in front, docs/data-plane.md). */
+  /** Who owns the public port: `haproxy` (HAProxy in front, docs/data-plane.md) or `node` (the edge alone: the tests' reference). */
   dataPlane: 'node' | 'haproxy';
   /** Audit rows older than this many days are removed (0: kept for ever). */
   auditRetentionDays: number;
@@ -137,10 +137,15 @@ function oidcConfig(env: NodeJS.ProcessEnv): OidcConfig | undefined {
  */
 export type SandboxRuntimeMode = 'userns' | 'sysbox-runc' | 'unisolated';
 
-function dataPlaneMode(raw: string | undefined): 'node' | 'haproxy' {
-  if (raw === undefined || raw === '' || raw === 'node') return 'node';
-  if (raw === 'haproxy') return 'haproxy';
-  throw new Error(`SVC_DATA_PLANE must be node or haproxy, got "${raw}"`);
+/**
+ * Who owns the public TLS port (docs/data-plane.md): `haproxy` (the default, HAProxy moving the bytes)
+ * or `node`, the edge alone: kept as the reference the tests compare HAProxy against, not as a
+ * second production path. Read here only, for the service and the test harness alike.
+ */
+export function dataPlaneMode(raw: string | undefined): 'node' | 'haproxy' {
+  if (raw === undefined || raw === '' || raw === 'haproxy') return 'haproxy';
+  if (raw === 'node') return 'node';
+  throw new Error(`SVC_DATA_PLANE must be haproxy (the default: HAProxy owns the public port) or node (the Node edge alone, the reference the tests compare against, not for production), got "${raw}"`);
 }
 
 function runtimeMode(raw: string | undefined): SandboxRuntimeMode {

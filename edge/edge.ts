@@ -149,11 +149,11 @@ export interface StartEdgeOptions {
   caKeys?: SealedKeys;
   metrics?: ServiceMetrics;
   /**
-   * Who owns the public port: `node` (this process, the default) or `haproxy` (docs/data-plane.md:
-   * HAProxy passes engines through and serves running apps itself, and hands everything else to
-   * this edge over a unix socket).
+   * Who owns the public port: `haproxy` (the service's default, docs/data-plane.md: HAProxy passes
+   * engines through and serves running apps itself, and hands everything else to this edge over a
+   * unix socket) or `node` (this process alone: the reference the tests compare against).
    */
-  dataPlane?: 'node' | 'haproxy';
+  dataPlane: 'node' | 'haproxy';
 }
 
 export interface Edge {

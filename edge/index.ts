@@ -15,3 +15,4 @@ export { TOO_MANY_WAKES } from './backend.ts';
 export { routeFor, type Route } from './router/host-router.ts';
 export { serviceCaPem, loadEdgeCertificates, wildcardAccepted, type EdgeCertificates, type CertificateMode } from './certs/edge-certificates.ts';
 export { UNAVAILABLE_HEADER, WAITING_HEADER } from './pages/pages.ts';
+export { requireHaproxy } from './dataplane/haproxy-process.ts';

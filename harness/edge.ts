@@ -8,6 +8,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { pino } from 'pino';
 import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus } from '../edge/backend.ts';
+import { dataPlaneMode } from '../core/config.ts';
 import { RuntimeApi } from '../edge/dataplane/runtime-api.ts';
 import { startEdge, type Edge, type StartEdgeOptions } from '../edge/index.ts';
 
@@ -112,8 +113,8 @@ export async function startTestEdge(
 ): Promise<TestEdge> {
   const dataDir = opts.config?.dataDir ?? (await tmpDir());
   const edge = await startEdge({
-    // SVC_DATA_PLANE=haproxy runs the edge tests with HAProxy owning the port (docs/data-plane.md)
-    dataPlane: process.env.SVC_DATA_PLANE === 'haproxy' ? 'haproxy' : 'node',
+    // HAProxy owns the port, as in the service; SVC_DATA_PLANE=node runs the edge tests against the reference edge
+    dataPlane: dataPlaneMode(process.env.SVC_DATA_PLANE),
     ...opts,
     config: { domain: 'localhost', httpsPort: 0, httpPort: 0, dataDir, tlsCertFile: undefined, tlsKeyFile: undefined, ...opts.config },
     backend,

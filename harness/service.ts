@@ -38,8 +38,8 @@ export async function startTestService(overrides: Partial<Config> = {}): Promise
   const base = loadConfig({ SVC_DATA_DIR: overrides.dataDir ?? dataDir, SVC_SANDBOX_RUNTIME, SVC_SANDBOX_DOCKER_HOST, SVC_DATA_PLANE, SVC_SANDBOX_IMAGE });
   const config: Config = { ...base, secretKeyFile: TEST_SECRET_KEY_FILE, redisPrefix: id, httpsPort: await freePort(), httpPort: 0, ...overrides };
   let service = await startService(config, logger);
-  // SVC_DATA_PLANE=haproxy runs a suite against HAProxy: it must really own the port, not Node silently
-  if (config.dataPlane === 'haproxy' && !service.edge.dataPlane?.pid) throw new Error('SVC_DATA_PLANE=haproxy but HAProxy does not run');
+  // a suite run with HAProxy (the default) must really have it own the port, not Node silently
+  if (config.dataPlane === 'haproxy' && !service.edge.dataPlane?.pid) throw new Error('the data plane is haproxy but HAProxy does not run');
   let url = await listen(service);
 
   const t: TestService = {

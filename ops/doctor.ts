@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import { isLocalDomain } from '../core/addresses.ts';
 import type { Config } from '../core/config.ts';
 import { CA_FILE, caDir } from '../edge/certs/service-ca.ts';
+import { findHaproxy, HAPROXY_SETUP } from '../edge/dataplane/haproxy-process.ts';
 import { engineClient } from '../lifecycle/runtime/engine-client.ts';
 import { Backend, redactUrl } from '../store/kv.ts';
 
@@ -147,6 +148,15 @@ export function doctorChecks(config: Config): DoctorCheck[] {
       needed: !localDomain,
       run: () => nameCheck(`svc-doctor-${randomBytes(3).toString('hex')}.${config.domain}`, `*.${config.domain}`,
         localDomain ? 'apt-get install libnss-myhostname (npm run setup does), with myhostname on the hosts line of /etc/nsswitch.conf: docker, ssh and node then resolve *.localhost too' : `add a wildcard record *.${config.domain} pointing at this machine`),
+    },
+    {
+      name: 'data plane',
+      needed: config.dataPlane === 'haproxy',
+      run: async () => {
+        if (config.dataPlane === 'node') return warn('SVC_DATA_PLANE=node: the Node edge alone owns the public port, the reference the tests compare HAProxy against', 'unset SVC_DATA_PLANE for HAProxy (docs/data-plane.md)');
+        const found = findHaproxy();
+        return 'problem' in found ? fail(found.problem, HAPROXY_SETUP) : ok(`${found.version} owns the public port, the Node edge behind it`);
+      },
     },
     { name: 'certificate', needed: true, run: () => certificateCheck(config) },
     { name: 'redis', needed: true, run: () => redisCheck(config.redisUrl) },

@@ -28,7 +28,7 @@ APT_PACKAGES=(docker.io containerd runc iptables redis-server redis-tools postgr
     # make, g++ build native node modules (sqlite3); chromium drives the web UI tests (playwright-core, no browser download); unzip
     # reads export folders; prometheus gives promtool, which checks the /metrics scrape (its server is not started at install);
     # libnss-myhostname resolves every *.localhost name to this machine for every program (see "names" below); haproxy is
-    # the data plane with SVC_DATA_PLANE=haproxy (the service runs its own, never the package's service); wrk loads bench/edge.ts
+    # the data plane, which owns the public port (the service runs its own, never the package's service); wrk loads bench/edge.ts
 DOCKERD_LOG=/var/log/svc-dockerd.log
 
 T_START=${EPOCHREALTIME/,/.}

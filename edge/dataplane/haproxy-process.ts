@@ -1,10 +1,36 @@
-import type { ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import type { Logger } from '../../core/logger.ts';
 import { superviseProcess } from '../../core/supervised-process.ts';
 import { RuntimeApi } from './runtime-api.ts';
 
 export const HAPROXY_BINARY = '/usr/sbin/haproxy';
+
+/** What to do when HAProxy is missing or too old. */
+export const HAPROXY_SETUP = 'run "npm run setup" (it installs Debian\'s haproxy package)';
+
+/**
+ * Is HAProxy 2.6 or later at `binary` (Debian bookworm's package; the configuration and the Lua
+ * action need 2.6)? Its version (`HAProxy version 2.6.12-1+deb12u4`), or what is wrong.
+ */
+export function findHaproxy(binary = HAPROXY_BINARY): { version: string } | { problem: string } {
+  let line: string;
+  try {
+    line = execFileSync(binary, ['-v'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000 }).split('\n')[0]!;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { problem: `HAProxy, the data plane, is not installed (${binary} missing)` };
+    return { problem: `HAProxy, the data plane, does not run (${binary} -v: ${(err as Error).message})` };
+  }
+  const m = /^HAProxy version ((\d+)\.(\d+)\S*)/.exec(line);
+  if (!m || Number(m[2]) * 1000 + Number(m[3]) < 2006) return { problem: `HAProxy, the data plane, must be 2.6 or later; ${binary} says "${line.trim()}"` };
+  return { version: `HAProxy version ${m[1]}` };
+}
+
+/** Throws, saying what to run, unless HAProxy can be the data plane. The service checks it before it starts anything (service.ts). */
+export function requireHaproxy(binary = HAPROXY_BINARY): void {
+  const found = findHaproxy(binary);
+  if ('problem' in found) throw new Error(`${found.problem}: ${HAPROXY_SETUP}`);
+}
 
 export interface HaproxyProcess {
   readonly api: RuntimeApi;
@@ -41,9 +67,7 @@ const ASKED_AND_ANSWERED = /^-:- \[[^\]]+\] <HTTPCLIENT> <HTTPCLIENT>\/<HTTPCLIE
 export async function superviseHaproxy(opts: SuperviseOptions): Promise<HaproxyProcess> {
   const log = opts.logger.child({ component: 'haproxy' });
   const binary = opts.binary ?? HAPROXY_BINARY;
-  if (!fs.existsSync(binary)) {
-    throw new Error(`HAProxy is not installed (${binary} missing): run "npm run setup" (Debian package haproxy)`);
-  }
+  requireHaproxy(binary);
   const api = new RuntimeApi(opts.adminSocket);
   const ready = async (proc: ChildProcess) => {
     const startedAt = Date.now();

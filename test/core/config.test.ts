@@ -27,4 +27,9 @@ describe('configuration', () => {
     assert.throws(() => loadConfig({ SVC_SANDBOX_CPUS: '-1' }), /SVC_SANDBOX_CPUS must be a positive number/);
     assert.throws(() => loadConfig({ SVC_SCAN_CONCURRENCY: '1.5' }), /SVC_SCAN_CONCURRENCY must be a non-negative integer/);
   });
+
+  it('puts HAProxy in front unless SVC_DATA_PLANE names the reference edge', () => {
+    assert.deepEqual([loadConfig({}).dataPlane, loadConfig({ SVC_DATA_PLANE: 'haproxy' }).dataPlane, loadConfig({ SVC_DATA_PLANE: 'node' }).dataPlane], ['haproxy', 'haproxy', 'node']);
+    assert.throws(() => loadConfig({ SVC_DATA_PLANE: 'nginx' }), /SVC_DATA_PLANE must be haproxy \(the default.*\) or node \(.*the reference the tests compare against, not for production\), got "nginx"/);
+  });
 });

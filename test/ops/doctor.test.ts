@@ -29,10 +29,10 @@ function doctor(env: Record<string, string>): Promise<{ code: number; lines: str
 const line = (lines: string[], check: string) => lines.find((l) => new RegExp(`^\\S+\\s+${check}\\s{2}`).test(l)) ?? `(no line for ${check})`;
 
 test('on this machine, as set up: every needed check passes and the exit code is 0', async () => {
-  const { code, lines } = await doctor({ SVC_DATA_DIR: path.join(dir, 'data') });
+  const { code, lines } = await doctor({ SVC_DATA_DIR: path.join(dir, 'data'), SVC_DATA_PLANE: '' }); // the default data plane, whatever this run's is
   assert.equal(lines.filter((l) => l.startsWith('FAIL')).join('\n'), '');
   assert.equal(code, 0);
-  for (const check of ['sandbox engine', 'user namespaces', 'remap range', 'cgroups', 'https port', 'api port', 'domain', 'wildcard domain', 'certificate', 'redis', 'store', 'disk', 'clock']) {
+  for (const check of ['sandbox engine', 'user namespaces', 'remap range', 'cgroups', 'https port', 'api port', 'domain', 'wildcard domain', 'data plane', 'certificate', 'redis', 'store', 'disk', 'clock']) {
     assert.match(line(lines, check), /^ok /, check);
   }
 });
@@ -61,4 +61,29 @@ test('a stopped Redis, a taken port and a domain that does not resolve: each nam
   } finally {
     taken.close();
   }
+});
+
+test('a machine without HAProxy: the doctor and the service both say what to run, and the service starts nothing', async () => {
+  // /usr/sbin hidden under an empty tmpfs in a mount namespace of the command's own: no haproxy there
+  const withoutSbin = (command: string[], env: Record<string, string>) => new Promise<{ code: number; out: string }>((resolve) => {
+    execFile('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', 'mount -t tmpfs none /usr/sbin && exec "$@"', 'sh', ...command],
+      { env: { ...process.env, ...env }, timeout: 120_000 }, (err, stdout, stderr) => {
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` });
+      });
+  });
+  const dataDir = path.join(dir, 'no-haproxy');
+  const env = { SVC_DATA_DIR: dataDir, SVC_HTTPS_PORT: String(await freePort()), SVC_HTTP_PORT: '0', SVC_API_PORT: String(await freePort()) };
+  const missing = /HAProxy, the data plane, is not installed \(\/usr\/sbin\/haproxy missing\)/;
+
+  const checked = await withoutSbin(['npx', 'svc', 'doctor'], env);
+  assert.equal(checked.code, 1);
+  assert.match(line(checked.out.split('\n'), 'data plane'), new RegExp(`^FAIL  data plane +${missing.source} -> run "npm run setup"`));
+
+  const started = await withoutSbin([process.execPath, '--import', 'tsx', 'main.ts'], env);
+  assert.notEqual(started.code, 0);
+  assert.match(started.out, new RegExp(`${missing.source}: run "npm run setup"`));
+  assert.ok(!fs.existsSync(dataDir), 'no data folder made');
+
+  const reference = await doctor({ ...env, SVC_DATA_PLANE: 'node' });
+  assert.match(line(reference.lines, 'data plane'), /^warn  data plane +SVC_DATA_PLANE=node: the Node edge alone .* the reference .*-> unset SVC_DATA_PLANE/);
 });

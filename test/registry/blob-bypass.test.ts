@@ -33,6 +33,20 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
     const now = await served();
     return { answer, upstream: now.upstream - before.upstream, front: now.front - before.front };
   };
+  /**
+   * Counts the store's repository lookups (what one decision reads) until `restore()`; with
+   * `failFirst` the first one throws, as a store that is away would.
+   */
+  const repoReads = (opts: { failFirst?: boolean } = {}) => {
+    const registry = t.service.store.registry;
+    const getRepo = registry.getRepo;
+    const spy = { count: 0, restore: () => { registry.getRepo = getRepo; } };
+    registry.getRepo = async (name) => {
+      if (spy.count++ === 0 && opts.failFirst) throw new Error('store away (test)');
+      return getRepo.call(registry, name);
+    };
+    return spy;
+  };
   const bearer = async (token: string) => {
     const res = await anon.request('GET', '/token?service=svc-registry', { auth: OciClient.basic(token) });
     assert.equal(res.status, 200, res.body.toString());
@@ -180,37 +194,31 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
     assert.equal((await asAlice.pushBlob(repo, layer)).status, 201);
     const path = `/v2/${repo}/blobs/${sha256(layer)}`;
     // one decision's store reads, counted on a decision of its own
-    const registry = t.service.store.registry;
-    const getRepo = registry.getRepo;
-    let reads = 0;
-    registry.getRepo = async (name) => {
-      reads++;
-      return getRepo.call(registry, name);
-    };
+    const reads = repoReads();
     try {
       const asked = await t.service.registry.front.mayBypass('GET', path, OciClient.basic(bob.token));
       assert.equal(asked.bypass, false);
-      const perDecision = reads;
+      const perDecision = reads.count;
       assert.ok(perDecision > 0);
-      reads = 0;
+      reads.count = 0;
       const refused = await through(() => asBob.request('GET', path));
       assert.equal(refused.answer.status, 404);
       assert.deepEqual([refused.upstream, refused.front], [0, 1], 'answered by the front');
-      assert.equal(reads, perDecision, 'decided once (by HAProxy\'s question), not again by the front');
+      assert.equal(reads.count, perDecision, 'decided once (by HAProxy\'s question), not again by the front');
       // a verdict a client names (the one it cannot know, or any other) is dropped by HAProxy: decided afresh
       for (const named of [asked.verdict!, 'made-up']) {
-        reads = 0;
+        reads.count = 0;
         const r = await through(() => asBob.request('GET', path, { headers: { 'x-svc-verdict': named } }));
         assert.equal(r.answer.status, 404);
-        assert.equal(reads, perDecision);
+        assert.equal(reads.count, perDecision);
       }
       // the owner is not refused by a verdict kept for another
-      reads = 0;
+      reads.count = 0;
       const own = await through(() => asAlice.request('GET', path, { headers: { 'x-svc-verdict': asked.verdict! } }));
       assert.equal(own.answer.status, 200);
       assert.deepEqual([own.upstream, own.front], [1, 0]);
     } finally {
-      registry.getRepo = getRepo;
+      reads.restore();
     }
   });
 
@@ -221,23 +229,17 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
     const path = `/v2/${repo}/blobs/${sha256(layer)}`;
     const front = t.service.registry.front;
     const authorization = OciClient.basic(bob.token);
-    const registry = t.service.store.registry;
-    const getRepo = registry.getRepo;
-    let reads = 0;
-    registry.getRepo = async (name) => {
-      reads++;
-      return getRepo.call(registry, name);
-    };
+    const reads = repoReads();
     /** Bob's request as HAProxy hands it to the front, naming `verdict`: its status and the store reads it cost. */
     const handed = async (verdict: string) => {
-      reads = 0;
+      reads.count = 0;
       const res = await front.app.inject({ method: 'GET', url: path, headers: { authorization, [REGISTRY_VERDICT_HEADER]: verdict } });
-      return { status: res.statusCode, reads };
+      return { status: res.statusCode, reads: reads.count };
     };
     try {
-      reads = 0;
+      reads.count = 0;
       const kept = await front.mayBypass('GET', path, authorization);
-      const perDecision = reads;
+      const perDecision = reads.count;
       assert.ok(perDecision > 0);
       assert.deepEqual(await handed(kept.verdict!), { status: 404, reads: 0 }, 'a kept verdict is carried out, not decided again');
       const first = await front.mayBypass('GET', path, authorization);
@@ -247,7 +249,7 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
       for (let i = 0; i < KEPT_VERDICTS_MAX; i++) assert.ok((await front.mayBypass('GET', stray, undefined)).verdict);
       assert.deepEqual(await handed(first.verdict!), { status: 404, reads: perDecision }, 'the oldest verdict went: decided again');
     } finally {
-      registry.getRepo = getRepo;
+      reads.restore();
     }
   });
 
@@ -256,20 +258,14 @@ describe('registry blob bytes through HAProxy: the front decides each request, H
     const layer = gzip(await makeTar([{ path: 'y', content: 'fallback' }]));
     assert.equal((await asAlice.pushBlob(repo, layer)).status, 201);
     // the store fails the next lookup of a repository: HAProxy's question gets a 500
-    const registry = t.service.store.registry;
-    const getRepo = registry.getRepo;
-    let failed = 0;
-    registry.getRepo = async (name) => {
-      if (failed++ === 0) throw new Error('store away (test)');
-      return getRepo.call(registry, name);
-    };
+    const reads = repoReads({ failFirst: true });
     try {
       const other = await through(() => asBob.request('GET', `/v2/${repo}/blobs/${sha256(layer)}`));
-      assert.equal(failed, 2, 'asked by HAProxy (failed), then by the front');
+      assert.equal(reads.count, 2, 'asked by HAProxy (failed), then by the front');
       assert.equal(other.answer.status, 404);
       assert.deepEqual([other.upstream, other.front], [0, 1], 'the front answered it');
     } finally {
-      registry.getRepo = getRepo;
+      reads.restore();
     }
   });
 });

@@ -19,7 +19,7 @@
  *                                     one backup file of the store; restored into an empty store
  *   svc hosts add NAME ADDRESS --pool CIDR [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N] [--dns A,B]
  *   svc hosts list [--json] | svc hosts drain NAME | svc hosts undrain NAME | svc hosts remove NAME
- *   svc hosts evacuate NAME
+ *   svc hosts evacuate NAME [--deadline D] | svc hosts move SANDBOX [--to HOST] [--deadline D]
  *
  * Uses the store of the service's configuration (SVC_STORE_URL, else the SQLite file in
  * SVC_DATA_DIR); safe to run while the service runs. A password or token appears on that one
@@ -42,7 +42,8 @@ import { doctorChecks, runDoctor } from '../ops/doctor.ts';
 import { restoreBackup, writeBackup } from '../ops/backup.ts';
 import { redactUrl } from '../store/kv.ts';
 import { addHost, listHosts, openMoves, progressLine, removeHost, setDrained, writeHostFiles } from '../ops/hosts.ts';
-import { evacuateHost } from '../lifecycle/move.ts';
+import { evacuateHost, moveSandbox } from '../lifecycle/move.ts';
+import { finiteDuration } from '../lifecycle/durations.ts';
 import { readFile } from 'node:fs/promises';
 
 const USAGE = `usage:
@@ -82,9 +83,15 @@ const USAGE = `usage:
                                       --dns: its nameservers, for its sandboxes' inner containers (else SVC_SANDBOX_DNS)
   svc hosts list [--json]             hosts with state, sandboxes, memory and CPU committed / total
   svc hosts drain NAME                no new sandboxes on NAME ("local": this machine); undrain opens it again
-  svc hosts evacuate NAME             move every sandbox of the drained host NAME to the hosts placement chooses
+  svc hosts evacuate NAME [--deadline D]
+                                      move every sandbox of the drained host NAME to the hosts placement chooses
                                       (volumes copied and checked, the sandbox down meanwhile; it wakes on its new
-                                      host at its next request); prints each move's progress
+                                      host at its next request); prints each move's progress; one that fails is
+                                      rolled back and named at the end, the others move
+  svc hosts move SANDBOX [--to HOST] [--deadline D]
+                                      move one sandbox to HOST (default: the host placement chooses), as evacuate
+                                      does; --deadline (30m, 2h; default SVC_MOVE_DEADLINE, 1h): a move not done
+                                      by then is rolled back
   svc hosts remove NAME               forget a drained host; refused while it holds sandboxes (docs/scale-out.md)
 
 a user's commands (status, ls, create, start, keep-awake, logs, exec, cp, ssh, docker-context, up, urls)
@@ -100,7 +107,7 @@ class UsageError extends Error {}
 
 type Options = {
   admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string;
-  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; networks?: string; pool?: string; dns?: string; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string;
+  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; networks?: string; pool?: string; dns?: string; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string; to?: string; deadline?: string;
 };
 
 /** `svc user set` options and the quota each sets. */
@@ -122,6 +129,14 @@ function only(options: Options, allowed: Array<keyof Options>, command: string):
   for (const key of Object.keys(options) as Array<keyof Options>) {
     if (options[key] !== undefined && !allowed.includes(key)) throw new UsageError(`--${key} is not an option of "svc ${command}"`);
   }
+}
+
+/** `--deadline` of a move: a duration (90s, 30m, 2h); undefined leaves SVC_MOVE_DEADLINE's. */
+function moveDeadline(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const ms = finiteDuration(raw);
+  if (ms === undefined) throw new UsageError(`--deadline needs a duration such as 90s, 30m or 2h, got "${raw}"`);
+  return ms;
 }
 
 function args(positionals: string[], count: number, names: string, command: string): string[] {
@@ -179,6 +194,8 @@ async function run(argv: string[]): Promise<void> {
         networks: { type: 'string' },
         pool: { type: 'string' },
         dns: { type: 'string' },
+        to: { type: 'string' },
+        deadline: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -196,7 +213,7 @@ async function run(argv: string[]): Promise<void> {
   const command = single ? group : `${group} ${action ?? ''}`.trim();
   if (single && action !== undefined) rest.unshift(action);
   const known = ['user create', 'user list', 'user passwd', 'user set', 'user disable', 'user enable', 'audit', 'token create', 'token list', 'token revoke', 'export', 'doctor', 'backup', 'restore',
-    'hosts add', 'hosts list', 'hosts drain', 'hosts undrain', 'hosts remove', 'hosts evacuate'];
+    'hosts add', 'hosts list', 'hosts drain', 'hosts undrain', 'hosts remove', 'hosts evacuate', 'hosts move'];
   if (!known.includes(command)) throw new UsageError(`unknown command "svc ${command}"`);
 
   const config = loadConfig();
@@ -392,18 +409,42 @@ async function run(argv: string[]): Promise<void> {
         return;
       }
       case 'hosts evacuate': {
-        only(options, [], command);
+        only(options, ['deadline'], command);
         const [name] = args(rest, 1, 'NAME', command);
+        const deadlineMs = moveDeadline(options.deadline);
         const moves = openMoves(store, config);
         try {
-          const { moved, failed } = await evacuateHost(moves.deps, name!, (p) => out(progressLine(p)),
-            (p) => audit('admin.sandbox_move', p.sandbox, `${p.from} → ${p.to}, ${p.bytes} bytes`).then(() => undefined));
+          const { moved, failed } = await evacuateHost(moves.deps, name!, {
+            onProgress: (p) => out(progressLine(p)),
+            onMoved: (p) => audit('admin.sandbox_move', p.sandbox, `${p.from} → ${p.to}, ${p.bytes} bytes`).then(() => undefined),
+            ...(deadlineMs !== undefined ? { deadlineMs } : {}),
+          });
           await audit('admin.host_evacuate', name!, `${moved.length} moved, ${failed.length} not`);
           for (const f of failed) note(`${f.sandbox}: not moved: ${f.error}`);
           out(failed.length === 0
             ? `evacuated ${name}: ${moved.length} sandbox(es) moved${moved.length ? '; each wakes on its new host at its next request' : ''}`
-            : `${name}: ${moved.length} sandbox(es) moved, ${failed.length} not (above); run svc hosts evacuate ${name} again`);
+            : `${name}: ${moved.length} sandbox(es) moved, ${failed.length} not (${failed.map((f) => f.sandbox).join(', ')}, above); run svc hosts evacuate ${name} again`);
           if (failed.length > 0) process.exitCode = 1;
+        } finally {
+          await moves.close();
+        }
+        return;
+      }
+      case 'hosts move': {
+        only(options, ['to', 'deadline'], command);
+        const [requested] = args(rest, 1, 'SANDBOX', command);
+        const deadlineMs = moveDeadline(options.deadline);
+        // the name as listed (svc-…), or without its prefix as users write it
+        const name = !requested!.startsWith(SANDBOX_PREFIX) && !(await store.sandboxes.get(requested!)) ? SANDBOX_PREFIX + requested : requested!;
+        const moves = openMoves(store, config);
+        try {
+          const done = await moveSandbox(moves.deps, name, {
+            onProgress: (p) => out(progressLine(p)),
+            ...(options.to !== undefined ? { to: options.to } : {}),
+            ...(deadlineMs !== undefined ? { deadlineMs } : {}),
+          });
+          await audit('admin.sandbox_move', done.sandbox, `${done.from} → ${done.to}, ${done.bytes} bytes`);
+          out(`${done.sandbox} is on ${done.to}; it wakes there at its next request`);
         } finally {
           await moves.close();
         }

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { finiteDuration } from '../lifecycle/durations.ts';
 
 /** Service configuration, read once from the environment (design.md, "Contracts: Operator"). */
 export interface Config {
@@ -83,6 +84,10 @@ export interface Config {
   scanConcurrency: number;
   /** Prometheus metrics (GET /metrics); `SVC_METRICS=off` turns them off. */
   metrics: boolean;
+  /** A move of a sandbox to another host that has not committed after this long rolls back (SVC_MOVE_DEADLINE). */
+  moveDeadlineMs: number;
+  /** A move is refused unless the target keeps this much free after the copy (SVC_MOVE_FREE_RESERVE_MB). */
+  moveFreeReserveMb: number;
 }
 
 const MB = 1024 * 1024;
@@ -164,6 +169,14 @@ function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): numbe
   const n = Number(raw);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`);
   return n;
+}
+
+/** A duration as the API takes them (30s, 45m, 2h), never "off". */
+function duration(env: NodeJS.ProcessEnv, name: string, fallback: string): number {
+  const raw = env[name] || fallback;
+  const ms = finiteDuration(raw);
+  if (ms === undefined) throw new Error(`${name} must be a duration such as 90s, 30m or 2h, got "${raw}"`);
+  return ms;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -269,5 +282,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     scanRulesFile: env.SVC_SCAN_RULES ? path.resolve(env.SVC_SCAN_RULES) : undefined,
     scanConcurrency: int(env, 'SVC_SCAN_CONCURRENCY', 2),
     metrics: onOff(env, 'SVC_METRICS', true),
+    moveDeadlineMs: duration(env, 'SVC_MOVE_DEADLINE', '1h'),
+    moveFreeReserveMb: int(env, 'SVC_MOVE_FREE_RESERVE_MB', 1024),
   };
 }

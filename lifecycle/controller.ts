@@ -423,6 +423,8 @@ export class Lifecycle {
         this.renewals.delete(name);
       },
       logger: this.log,
+      deadlineMs: this.deps.config.moveDeadlineMs,
+      freeReserveBytes: this.deps.config.moveFreeReserveMb * 1e6,
     };
   }
 

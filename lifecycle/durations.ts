@@ -19,6 +19,11 @@ export function parseDuration(value: string): number | null {
   return ms;
 }
 
+/** A duration that must end (a deadline: 90s, 30m, 2h); undefined for anything else, never ("0", "off") included. */
+export function finiteDuration(value: string): number | undefined {
+  return PATTERN.test(value) ? parseDuration(value) ?? undefined : undefined;
+}
+
 /** The idle timeout as stored: validated, with never written as the ten-year session. */
 export function normaliseIdleTimeout(value: string): string {
   return parseDuration(value) === null ? IDLE_OFF : value;

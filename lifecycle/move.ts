@@ -29,13 +29,18 @@ const TAR = ['tar', '-C', '/v', '--numeric-owner', '--xattrs', '--xattrs-include
 const TAR_CREATE = [...TAR, '-c', '--sparse', '-f', '-', '.'];
 const TAR_EXTRACT = [...TAR, '-x', '--same-permissions', '--same-owner', '-f', '-'];
 /**
- * What the copy is checked by, on both sides: every entry's type, mode, owner, size, name and link
- * target (sockets left out: tar skips them), then every regular file's content, sorted byte-wise.
+ * What the copy is checked by, on both sides, one digest a line: every entry's type, mode, owner, size,
+ * name and link target (sockets left out: tar skips them); every regular file's content; every entry's
+ * extended attributes (all namespaces the engine's user namespace reads: user.*, security.capability,
+ * ACLs; getfattr's hex values, one line per entry and attribute). Each sorted byte-wise.
  */
 const DIGEST = ['sh', '-c', [
   "cd /v && find . ! -type s \\( -type d -printf '%y %m %U %G %p\\0' -o -printf '%y %m %U %G %s %p %l\\0' \\) | LC_ALL=C sort -z | sha256sum",
   'find . -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum | sha256sum',
+  "find . ! -type s -print0 | xargs -0r getfattr -h -d -m - -e hex | awk '/^# file: /{f=substr($0,9);next} NF{print f\" \"$0}' | LC_ALL=C sort | sha256sum",
 ].join(' && ')];
+/** What each line of DIGEST covers, for the error that names the part of a copy that differs. */
+const DIGEST_PARTS = ['names, types, modes, owners, sizes or link targets', 'contents', 'extended attributes'];
 
 export interface MoveDeps {
   store: Store;
@@ -48,6 +53,10 @@ export interface MoveDeps {
    */
   goingDown(name: string): Promise<void>;
   logger: Logger;
+  /** How long one attempt at a move may take, from its start to its commit, unless the move says (SVC_MOVE_DEADLINE). */
+  deadlineMs: number;
+  /** Bytes the target keeps free after the copy: a move that would leave less is refused (SVC_MOVE_FREE_RESERVE_MB). */
+  freeReserveBytes: number;
 }
 
 export interface MoveProgress {
@@ -68,7 +77,18 @@ export interface MoveOptions {
   to?: string;
   /** Refuse unless the sandbox is on this host (evacuate). */
   from?: string;
+  /** This move's deadline instead of deps.deadlineMs (svc hosts move --deadline); kept in its record for a take-over. */
+  deadlineMs?: number;
   onProgress?: (p: MoveProgress) => void;
+}
+
+const mb = (bytes: number) => Math.floor(bytes / 1e6);
+
+/** A deadline as the operator wrote it: 90 s, 45 min, 2 h. */
+function showDeadline(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  return `${ms / 1000} s`;
 }
 
 /** This process, as a move's owner. */
@@ -94,21 +114,38 @@ export async function moveSandbox(deps: MoveDeps, name: string, opts: MoveOption
   const target = to === LOCAL_HOST ? await deps.store.hosts.get(LOCAL_HOST) : await deps.store.hosts.get(to);
   if (to !== LOCAL_HOST && !target) throw new errors.NotFound(`no host named "${to}" (svc hosts list)`);
   if (target?.drained_at) throw new errors.Conflict(`host "${to}" is drained: no sandbox goes there`);
-  // both engines answer before anything changes (RuntimeUnreachable: 503)
-  await (await deps.runtime.engine(from)).ping();
-  await (await deps.runtime.engine(to)).ping();
-  // the copy's helper on the target runs the sandbox image: copied before the move begins, while the
-  // sandbox may still wake on its host (the copy of ~500 MB takes a while)
-  await deps.runtime.ensureImage(to);
+  // both engines answer before anything changes
+  const [fromEngine, toEngine] = await Promise.all([from, to].map(async (host) => {
+    const engine = await deps.runtime.engine(host);
+    await engine.ping().catch((err) => { throw new errors.Busy(10, `host "${host}" does not answer (${(err as Error).message}): nothing was changed`); });
+    return engine;
+  }));
+  // the copy's helpers run the sandbox image, this build of it on both sides (the check needs its
+  // tools): copied before the move begins, while the sandbox may still wake on its host (~500 MB)
+  await deps.runtime.ensureImage(from, fromEngine);
+  await deps.runtime.ensureImage(to, toEngine);
+  const [need, free] = await Promise.all([fromEngine!.volumeBytes(name), toEngine!.freeBytes(name)]);
+  if (need > free - deps.freeReserveBytes) {
+    throw new errors.Conflict(`sandbox "${name}" takes ${mb(need)} MB on "${from}", and host "${to}" has ${mb(free)} MB free on its engine's data root ` +
+      `(it keeps ${mb(deps.freeReserveBytes)} MB free, SVC_MOVE_FREE_RESERVE_MB): not moved`);
+  }
   const now = new Date().toISOString();
-  const move: MoveRecord = { sandbox: name, from, to, phase: 'copying', owner: OWNER, heartbeat_at: now, started_at: now };
+  const move: MoveRecord = {
+    sandbox: name, from, to, phase: 'copying', owner: OWNER, heartbeat_at: now, started_at: now,
+    ...(opts.deadlineMs !== undefined ? { deadline_ms: opts.deadlineMs } : {}),
+  };
   if (!(await deps.store.hosts.beginMove(move))) throw new errors.Conflict(`sandbox "${name}" has an unfinished move; a reconcile pass finishes it`);
   return copyAndCommit(deps, move, opts.onProgress);
 }
 
-/** Every sandbox of a drained host, moved one after another to hosts placement chooses; `onMoved` after each (its audit row). */
+/**
+ * Every sandbox of a drained host, moved one after another to hosts placement chooses; `onMoved` after
+ * each (its audit row). One that fails (refused, rolled back, past its deadline) is named in `failed`,
+ * and the next one moves.
+ */
 export async function evacuateHost(
-  deps: MoveDeps, host: string, onProgress?: (p: MoveProgress) => void, onMoved?: (p: MoveProgress) => Promise<void>,
+  deps: MoveDeps, host: string,
+  opts: { onProgress?: (p: MoveProgress) => void; onMoved?: (p: MoveProgress) => Promise<void>; deadlineMs?: number } = {},
 ): Promise<{ moved: string[]; failed: Array<{ sandbox: string; error: string }> }> {
   const record = await deps.store.hosts.get(host);
   if (!record && host !== LOCAL_HOST) throw new errors.NotFound(`no host named "${host}" (svc hosts list)`);
@@ -119,9 +156,11 @@ export async function evacuateHost(
   const failed: Array<{ sandbox: string; error: string }> = [];
   for (const sandbox of on) {
     try {
-      const done = await moveSandbox(deps, sandbox, { from: host, ...(onProgress ? { onProgress } : {}) });
+      const done = await moveSandbox(deps, sandbox, {
+        from: host, ...(opts.onProgress ? { onProgress: opts.onProgress } : {}), ...(opts.deadlineMs !== undefined ? { deadlineMs: opts.deadlineMs } : {}),
+      });
       moved.push(sandbox);
-      await onMoved?.(done);
+      await opts.onMoved?.(done);
     } catch (err) {
       failed.push({ sandbox, error: (err as Error).message });
     }
@@ -181,6 +220,13 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
   const log = deps.logger.child({ sandbox: name, from: move.from, to: move.to });
   const owned = new Ownership(deps, move);
   const began = Date.now();
+  // The copy (helpers, tar, digests) stops when the deadline passes and the move rolls back: one sandbox
+  // with millions of files or a stuck engine does not hold an evacuation. Each attempt has the whole of it.
+  const deadlineMs = move.deadline_ms ?? deps.deadlineMs;
+  const expired = new AbortController();
+  const timer = setTimeout(() => expired.abort(new Error(`the move did not finish within its deadline of ${showDeadline(deadlineMs)} ` +
+    '(svc hosts move --deadline, SVC_MOVE_DEADLINE)')), deadlineMs);
+  const signal = AbortSignal.any([owned.abort.signal, expired.signal]);
   let total = 0;
   let bytes = 0;
   let shown = 0;
@@ -206,7 +252,7 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
       await source.takeDown(name);
     });
     log.info('move: sandbox down on its host; copying its volumes');
-    const copied = await copyVolumes(source, target, name, owned.abort.signal, (b, t) => {
+    const copied = await copyVolumes(source, target, name, signal, (b, t) => {
       bytes = b;
       total = t;
       if (Date.now() - shown < PROGRESS_EVERY_MS) return;
@@ -223,6 +269,7 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
     // target's. A process that stalled past MOVE_STALE_MS loses the write and commits nothing.
     await owned.write({ phase: 'cleaning', leftover: move.from });
     owned.stop();
+    clearTimeout(timer);
     await deps.store.hosts.replace(name, move.to);
     log.info({ bytes, ms: Date.now() - began }, 'move: copy verified; the sandbox is on its new host');
     await cleanUp(deps, { ...move, phase: 'cleaning', leftover: move.from }).catch((err) =>
@@ -230,16 +277,18 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
     return report('moved');
   } catch (err) {
     owned.stop();
+    clearTimeout(timer);
     // another process took the move over (this one stalled past MOVE_STALE_MS): its copy, its target
     if (owned.abort.signal.aborted) throw owned.abort.signal.reason;
     const reason = (err as Error).message;
     if (((await deps.store.hosts.placementOf(name)) ?? LOCAL_HOST) === move.to) throw err; // committed: only the clean-up failed
-    log.error({ err: reason }, 'move: failed; rolling back (the sandbox stays on its host)');
-    // only an owner rolls back: one that lost the move must not remove the copy another process makes
+    // only an owner rolls back: one that lost the move (its failure may be the new owner removing its
+    // helpers) must not remove the copy another process makes; it says why it stopped
     await owned.write({ phase: 'cleaning', leftover: move.to, note: `rolled back: ${reason}` }).catch((lost) => {
-      log.warn({ err: (lost as Error).message }, 'move: another process has the move; leaving it to it');
-      throw err;
+      log.warn({ err: reason }, 'move: failed, and another process has the move now; leaving it to it');
+      throw lost;
     });
+    log.error({ err: reason }, 'move: failed; rolled back (the sandbox stays on its host)');
     await cleanUp(deps, { ...move, phase: 'cleaning', leftover: move.to }).catch((e) =>
       log.warn({ err: (e as Error).message }, 'move: the partial copy is not removed yet; a reconcile pass removes it'));
     report('rolled back', reason);
@@ -285,13 +334,25 @@ async function copyVolumes(
   await target.removeVolumes(name, { transfer: false });
   if (!(await source.hasVolumes(name))) return { bytes: 0, total: 0 };
   await target.createVolumes(name);
+  signal.throwIfAborted();
   const helpers = await Promise.all([source.volumeHelper(name), target.volumeHelper(name)]);
   const [from, to] = helpers;
+  // what does not take the signal itself (the engine's calls, du, the digests) is left when it fires;
+  // removing the helpers ends it
+  const stopped = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+  stopped.catch(() => undefined);
+  const until = <T>(work: Promise<T>): Promise<T> => {
+    work.catch(() => undefined);
+    return Promise.race([work, stopped]);
+  };
   try {
-    const du = await source.exec.run(from.container, ['du', '-sb', '/v']);
+    const du = await until(source.exec.run(from.container, ['du', '-sb', '/v']));
     const total = Number(/^(\d+)/.exec(du.stdout.toString())?.[1] ?? 0);
-    const reader = await source.exec.start(from.container, TAR_CREATE);
-    const writer = await target.exec.start(to.container, TAR_EXTRACT, { stdin: true });
+    const reader = await until(source.exec.start(from.container, TAR_CREATE));
+    const writer = await until(target.exec.start(to.container, TAR_EXTRACT, { stdin: true }));
     let bytes = 0;
     const counter = new Transform({
       transform(chunk: Buffer, _enc, done) {
@@ -300,15 +361,20 @@ async function copyVolumes(
         done(null, chunk);
       },
     });
-    await pipeline(reader.stdout, counter, writer.stdin!, { signal });
-    const [read, written] = await Promise.all([reader.done, writer.done]);
+    await until(pipeline(reader.stdout, counter, writer.stdin!, { signal }));
+    const [read, written] = await until(Promise.all([reader.done, writer.done]));
     if (read.exitCode !== 0) throw new Error(`tar on the source failed (exit ${read.exitCode}): ${read.stderr.trim().slice(-400)}`);
     if (written.exitCode !== 0) throw new Error(`tar on the target failed (exit ${written.exitCode}): ${written.stderr.trim().slice(-400)}`);
     verifying();
-    const [a, b] = await Promise.all([source.exec.run(from.container, DIGEST), target.exec.run(to.container, DIGEST)]);
+    const [a, b] = await until(Promise.all([source.exec.run(from.container, DIGEST), target.exec.run(to.container, DIGEST)]));
     if (a.exitCode !== 0 || b.exitCode !== 0) throw new Error(`the copy could not be checked: ${(a.stderr || b.stderr).trim().slice(-400)}`);
-    if (!a.stdout.equals(b.stdout)) throw new Error('the copy differs from the source (names, owners, modes or contents)');
+    const [want, got] = [a, b].map((r) => r.stdout.toString().trim().split('\n'));
+    const differs = DIGEST_PARTS.filter((_, i) => want![i] !== got![i]);
+    if (differs.length > 0) throw new Error(`the copy differs from the source in its ${differs.join(' and in its ')}`);
     return { bytes, total };
+  } catch (err) {
+    // the pipeline's AbortError says only that it was aborted: the signal's reason says why
+    throw signal.aborted ? signal.reason : err;
   } finally {
     await Promise.all(helpers.map((h) => h.remove().catch(() => undefined)));
   }

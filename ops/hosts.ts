@@ -158,7 +158,7 @@ function hostSet(store: Store, config: Config, logger: Logger) {
 }
 
 /**
- * What `svc hosts evacuate` needs to move sandboxes from the command line as a service process would
+ * What `svc hosts evacuate` and `move` need to move sandboxes from the command line as a service process would
  * (lifecycle/move.ts): the hosts' engines, and the service's Redis for each sandbox's transition lease
  * (a wake under way finishes before its sandbox is taken down), its idle session and app watchers.
  */
@@ -177,12 +177,14 @@ export function openMoves(store: Store, config: Config): { deps: MoveDeps; close
         await publishUnwatch(redis, config.redisPrefix, name);
       },
       logger,
+      deadlineMs: config.moveDeadlineMs,
+      freeReserveBytes: config.moveFreeReserveMb * 1e6,
     },
     close: async () => { await redis.quit().catch(() => redis.disconnect()); },
   };
 }
 
-/** One line of a move's progress, as `svc hosts evacuate` prints it. */
+/** One line of a move's progress, as `svc hosts evacuate` and `svc hosts move` print it. */
 export function progressLine(p: MoveProgress): string {
   const mb = (n: number) => (n / 1e6).toFixed(1);
   const route = `${p.from} → ${p.to}`;

@@ -129,4 +129,6 @@ export interface MoveRecord {
   started_at: string;
   /** Why a move was rolled back (the target did not answer, the copy differed): for the operator. */
   note?: string;
+  /** The deadline the move was started with (svc hosts move --deadline), which a process taking it over keeps. */
+  deadline_ms?: number;
 }

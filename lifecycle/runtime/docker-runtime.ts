@@ -424,18 +424,49 @@ export class DockerRuntime implements SandboxRuntime {
    * user namespace: the files' owners it sees are those the sandbox sees, whatever the host's uid range.
    */
   volumeHelper(name: string): Promise<{ container: string; remove(): Promise<void> }> {
+    return this.helper(name, Object.entries(resourceNames(name).volumes).map(([key, volume]) => `${volume}:/v/${key}`));
+  }
+
+  /**
+   * Bytes free on the file system of this engine's data root, where a sandbox's volumes would be made:
+   * `df` of the root of a helper that mounts nothing (its layer lives there), so nothing of the sandbox
+   * is made here. The helper bears the sandbox's name: removeHelpers clears one a killed process left.
+   */
+  async freeBytes(name: string): Promise<number> {
+    const helper = await this.helper(name, []);
+    try {
+      const df = await this.exec.run(helper.container, ['df', '-kP', '/']);
+      const avail = df.stdout.toString().trim().split('\n').at(-1)?.trim().split(/\s+/)[3];
+      if (df.exitCode !== 0 || !avail || !/^\d+$/.test(avail)) throw new Error(`could not read the free space of the engine's data root: ${df.stderr.trim().slice(-200)}`);
+      return Number(avail) * 1024;
+    } finally {
+      await helper.remove().catch(() => undefined);
+    }
+  }
+
+  /** Bytes the sandbox's volumes take on this engine's disk (`du`, sparse files as stored); 0 when it has none. */
+  async volumeBytes(name: string): Promise<number> {
+    if (!(await this.hasVolumes(name))) return 0;
+    const helper = await this.volumeHelper(name);
+    try {
+      const du = await this.exec.run(helper.container, ['du', '-skx', '/v']);
+      const kib = /^(\d+)/.exec(du.stdout.toString())?.[1];
+      if (du.exitCode !== 0 || kib === undefined) throw new Error(`could not read the size of sandbox "${name}"'s volumes: ${du.stderr.trim().slice(-200)}`);
+      return Number(kib) * 1024;
+    } finally {
+      await helper.remove().catch(() => undefined);
+    }
+  }
+
+  private helper(name: string, binds: string[]): Promise<{ container: string; remove(): Promise<void> }> {
     return guarded(async () => {
-      const names = resourceNames(name);
       const container = `${name}-mover-${Date.now()}`;
       const helper = await this.docker.createContainer({
         name: container,
         Image: this.opts.image,
         Entrypoint: ['sleep', 'infinity'],
         Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance, [LABEL_ROLE]: ROLE_MOVER },
-        HostConfig: {
-          NetworkMode: 'none',
-          Binds: Object.entries(names.volumes).map(([key, volume]) => `${volume}:/v/${key}`),
-        },
+        HostConfig: { NetworkMode: 'none', Binds: binds },
       });
       await helper.start();
       return {

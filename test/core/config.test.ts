@@ -26,6 +26,15 @@ describe('configuration', () => {
     assert.throws(() => loadConfig({ SVC_HTTPS_PORT: 'x' }), /SVC_HTTPS_PORT must be a non-negative integer, got "x"/);
     assert.throws(() => loadConfig({ SVC_SANDBOX_CPUS: '-1' }), /SVC_SANDBOX_CPUS must be a positive number/);
     assert.throws(() => loadConfig({ SVC_SCAN_CONCURRENCY: '1.5' }), /SVC_SCAN_CONCURRENCY must be a non-negative integer/);
+    for (const bad of ['soon', '0', 'off', '90']) {
+      assert.throws(() => loadConfig({ SVC_MOVE_DEADLINE: bad }), new RegExp(`SVC_MOVE_DEADLINE must be a duration such as 90s, 30m or 2h, got "${bad}"`));
+    }
+  });
+
+  it('gives a move a deadline and a free-space reserve, an hour and a gigabyte unless set', () => {
+    assert.deepEqual([loadConfig({}).moveDeadlineMs, loadConfig({}).moveFreeReserveMb], [3_600_000, 1024]);
+    const set = loadConfig({ SVC_MOVE_DEADLINE: '90s', SVC_MOVE_FREE_RESERVE_MB: '0' });
+    assert.deepEqual([set.moveDeadlineMs, set.moveFreeReserveMb], [90_000, 0]);
   });
 
   it('puts HAProxy in front unless SVC_DATA_PLANE names the reference edge', () => {

@@ -117,7 +117,7 @@ export async function moveSandbox(deps: MoveDeps, name: string, opts: MoveOption
   // both engines answer before anything changes
   const [fromEngine, toEngine] = await Promise.all([from, to].map(async (host) => {
     const engine = await deps.runtime.engine(host);
-    await engine.ping().catch((err) => { throw new errors.Busy(10, `host "${host}" does not answer (${(err as Error).message}): nothing was changed`); });
+    await engine.ping().catch((err: Error & { reason?: string }) => { throw new errors.Busy(10, `host "${host}" does not answer (${err.reason ?? err.message}): nothing was changed`); });
     return engine;
   }));
   // the copy's helpers run the sandbox image, this build of it on both sides (the check needs its
@@ -353,6 +353,11 @@ async function copyVolumes(
     const total = Number(/^(\d+)/.exec(du.stdout.toString())?.[1] ?? 0);
     const reader = await until(source.exec.start(from.container, TAR_CREATE));
     const writer = await until(target.exec.start(to.container, TAR_EXTRACT, { stdin: true }));
+    // An engine killed mid-copy errors these streams, also after the pipeline has let go of them (the
+    // target's stdout is never read: its tar writes nothing): the error comes through `done`, never as
+    // an 'error' event without a listener, which would end this process.
+    for (const stream of [reader.stdout, writer.stdout]) stream.on('error', () => undefined);
+    writer.stdout.resume();
     let bytes = 0;
     const counter = new Transform({
       transform(chunk: Buffer, _enc, done) {

@@ -38,6 +38,8 @@ const ROLE_ARCHIVER = 'archiver';
 
 /** `mover` on the containers a move reads or writes a sandbox's volumes through (lifecycle/move.ts). */
 const ROLE_MOVER = 'mover';
+/** How long removeHelpers waits for a helper whose removal another call began. */
+const HELPER_REMOVAL_WAIT_MS = 30_000;
 
 /**
  * Whether a container of this instance is a helper (an archiver, a mover), by its label, never by a
@@ -449,7 +451,7 @@ export class DockerRuntime implements SandboxRuntime {
     if (!(await this.hasVolumes(name))) return 0;
     const helper = await this.volumeHelper(name);
     try {
-      const du = await this.exec.run(helper.container, ['du', '-skx', '/v']);
+      const du = await this.exec.run(helper.container, ['du', '-sk', '/v']); // not -x: each volume is a mount of its own
       const kib = /^(\d+)/.exec(du.stdout.toString())?.[1];
       if (du.exitCode !== 0 || kib === undefined) throw new Error(`could not read the size of sandbox "${name}"'s volumes: ${du.stderr.trim().slice(-200)}`);
       return Number(kib) * 1024;
@@ -678,11 +680,22 @@ export class DockerRuntime implements SandboxRuntime {
   /** Removes helper containers a killed archive or move left behind (they hold the sandbox's volumes). */
   async removeHelpers(name: string): Promise<void> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`, `${LABEL_SANDBOX}=${name}`] } });
+    const underWay: string[] = [];
     for (const c of containers.filter(isHelper)) {
       try {
         await this.docker.getContainer(c.Id).remove({ force: true });
       } catch (err) {
-        if (statusCode(err) !== 404) throw err;
+        if (statusCode(err) === 409 && /already in progress/.test((err as Error).message)) underWay.push(c.Id);
+        else if (statusCode(err) !== 404) throw err;
+      }
+    }
+    // A removal already under way ends when the engine lets go of the container: an exec whose client
+    // stalled (a paused mover) holds it until that client reads or goes. Waited for a while, so that
+    // the volumes can go next; past that, removing them fails and the caller's move rolls back.
+    const until = Date.now() + HELPER_REMOVAL_WAIT_MS;
+    for (const id of underWay) {
+      while (Date.now() < until && await this.docker.getContainer(id).inspect().then(() => true, (err) => statusCode(err) !== 404)) {
+        await new Promise((r) => setTimeout(r, 500));
       }
     }
   }

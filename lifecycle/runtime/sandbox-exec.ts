@@ -139,8 +139,17 @@ function halfCloser(socket: Duplex): Writable {
     highWaterMark: 256 * 1024,
     write(chunk, _enc, cb) {
       if (socket.destroyed) return cb(new Error('the command is gone'));
-      if (socket.write(chunk)) cb();
-      else socket.once('drain', () => cb());
+      if (socket.write(chunk)) return cb();
+      // a connection that breaks while full (its engine killed) never drains: the write fails instead of waiting for ever
+      const settle = (err?: Error) => {
+        socket.off('drain', drained);
+        socket.off('close', closed);
+        cb(err);
+      };
+      const drained = () => settle();
+      const closed = () => settle(new Error('the command is gone'));
+      socket.once('drain', drained);
+      socket.once('close', closed);
     },
     final(cb) {
       socket.end();

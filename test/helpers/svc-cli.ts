@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../../core/config.ts';
@@ -34,4 +34,45 @@ export function svcCli(config: CliConfig, ...args: string[]): Promise<CliResult>
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+export interface BackgroundCli {
+  child: ChildProcess;
+  /** Its exit code, once it has ended. */
+  closed: Promise<number | null>;
+  /** Its stdout and stderr so far, interleaved. */
+  output(): string;
+  /** Resolves once its output matches `pattern`, or once it has ended. */
+  when(pattern: RegExp): Promise<void>;
+  /** A signal to its whole process group (npx, tsx and node at once, as a crash or a pause would take them). */
+  signal(sig: NodeJS.Signals): void;
+}
+
+/** `npx svc …` as svcCli runs it, but in its own process group and left running: for kills and pauses mid-command. */
+export function svcCliBackground(config: CliConfig, ...args: string[]): BackgroundCli {
+  const child = spawn('npx', ['svc', ...args], { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: svcCliEnv(config) });
+  let output = '';
+  const waiting: Array<{ pattern: RegExp; resolve: () => void }> = [];
+  const seen = () => {
+    for (const w of waiting.filter((x) => x.pattern.test(output))) {
+      waiting.splice(waiting.indexOf(w), 1);
+      w.resolve();
+    }
+  };
+  child.stdout!.on('data', (d) => { output += d; seen(); });
+  child.stderr!.on('data', (d) => { output += d; seen(); });
+  const closed = new Promise<number | null>((resolve) => child.on('close', (code) => {
+    for (const w of waiting.splice(0)) w.resolve();
+    resolve(code);
+  }));
+  return {
+    child,
+    closed,
+    output: () => output,
+    when: (pattern) => new Promise<void>((resolve) => {
+      if (pattern.test(output) || child.exitCode !== null) resolve();
+      else waiting.push({ pattern, resolve });
+    }),
+    signal: (sig) => { process.kill(-child.pid!, sig); },
+  };
 }

@@ -218,8 +218,22 @@ async function portCheck(port: number, host: string | undefined): Promise<Findin
   if (!free) return ok(`${where} is free`);
   if (free.code !== 'EADDRINUSE') return fail(`${where}: ${free.message}`, free.code === 'EACCES' ? 'run as root, or choose a port above 1023' : 'choose another port');
   const holder = await portHolder(port);
-  if (holder && /\bmain\.ts\b/.test(holder.command)) return ok(`${where} is held by this service (pid ${holder.pid})`);
+  if (holder && isService(holder.command)) return ok(`${where} is held by this service (pid ${holder.pid})`);
+  // the data plane: HAProxy, the service's own child, owns the public port (docs/data-plane.md)
+  const parent = holder?.name === 'haproxy' ? parentOf(holder.pid) : undefined;
+  if (holder && parent && isService(parent.command)) return ok(`${where} is held by this service (pid ${parent.pid}) through its HAProxy (pid ${holder.pid})`);
   return fail(`${where} is taken by ${holder ? `${holder.name} (pid ${holder.pid})` : 'another program'}`, 'stop it, or give the service another port (SVC_HTTPS_PORT, SVC_HTTP_PORT, SVC_API_PORT)');
+}
+
+const isService = (command: string) => /\bmain\.ts\b/.test(command);
+
+/** A process's parent and its command line, from /proc. */
+function parentOf(pid: number): { pid: number; command: string } | undefined {
+  // the command name in stat is in parentheses and may hold spaces: the ppid is the second field after it
+  const stat = readText(`/proc/${pid}/stat`);
+  const ppid = stat ? Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) : NaN;
+  if (!Number.isInteger(ppid) || ppid <= 1) return undefined;
+  return { pid: ppid, command: (readText(`/proc/${ppid}/cmdline`) ?? '').replace(/\0/g, ' ') };
 }
 
 /** Who listens on a TCP port, from `ss` (iproute2). */

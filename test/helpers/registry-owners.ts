@@ -40,6 +40,8 @@ export async function registryReport(t: TestService, sandbox: string, token: str
 export function scansSettled(t: TestService, token: string, repo: string) {
   return eventually(async () => {
     const img = (await registryReport(t, repo.split('/')[0]!, token)).images.find((i) => i.name === repo);
-    return img && img.versions.every((v) => !['pending', 'scanning'].includes(v.scan.state)) ? img : undefined;
+    // the image's visibility is re-decided just after its versions' verdicts are written (catalog.ts)
+    const settled = img && img.versions.every((v) => !['pending', 'scanning'].includes(v.scan.state)) && !/^private until the scan/.test(img.reason);
+    return settled ? img : undefined;
   }, `scans of ${repo} to finish`, 30_000);
 }

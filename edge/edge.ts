@@ -21,7 +21,7 @@ import { TlsProof } from './services/tls-proof.ts';
 import { WakeGate } from './services/wake-gate.ts';
 import { WakeHold } from './services/wake-hold.ts';
 import type { ServiceMetrics } from '../ops/metrics.ts';
-import { REGISTRY_VERDICT_HEADER, type DataPlaneFiles } from './dataplane/haproxy-config.ts';
+import { REGISTRY_VERDICT_HEADER } from './dataplane/haproxy-config.ts';
 import type { RegistryBypassAnswer } from '../registry/front.ts';
 import { haproxyDataPlane, type HaproxyDataPlane } from './dataplane/haproxy-data-plane.ts';
 import { readProxyHeader } from './listener/proxy-header.ts';
@@ -163,7 +163,7 @@ export interface Edge {
   readonly httpPort: number | null;
   readonly certificates: EdgeCertificates;
   /** HAProxy's process while it is the data plane (its pid changes when it is restarted), else null. */
-  readonly dataPlane: { readonly pid: number | undefined; readonly files: DataPlaneFiles } | null;
+  readonly dataPlane: Pick<HaproxyDataPlane, 'pid' | 'files' | 'traffic'> | null;
   /** Stops listening and drops every open connection. */
   close(): Promise<void>;
 }
@@ -258,6 +258,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
   opts.metrics?.edgeHttpServer('api', apiServer);
   opts.metrics?.edgeHttpServer('registry', registryServer);
   opts.metrics?.edgeHttpServer('app-http', apps.server);
+  if (dataPlane) opts.metrics?.carriedBy(() => dataPlane.traffic());
 
   /**
    * A TCP reset to the client. A connection HAProxy handed over comes on a unix socket, which has

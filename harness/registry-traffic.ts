@@ -1,4 +1,6 @@
+import { REGISTRY_UPSTREAM_BACKEND } from '../edge/dataplane/haproxy-config.ts';
 import { RuntimeApi } from '../edge/dataplane/runtime-api.ts';
+import { backendStats } from '../edge/dataplane/traffic-stats.ts';
 import type { TestService } from './service.ts';
 
 /**
@@ -9,8 +11,7 @@ import type { TestService } from './service.ts';
 export async function registryTraffic(t: TestService): Promise<{ upstream: number; front: number } | null> {
   const dataPlane = t.service.edge.dataPlane;
   if (!dataPlane) return null;
-  const [head, ...rows] = (await new RuntimeApi(dataPlane.files.adminSocket).run('show stat')).split('\n');
-  const columns = head!.replace(/^# /, '').split(',');
-  const total = (backend: string) => Number(rows.map((r) => r.split(',')).find((r) => r[0] === backend && r[1] === 'BACKEND')?.[columns.indexOf('stot')] ?? NaN);
-  return { upstream: total('be_registry_upstream'), front: total('be_node_registry') };
+  const stats = await backendStats(new RuntimeApi(dataPlane.files.adminSocket));
+  const total = (backend: string) => stats.get(backend)?.stot ?? NaN;
+  return { upstream: total(REGISTRY_UPSTREAM_BACKEND), front: total('be_node_registry') };
 }

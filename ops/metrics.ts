@@ -51,6 +51,25 @@ export function ruleFamily(rule: string): string {
   return FAMILIES.get(rule) ?? 'other';
 }
 
+/** One route kind's traffic on the public port, as the edge counts it. */
+export interface RouteTraffic {
+  connections: number;
+  /** Connections open now. */
+  open: number;
+  bytesIn: number;
+  bytesOut: number;
+  requests: number;
+}
+
+/**
+ * What the data plane (HAProxy) carried itself since the service started, by route kind; what it
+ * handed to Node, Node counts. The edge's metrics are the sum.
+ */
+export interface DataPlaneTraffic {
+  routes: Partial<Record<EdgeRouteKind, RouteTraffic>>;
+  waitingPages: number;
+}
+
 export interface MetricsSources {
   /** Sandboxes by status, read at each scrape (store records against the engine's containers). */
   sandboxes?: () => Promise<SandboxCounts>;
@@ -66,7 +85,10 @@ export class ServiceMetrics {
   private readonly sleeps: Counter<'kind'>;
   private readonly wakeLimits: Counter;
   private readonly edge = new EdgeCounts();
-  private readonly waitingPages: Counter;
+  /** Read at each scrape from the data plane, when HAProxy owns the public port. */
+  private dataPlane: (() => Promise<DataPlaneTraffic>) | null = null;
+  private carried: DataPlaneTraffic = { routes: {}, waitingPages: 0 };
+  private waitingPages = 0;
   private readonly scans: Counter<'result'>;
   private readonly scanSeconds: Histogram;
   private readonly findings: Counter<'family'>;
@@ -82,6 +104,7 @@ export class ServiceMetrics {
     const registers = [this.registry];
     const sources = () => this.sources;
     const edge = this.edge;
+    const carried = (route: EdgeRouteKind, what: keyof RouteTraffic) => this.carried.routes[route]?.[what] ?? 0;
     collectDefaultMetrics({ register: this.registry });
     // prom-client's nodejs_active_{handles,requests,resources}_total are gauges, which promtool (and
     // the naming rules) refuse: a _total suffix means a counter. Each is the sum of its per-type
@@ -108,13 +131,13 @@ export class ServiceMetrics {
       name: 'svc_edge_connections_total', help: 'Connections the public port dispatched, by route kind', labelNames: ['route'], registers,
       collect() {
         this.reset();
-        EDGE_ROUTES.forEach((route, i) => this.inc({ route }, edge.connections[i]!));
+        EDGE_ROUTES.forEach((route, i) => this.inc({ route }, edge.connections[i]! + carried(route, 'connections')));
       },
     });
     new Gauge({
       name: 'svc_edge_open_connections', help: 'Connections open on the public port, by route kind', labelNames: ['route'], registers,
       collect() {
-        EDGE_ROUTES.forEach((route, i) => this.set({ route }, edge.connections[i]! - edge.closed[i]!));
+        EDGE_ROUTES.forEach((route, i) => this.set({ route }, edge.connections[i]! - edge.closed[i]! + carried(route, 'open')));
       },
     });
     new Counter({
@@ -123,9 +146,9 @@ export class ServiceMetrics {
       collect() {
         this.reset();
         EDGE_ROUTES.forEach((route, i) => {
-          if (!edge.connections[i]) return;
-          this.inc({ route, direction: 'in' }, edge.bytesIn[i]!);
-          this.inc({ route, direction: 'out' }, edge.bytesOut[i]!);
+          if (!edge.connections[i] && !carried(route, 'connections')) return;
+          this.inc({ route, direction: 'in' }, edge.bytesIn[i]! + carried(route, 'bytesIn'));
+          this.inc({ route, direction: 'out' }, edge.bytesOut[i]! + carried(route, 'bytesOut'));
         });
       },
     });
@@ -134,11 +157,19 @@ export class ServiceMetrics {
       collect() {
         this.reset();
         EDGE_ROUTES.forEach((route, i) => {
-          if (edge.requests[i]) this.inc({ route }, edge.requests[i]!);
+          const n = edge.requests[i]! + carried(route, 'requests');
+          if (n) this.inc({ route }, n);
         });
       },
     });
-    this.waitingPages = new Counter({ name: 'svc_edge_waiting_pages_total', help: 'Waiting pages served for apps whose sandbox is waking or starting', registers });
+    const waitingPages = () => this.waitingPages + this.carried.waitingPages;
+    new Counter({
+      name: 'svc_edge_waiting_pages_total', help: 'Waiting pages served for apps whose sandbox is waking or starting', registers,
+      collect() {
+        this.reset();
+        this.inc(waitingPages());
+      },
+    });
     this.scans = new Counter({ name: 'svc_scans_total', help: 'Scan job attempts finished, by result (failed: the attempt threw and is retried, twice at most)', labelNames: ['result'], registers });
     this.scanSeconds = new Histogram({
       name: 'svc_scan_duration_seconds', help: 'Duration of one image scan job', registers,
@@ -178,8 +209,15 @@ export class ServiceMetrics {
     this.sources = sources;
   }
 
+  /** HAProxy owns the public port: its own traffic is read at each scrape and added to the edge's. */
+  carriedBy(read: () => Promise<DataPlaneTraffic>): void {
+    this.dataPlane = read;
+  }
+
   /** The scrape: Prometheus text format. */
   async scrape(): Promise<{ contentType: string; body: string }> {
+    // HAProxy restarting: its last counts stand (they only grow)
+    if (this.dataPlane) this.carried = await this.dataPlane().catch(() => this.carried);
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
@@ -221,7 +259,7 @@ export class ServiceMetrics {
   }
 
   waitingPage(): void {
-    this.waitingPages.inc();
+    this.waitingPages += 1;
   }
 
   /** A scan job ended: its result and findings (none for a failed job). */

@@ -114,6 +114,20 @@ export const SANDBOX_TUNNELS = 'st_tunnels';
  * Node (TlsProof): only their engine connections go through HAProxy, carried from the start.
  */
 export const ENGINE_CLIENTS = 'st_engine_clients';
+/**
+ * The public frontend's backend for each route kind HAProxy carries itself (its counters are the
+ * public port's: ops/metrics.ts adds them to Node's); every other connection goes to Node (be_node),
+ * which counts it.
+ */
+export const PUBLIC_BACKENDS = {
+  'app-http': 'be_apps',
+  registry: 'be_registry_tls',
+  shell: 'be_shells',
+  'app-tcp': 'be_tcp_twins',
+  engine: ENGINE_TABLE,
+} as const;
+/** Blob requests the registry front let go straight to the upstream registry. */
+export const REGISTRY_UPSTREAM_BACKEND = 'be_registry_upstream';
 /** `<client address>|<sandbox>` → that client's shell and TCP twin connections through HAProxy, from their ClientHello. */
 const CLIENT_TUNNELS = 'st_client_tunnels';
 /** The same, from the end of their TLS handshake: the difference is what is still in a handshake. */
@@ -193,9 +207,11 @@ frontend public
     tcp-request content set-var(sess.node_tunnels) var(sess.sandbox),table_gpc0(${SANDBOX_TUNNELS}) if { var(sess.engine) -m found }
     tcp-request content reject if { var(sess.engine) -m found } { var(sess.sandbox),table_conn_cur(${SANDBOX_TUNNELS}),add(sess.engines),add(sess.node_tunnels) ge ${o.tunnelsPerSandbox} }
     tcp-request content accept if { req.ssl_hello_type 1 }
-    use_backend be_tunnels if { var(sess.tunnel) -m found }
-    use_backend ${ENGINE_TABLE} if { var(sess.engine) -m found }
-    use_backend be_apps if { req.ssl_sni,lower,map(${f.appsMap}) -m found } || { req.ssl_sni,lower -m str registry.${o.domain} }
+    use_backend ${PUBLIC_BACKENDS['app-tcp']} if { var(sess.tunnel),field(4,|) -m str tcp }
+    use_backend ${PUBLIC_BACKENDS.shell} if { var(sess.tunnel) -m found }
+    use_backend ${PUBLIC_BACKENDS.engine} if { var(sess.engine) -m found }
+    use_backend ${PUBLIC_BACKENDS['app-http']} if { req.ssl_sni,lower,map(${f.appsMap}) -m found }
+    use_backend ${PUBLIC_BACKENDS.registry} if { req.ssl_sni,lower -m str registry.${o.domain} }
     default_backend be_node
 
 backend ${ENGINE_TABLE}
@@ -221,7 +237,12 @@ backend ${CLIENT_ENGINES}
 backend ${SANDBOX_TUNNELS}
     stick-table type string len 64 size 100k expire 1h store conn_cur,gpc0,gpc1
 
-backend be_tunnels
+# shells and TCP twins apart, apps and the registry apart: one backend per route kind, for the metrics
+backend ${PUBLIC_BACKENDS.shell}
+    mode tcp
+    server inner unix@${f.tunnelsSocket} send-proxy-v2
+
+backend ${PUBLIC_BACKENDS['app-tcp']}
     mode tcp
     server inner unix@${f.tunnelsSocket} send-proxy-v2
 
@@ -261,7 +282,11 @@ backend ${TCP_TABLE}
     tcp-request content set-dst-port var(sess.route),field(3,|)
     server sandbox 0.0.0.0:0
 
-backend be_apps
+backend ${PUBLIC_BACKENDS['app-http']}
+    mode tcp
+    server inner unix@${f.appsSocket} send-proxy-v2
+
+backend ${PUBLIC_BACKENDS.registry}
     mode tcp
     server inner unix@${f.appsSocket} send-proxy-v2
 
@@ -287,7 +312,7 @@ frontend apps_tls
 ${o.registryUpstream ? `    # a blob's bytes go straight to the upstream registry when the front, asked per request, says so
     http-request del-header ${REGISTRY_VERDICT_HEADER} if registry
     http-request lua.svc_registry_bypass unix@${f.nodeRegistryBypassSocket} if registry { method GET HEAD PATCH PUT } { path_reg ^/v2/.+/blobs/ } { req.fhdr_cnt(authorization) le 1 }
-    use_backend be_registry_upstream if registry { var(txn.registry_bypass) -m bool }
+    use_backend ${REGISTRY_UPSTREAM_BACKEND} if registry { var(txn.registry_bypass) -m bool }
 ` : ''}    use_backend be_node_registry if registry
     use_backend be_node_apps unless host_is_sni { var(txn.route) -m found }
     default_backend ${APP_TABLE}
@@ -326,7 +351,7 @@ backend be_node_registry
     server node unix@${f.nodeRegistrySocket} send-proxy-v2
 ${o.registryUpstream ? `
 # Blob bytes the front allowed: to the upstream registry, which has no auth of its own
-backend be_registry_upstream
+backend ${REGISTRY_UPSTREAM_BACKEND}
     mode http
     # the credentials the front checked stop here: the upstream needs none
     http-request del-header authorization

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import type { Logger } from '../../core/logger.ts';
+import type { DataPlaneTraffic } from '../../ops/metrics.ts';
 import type { EdgeBackend } from '../backend.ts';
 import type { EdgeCertificates } from '../certs/edge-certificates.ts';
 import { badGatewayPage, waitingPage } from '../pages/pages.ts';
@@ -10,6 +11,7 @@ import { dataPlaneFiles, renderHaproxyConfig, type DataPlaneFiles, type HaproxyC
 import { superviseHaproxy, type HaproxyProcess } from './haproxy-process.ts';
 import { RouteMirror } from './route-mirror.ts';
 import { makeRunFolder } from './run-folder.ts';
+import { DataPlaneTrafficReader } from './traffic-stats.ts';
 
 export interface HaproxyDataPlane {
   readonly files: DataPlaneFiles;
@@ -19,6 +21,8 @@ export interface HaproxyDataPlane {
   start(): Promise<{ port: number }>;
   /** HAProxy's pid (tests and the bench kill or measure it). */
   readonly pid: number | undefined;
+  /** What HAProxy carried itself since the service started (the edge's metrics add it to Node's counts). */
+  traffic(): Promise<DataPlaneTraffic>;
   close(): Promise<void>;
 }
 
@@ -51,6 +55,7 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
     shellProofMs: o.shellProofMs,
     logger: log,
   });
+  const traffic = new DataPlaneTrafficReader(() => proc?.api ?? null, () => proc?.pid);
 
   return {
     files,
@@ -58,6 +63,7 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
     get pid() {
       return proc?.pid;
     },
+    traffic: () => traffic.read(),
     async start() {
       const port = o.port || (await freePort(o.host));
       await mirror.writeDefaultCertificate();

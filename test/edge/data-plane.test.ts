@@ -183,12 +183,20 @@ describe('the HAProxy data plane', () => {
   it('HAProxy killed: the service starts it again with its routes, requests fail for at most a few seconds', async () => {
     const dp = edge.edge.dataPlane!;
     const pid = dp.pid!;
+    for (let i = 0; i < 2; i++) assert.equal((await curl(edge.port, 'svc-dq-web.localhost', '/', edge.caFile)).status, 200); // Node, then HAProxy
+    const counted = (await dp.traffic()).routes['app-http']!;
+    assert.ok(counted.requests > 0 && counted.connections > 0 && counted.bytesOut > 0, 'the requests HAProxy served are in the metrics');
     execFileSync('kill', ['-9', String(pid)]);
     const t0 = Date.now();
     await eventually(async () => dp.pid !== pid && (await curl(edge.port, 'svc-dq-web.localhost', '/', edge.caFile)).status === 200, 'answers again', 5_000, 20);
     const down = Date.now() - t0;
     assert.ok(down < 3_000, `down for ${down} ms`);
     await eventually(async () => mapHas(engineMap, 'svc-dpe-engine.localhost'), 'the routes restored', 2_000, 10);
+    // a request before the maps were restored went to Node; this one HAProxy serves
+    await eventually(async () => mapHas(appsMap, 'svc-dq-web.localhost'), 'the app route restored', 2_000, 10);
+    assert.equal((await curl(edge.port, 'svc-dq-web.localhost', '/', edge.caFile)).status, 200);
+    const after = (await dp.traffic()).routes['app-http']!;
+    assert.ok(after.requests > counted.requests && after.bytesOut > counted.bytesOut, 'the metrics count on across the restart');
   });
 });
 
@@ -260,9 +268,14 @@ describe('the HAProxy data plane: shell and TCP twin tunnels', () => {
     await eventually(async () => mapHas('svc-dt-db-tcp.localhost'), 'the TCP twin in the tunnel map', 2_000, 10);
     await closeAll();
     backend.activity.length = 0;
+    const counted = await edge.edge.dataPlane!.traffic();
     const s = await tunnel('svc-dt-db-tcp.localhost'); // rejectUnauthorized: the certificate names it
     assert.ok(s, 'through HAProxy');
     assert.equal((await api.table('be_tunnel')).get('svc-dt')?.conn_cur, 1, 'HAProxy carries it');
+    const now = await edge.edge.dataPlane!.traffic();
+    assert.equal(now.routes['app-tcp']!.connections, counted.routes['app-tcp']!.connections + 1, 'a TCP twin in the metrics');
+    assert.equal(now.routes['app-tcp']!.open, 1);
+    assert.equal(now.routes.shell!.connections, counted.routes.shell!.connections, 'not a shell');
     for (let i = 0; i < 6; i++) { s.write('more'); await sleep(250); }
     assert.ok(backend.activity.includes('svc-dt'), 'bytes of a live TCP twin count within a second');
     await closeAll();

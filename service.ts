@@ -142,14 +142,16 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     passwordSignIn: config.passwordSignIn,
     sseHeartbeatMs: config.sseHeartbeatMs,
     ops: {
-      readiness: () => readiness(serviceChecks({ redis, store, sandboxEngine: runtime, registryUpstream: registry.upstream })),
+      readiness: () => readiness(serviceChecks({ redis, store, sandboxEngine: runtime, registryUpstream: registry.upstream, dataPlane: () => edge?.dataPlane })),
       metrics,
     },
   });
   await api.ready();
   // sandboxes reach the service's public port (registry pushes from inside), and nothing else of the host
   const closePort = await openServicePort(config.httpsPort);
-  const edge = await startEdge({
+  // /readyz answers from here on (the operator port), but is not ready before the public port is open
+  let edge: Edge | undefined;
+  edge = await startEdge({
     config,
     backend: new LifecycleEdgeBackend(lifecycle, apps, wakeLimits, logger),
     api: api.server,

@@ -163,7 +163,7 @@ export interface Edge {
   readonly httpPort: number | null;
   readonly certificates: EdgeCertificates;
   /** HAProxy's process while it is the data plane (its pid changes when it is restarted), else null. */
-  readonly dataPlane: Pick<HaproxyDataPlane, 'pid' | 'files' | 'traffic'> | null;
+  readonly dataPlane: Pick<HaproxyDataPlane, 'pid' | 'files' | 'traffic' | 'ping'> | null;
   /** Stops listening and drops every open connection. */
   close(): Promise<void>;
 }

@@ -36,12 +36,17 @@ async function outcome(check: () => Promise<unknown>, timeoutMs: number): Promis
   }
 }
 
-/** What the service's checks look at: its Redis connection, store, sandbox engine and registry upstream. */
+/** What the service's checks look at: its Redis connection, store, sandbox engine, registry upstream and data plane. */
 export interface ServiceParts {
   redis: { status: string; ping(): Promise<unknown> };
   store: { sandboxes: { get(name: string): Promise<unknown> } };
   sandboxEngine: { ping(): Promise<unknown> };
   registryUpstream: { fetch(path: string, init?: { signal?: AbortSignal }): Promise<Response> };
+  /**
+   * Who owns the public port, once the edge listens (undefined before): `ping` asks HAProxy's
+   * Runtime API; null when Node's edge owns it itself (then this process answering is the check).
+   */
+  dataPlane: () => { ping(): Promise<unknown> } | null | undefined;
 }
 
 export function serviceChecks(parts: ServiceParts): ReadinessCheck[] {
@@ -63,6 +68,14 @@ export function serviceChecks(parts: ServiceParts): ReadinessCheck[] {
         const res = await parts.registryUpstream.fetch('/v2/', { signal: AbortSignal.timeout(CHECK_TIMEOUT_MS) });
         await res.arrayBuffer();
         if (res.status >= 500) throw new Error(`answers ${res.status}`);
+      },
+    },
+    {
+      name: 'data_plane',
+      check: async () => {
+        const dataPlane = parts.dataPlane();
+        if (dataPlane === undefined) throw new Error('the public port is not open yet');
+        await dataPlane?.ping();
       },
     },
   ];

@@ -23,6 +23,8 @@ export interface HaproxyDataPlane {
   readonly pid: number | undefined;
   /** What HAProxy carried itself since the service started (the edge's metrics add it to Node's counts). */
   traffic(): Promise<DataPlaneTraffic>;
+  /** Resolves when HAProxy's Runtime API answers (readiness); throws saying what is wrong otherwise. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -64,6 +66,10 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
       return proc?.pid;
     },
     traffic: () => traffic.read(),
+    async ping() {
+      if (!proc) throw new Error('HAProxy has not started');
+      if (!(await proc.api.send('show info')).includes('Name: HAProxy')) throw new Error('HAProxy\'s Runtime API answers, but not as HAProxy');
+    },
     async start() {
       const port = o.port || (await freePort(o.host));
       await mirror.writeDefaultCertificate();

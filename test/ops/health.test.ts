@@ -46,7 +46,7 @@ test('/healthz and /readyz answer on the operator port and through the public po
     assert.deepEqual(await get('/healthz'), { status: 200, body: { ok: true } });
     assert.deepEqual(await get('/readyz'), {
       status: 200,
-      body: { ready: true, checks: { redis: 'ok', store: 'ok', sandbox_engine: 'ok', registry_upstream: 'ok' } },
+      body: { ready: true, checks: { redis: 'ok', store: 'ok', sandbox_engine: 'ok', registry_upstream: 'ok', data_plane: 'ok' } },
     });
   }
 });
@@ -60,7 +60,7 @@ test('/readyz turns not-ready naming Redis when its Redis stops, and ready again
   assert.equal(down.body.ready, false);
   assert.notEqual(down.body.checks.redis, 'ok');
   assert.match(down.body.checks.redis, /not connected|no answer|ECONNREFUSED/);
-  assert.deepEqual({ ...down.body.checks, redis: 'ok' }, { redis: 'ok', store: 'ok', sandbox_engine: 'ok', registry_upstream: 'ok' }, 'only Redis is named');
+  assert.deepEqual({ ...down.body.checks, redis: 'ok' }, { redis: 'ok', store: 'ok', sandbox_engine: 'ok', registry_upstream: 'ok', data_plane: 'ok' }, 'only Redis is named');
   // alive all the while: a supervisor must not restart the process for its Redis
   assert.equal((await t.api('GET', '/healthz', undefined)).status, 200);
   assert.equal((await viaEdge('/readyz')).status, 503);
@@ -71,6 +71,28 @@ test('/readyz turns not-ready naming Redis when its Redis stops, and ready again
     return res.status === 200 ? res : null;
   }, '/readyz to answer 200 again', 30_000, 200);
   assert.equal(back.body.ready, true);
+});
+
+test('/readyz turns not-ready naming the data plane while HAProxy does not answer, and ready again when it does', async () => {
+  const dataPlane = t.service.edge.dataPlane;
+  if (!dataPlane) {
+    // SVC_DATA_PLANE=node: this process owns the public port, and answering is its check
+    assert.equal((await t.api('GET', '/readyz', undefined)).body.checks.data_plane, 'ok');
+    return;
+  }
+  // stopped, not killed: the supervisor restarts a dead HAProxy, but only readiness sees a hung one
+  const pid = dataPlane.pid!;
+  process.kill(pid, 'SIGSTOP');
+  try {
+    const down = await t.api('GET', '/readyz', undefined);
+    assert.equal(down.status, 503);
+    assert.deepEqual({ ...down.body.checks, data_plane: 'ok' }, { redis: 'ok', store: 'ok', sandbox_engine: 'ok', registry_upstream: 'ok', data_plane: 'ok' }, 'only the data plane is named');
+    assert.match(down.body.checks.data_plane, /no answer within/);
+  } finally {
+    process.kill(pid, 'SIGCONT');
+  }
+  assert.equal((await t.api('GET', '/readyz', undefined)).status, 200);
+  assert.equal(dataPlane.pid, pid, 'the same HAProxy');
 });
 
 test('/metrics: open on the operator port; through the public port only with an admin token not limited to a sandbox', async () => {

@@ -8,12 +8,11 @@ import { promisify } from 'node:util';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { testHostsDown, testHostsUp } from '../../harness/test-hosts.ts';
 import { MOVE_STALE_MS } from '../../lifecycle/move.ts';
+import { containersOn, hostDocker, moveTools, volumesOn } from '../helpers/moving.ts';
 import { svcCli, svcCliBackground } from '../helpers/svc-cli.ts';
 
 const run = promisify(execFile);
 
-/** The engine of test host i, as the test reaches it on this machine (scripts/test-hosts.sh). */
-const hostDocker = (i: number, ...args: string[]) => run('docker', ['-H', `unix:///run/svc-host-${i}.sock`, ...args]);
 /** Kills test host i's engine as a crash of that machine would (its dockerd, SIGKILL); testHostsUp starts it again. */
 const killEngine = (i: number) => process.kill(Number(fs.readFileSync(`/run/svc-host-${i}.pid`, 'utf8')), 'SIGKILL');
 
@@ -31,16 +30,7 @@ describe('moving one sandbox, interrupted (svc hosts move)', () => {
   let bigSum = '';
   let dir = '';
 
-  const exec = async (name: string, script: string) => {
-    const r = await t.service.runtime.exec.run(name, ['sh', '-c', script]);
-    assert.equal(r.exitCode, 0, r.stderr);
-    return r.stdout.toString().trim();
-  };
-  const placement = async (name: string) => (await t.service.store.hosts.placementOf(name)) ?? 'local';
-  const cli = (...args: string[]) => svcCli(t.config, ...args);
-  /** The sandbox's volumes on test host i (their names); its containers there (ids). */
-  const volumesOn = async (i: number, name: string) => (await hostDocker(i, 'volume', 'ls', '-q', '--filter', `label=svc.sandbox=${name}`)).stdout.trim();
-  const containersOn = async (i: number, name: string) => (await hostDocker(i, 'ps', '-aq', '--filter', `label=svc.sandbox=${name}`)).stdout.trim();
+  const { exec, placement, cli } = moveTools(() => t);
   /** `svc hosts move` of the big one, stopped at its first copied bytes by `interrupt`; answers its exit code and output. */
   const interruptedMove = async (to: string, interrupt: () => Promise<void> | void) => {
     const mover = svcCliBackground(t.config, 'hosts', 'move', names.big, '--to', to);

@@ -9,13 +9,12 @@ import { EngineCli } from '../../harness/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { testHostsDown, testHostsUp } from '../../harness/test-hosts.ts';
 import { MOVE_STALE_MS } from '../../lifecycle/move.ts';
-import { svcCli, svcCliBackground } from '../helpers/svc-cli.ts';
+import { containersOn, hostDocker, moveTools, volumesOn } from '../helpers/moving.ts';
+import { svcCliBackground } from '../helpers/svc-cli.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
 
-/** The engine of test host i, as the test reaches it on this machine (scripts/test-hosts.sh). */
-const hostDocker = (i: number, ...args: string[]) => run('docker', ['-H', `unix:///run/svc-host-${i}.sock`, ...args]);
 
 /**
  * `svc hosts evacuate` on two runner hosts on this machine (scripts/test-hosts.sh): every sandbox of
@@ -32,13 +31,7 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
   let bigSum = '';
   let dir = '';
 
-  const exec = async (name: string, script: string) => {
-    const r = await t.service.runtime.exec.run(name, ['sh', '-c', script]);
-    assert.equal(r.exitCode, 0, r.stderr);
-    return r.stdout.toString().trim();
-  };
-  const placement = async (name: string) => (await t.service.store.hosts.placementOf(name)) ?? 'local';
-  const cli = (...args: string[]) => svcCli(t.config, ...args);
+  const { exec, placement, cli } = moveTools(() => t);
   const xattrs = (name: string) => exec(name, 'getfattr -h -d -m - -e hex /root/work/capable /root/work/file.txt');
   let xattrsBefore = '';
 
@@ -147,8 +140,8 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
     assert.equal(res.status, 200, answerOf(res));
     assert.equal(await exec(names.big, 'sha256sum /root/big'), bigSum, 'the big file intact');
     // the old host keeps nothing of it: no volume, no helper
-    assert.equal((await hostDocker(1, 'volume', 'ls', '-q', '--filter', `label=svc.sandbox=${names.big}`)).stdout.trim(), '');
-    assert.equal((await hostDocker(1, 'ps', '-aq', '--filter', `label=svc.sandbox=${names.big}`)).stdout.trim(), '');
+    assert.equal(await volumesOn(1, names.big), '');
+    assert.equal(await containersOn(1, names.big), '');
   });
 
   it('runs the moved sandboxes on host two with their files (owners as inside), inner image and inner container', async () => {
@@ -157,7 +150,7 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
       const res = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
       assert.equal(res.status, 200, answerOf(res));
       assert.match((await t.service.lifecycle.status(name)).address ?? '', /^10\.218\./, 'an address of host two\'s pool');
-      assert.equal((await hostDocker(1, 'volume', 'ls', '-q', '--filter', `label=svc.sandbox=${name}`)).stdout.trim(), '', 'nothing left on host one');
+      assert.equal(await volumesOn(1, name), '', 'nothing left on host one');
     }
     for (const name of [names.running, names.asleep]) {
       assert.equal(await exec(name, 'cat /root/work/file.txt'), `work-of-${name}`);

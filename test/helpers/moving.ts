@@ -1,0 +1,28 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { TestService } from '../../harness/service.ts';
+import { svcCli } from './svc-cli.ts';
+
+const run = promisify(execFile);
+
+/** The engine of test host i, as a test reaches it on this machine (scripts/test-hosts.sh). */
+export const hostDocker = (i: number, ...args: string[]) => run('docker', ['-H', `unix:///run/svc-host-${i}.sock`, ...args]);
+
+/** A sandbox's volumes (names) and containers (ids) on test host i, one per line. */
+export const volumesOn = async (i: number, name: string) => (await hostDocker(i, 'volume', 'ls', '-q', '--filter', `label=svc.sandbox=${name}`)).stdout.trim();
+export const containersOn = async (i: number, name: string) => (await hostDocker(i, 'ps', '-aq', '--filter', `label=svc.sandbox=${name}`)).stdout.trim();
+
+/** What the move tests ask of a test service: a script run in a sandbox, where a sandbox is placed, `npx svc …`. */
+export function moveTools(t: () => TestService) {
+  return {
+    /** Runs `script` in the sandbox (sh -c) and answers its stdout; a non-zero exit fails the test. */
+    exec: async (name: string, script: string) => {
+      const r = await t().service.runtime.exec.run(name, ['sh', '-c', script]);
+      assert.equal(r.exitCode, 0, r.stderr);
+      return r.stdout.toString().trim();
+    },
+    placement: async (name: string) => (await t().service.store.hosts.placementOf(name)) ?? 'local',
+    cli: (...args: string[]) => svcCli(t().config, ...args),
+  };
+}

@@ -125,13 +125,18 @@ export async function moveSandbox(deps: MoveDeps, name: string, opts: MoveOption
   await deps.runtime.ensureImage(from, fromEngine);
   await deps.runtime.ensureImage(to, toEngine);
   const [need, free] = await Promise.all([fromEngine!.volumeBytes(name), toEngine!.freeBytes(name)]);
-  if (need > free - deps.freeReserveBytes) {
-    throw new errors.Conflict(`sandbox "${name}" takes ${mb(need)} MB on "${from}", and host "${to}" has ${mb(free)} MB free on its engine's data root ` +
+  // other copies to the same host take their whole size, however much of it they wrote already
+  // (counted twice for that part: a refusal too many, never a full disk)
+  const others = (await deps.store.hosts.moves()).filter((m) => m.move.phase === 'copying' && m.move.to === to);
+  const taken = others.reduce((n, m) => n + (m.move.bytes ?? 0), 0);
+  if (need > free - taken - deps.freeReserveBytes) {
+    const under = taken ? `, ${mb(taken)} MB of it taken by ${others.length} move${others.length > 1 ? 's' : ''} under way there (${others.map((m) => m.move.sandbox).join(', ')})` : '';
+    throw new errors.Conflict(`sandbox "${name}" takes ${mb(need)} MB on "${from}", and host "${to}" has ${mb(free)} MB free on its engine's data root${under} ` +
       `(it keeps ${mb(deps.freeReserveBytes)} MB free, SVC_MOVE_FREE_RESERVE_MB): not moved`);
   }
   const now = new Date().toISOString();
   const move: MoveRecord = {
-    sandbox: name, from, to, phase: 'copying', owner: OWNER, heartbeat_at: now, started_at: now,
+    sandbox: name, from, to, phase: 'copying', owner: OWNER, heartbeat_at: now, started_at: now, bytes: need,
     ...(opts.deadlineMs !== undefined ? { deadline_ms: opts.deadlineMs } : {}),
   };
   if (!(await deps.store.hosts.beginMove(move))) throw new errors.Conflict(`sandbox "${name}" has an unfinished move; a reconcile pass finishes it`);

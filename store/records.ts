@@ -131,4 +131,6 @@ export interface MoveRecord {
   note?: string;
   /** The deadline the move was started with (svc hosts move --deadline), which a process taking it over keeps. */
   deadline_ms?: number;
+  /** What the copy writes on `to` (the source's volumes, du): other moves to `to` count it as taken. */
+  bytes?: number;
 }

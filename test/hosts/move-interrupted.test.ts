@@ -157,6 +157,18 @@ describe('moving one sandbox, interrupted (svc hosts move)', () => {
     assert.equal(mover.child.exitCode, null, mover.output());
     mover.signal('SIGSTOP');
     try {
+      // another move to the same host counts this copy's whole size as taken: the small one's need
+      // and the host's free space first (refused: it would keep all it has), then a reserve it would
+      // fit within on its own, but not beside the copy under way
+      const tooFull = await svcCli({ ...t.config, env: { SVC_MOVE_FREE_RESERVE_MB: '100000000' } }, 'hosts', 'move', names.small, '--to', 'test-1');
+      const [, needs, free] = /takes (\d+) MB on "test-2", and host "test-1" has (\d+) MB free/.exec(tooFull.stderr) ?? [];
+      assert.ok(needs && free, tooFull.stderr);
+      const reserve = Number(free) - Number(needs) - 100;
+      const beside = await svcCli({ ...t.config, env: { SVC_MOVE_FREE_RESERVE_MB: String(reserve) } }, 'hosts', 'move', names.small, '--to', 'test-1');
+      assert.equal(beside.code, 1, beside.stdout);
+      assert.match(beside.stderr, new RegExp(`has \\d+ MB free on its engine's data root, (\\d+) MB of it taken by 1 move under way there \\(${names.big}\\) \\(it keeps ${reserve} MB free`));
+      assert.ok(Number(/(\d+) MB of it taken/.exec(beside.stderr)![1]) >= 200, 'the whole size of the big one');
+      assert.equal(await placement(names.small), 'test-2');
       const [paused] = (await t.service.store.hosts.moves()).map((m) => m.move);
       await new Promise((r) => setTimeout(r, MOVE_STALE_MS - (Date.now() - Date.parse(paused!.heartbeat_at)) + 500));
       await t.service.lifecycle.reconcile();

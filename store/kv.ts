@@ -60,8 +60,23 @@ export class Collection<T> {
 
   async getMany(keys: ReadonlyArray<readonly string[]>): Promise<Array<T | undefined>> {
     if (keys.length === 0) return [];
-    const values = await this.kv.get(keys.map(keyOf));
-    return values.map((v) => v ?? undefined);
+    if (this.backend.dialect === 'postgres') {
+      const values = await this.kv.get(keys.map(keyOf));
+      return values.map((v) => v ?? undefined);
+    }
+    // @keyv/sqlite's getMany looks each key up in the rows found (n² comparisons: 12.5 M on the event
+    // loop for 5,000 sandboxes): the same query here, the rows found kept by key
+    const wanted = keys.map((parts) => `${this.namespace}:${keyOf(parts)}`);
+    const rows = await this.backend.rawQuery(`SELECT key, value FROM ${this.backend.tableRef} WHERE key IN (SELECT value FROM json_each(?))`, [JSON.stringify(wanted)]);
+    const found = new Map((rows as Array<{ key: string; value: string }>).map((r) => [r.key, r.value]));
+    return Promise.all(wanted.map(async (key) => {
+      const raw = found.get(key);
+      if (raw === undefined) return undefined;
+      const data = await this.kv.deserializeData<T>(raw);
+      // no value of the store expires (none is written with a ttl); keyv's rule all the same
+      if (!data || data.value === undefined || data.value === null || (typeof data.expires === 'number' && Date.now() > data.expires)) return undefined;
+      return data.value;
+    }));
   }
 
   async set(parts: readonly string[], value: T): Promise<void> {

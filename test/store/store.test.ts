@@ -225,6 +225,24 @@ function suite(backend: BackendName): void {
       assert.deepEqual(await store.sandboxes.getMany([]), []);
     });
 
+    test('Collection.getMany: values in the order asked, undefined where none, exact keys only (no pattern, no case folding), 5,000 at once', async () => {
+      const b = await Backend.open(t.url, { table: t.table });
+      try {
+        const c = await b.collection<{ n: number }>(`many-${randomUUID().slice(0, 8)}`);
+        await c.set(['a_b'], { n: 1 });
+        await c.set(['A%B', 'x'], { n: 2 });
+        assert.deepEqual(await c.getMany([['A%B', 'x'], ['aXb'], ['a_b'], ['a_B'], ['A%B']]), [{ n: 2 }, undefined, { n: 1 }, undefined, undefined]);
+        const many = Array.from({ length: 5000 }, (_, i) => [`k${i}`]);
+        await b.write(many.filter((_, i) => i % 2 === 0).map((parts, i) => ({ collection: c, parts, value: { n: i } })));
+        const found = await c.getMany(many);
+        assert.equal(found.length, 5000);
+        assert.deepEqual(found.slice(0, 4), [{ n: 0 }, undefined, { n: 1 }, undefined]);
+        assert.equal(found.filter(Boolean).length, 2500);
+      } finally {
+        await b.close();
+      }
+    });
+
     test('Backend.write: writes sharing rows in opposite orders never deadlock (PostgreSQL locks rows in VALUES order)', async () => {
       const b = await Backend.open(t.url, { table: t.table });
       try {

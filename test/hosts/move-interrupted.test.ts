@@ -20,8 +20,8 @@ const killEngine = (i: number) => process.kill(Number(fs.readFileSync(`/run/svc-
  * `svc hosts move` on two runner hosts on this machine (scripts/test-hosts.sh), of a sandbox with 200 MB
  * moved back and forth: bad input and a target without room change nothing; a deadline passed, a copy
  * that differs in an extended attribute, either host's engine killed mid-copy all roll back with nothing
- * lost; a mover paused past the take-over commits nothing. (Apart from move.test.ts: a test file has
- * 10 minutes.)
+ * lost; a mover paused past the take-over commits nothing; evacuate goes on past a failed move. (Apart
+ * from move.test.ts: a test file has 10 minutes.)
  */
 describe('moving one sandbox, interrupted (svc hosts move)', () => {
   let t: TestService;
@@ -199,5 +199,23 @@ describe('moving one sandbox, interrupted (svc hosts move)', () => {
     const res = await t.api('POST', `/api/sandboxes/${names.small}/start`, alice.token);
     assert.equal(res.status, 200, answerOf(res));
     assert.equal(await exec(names.small, 'cat /root/work/file.txt'), `work-of-small`);
+  });
+
+  it('evacuate goes on after a move that missed its deadline: each one tried and named, both left whole where they were', async () => {
+    assert.equal((await cli('hosts', 'drain', 'test-1')).code, 0);
+    // sorted by name: the small one first, then the big one (200 MB never moves within 1 s; nor does a running sandbox's take-down)
+    const evacuated = await cli('hosts', 'evacuate', 'test-1', '--deadline', '1s');
+    assert.equal(evacuated.code, 1, evacuated.stdout);
+    const rolledBack = (name: string) => new RegExp(`^${name}: move test-1 → test-2 rolled back, the sandbox stays on test-1: the move did not finish within its deadline of 1 s$`, 'm');
+    assert.match(evacuated.stdout, rolledBack(names.small));
+    assert.match(evacuated.stdout, rolledBack(names.big));
+    assert.ok(evacuated.stdout.search(rolledBack(names.small)) < evacuated.stdout.search(rolledBack(names.big)), 'the big one tried after the small one failed');
+    assert.match(evacuated.stdout, new RegExp(`^test-1: 0 sandbox\\(es\\) moved, 2 not \\(${names.small}, ${names.big}, above\\)`, 'm'));
+    await eventually(async () => (await t.service.store.hosts.moves()).length === 0, 'the partial copies removed');
+    assert.deepEqual([await placement(names.small), await placement(names.big)], ['test-1', 'test-1']);
+    assert.deepEqual([await volumesOn(2, names.small), await volumesOn(2, names.big)], ['', '']);
+    assert.equal((await cli('hosts', 'undrain', 'test-1')).code, 0);
+    assert.equal((await t.api('POST', `/api/sandboxes/${names.big}/start`, alice.token)).status, 200);
+    assert.equal(await exec(names.big, 'sha256sum /root/big'), bigSum);
   });
 });

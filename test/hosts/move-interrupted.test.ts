@@ -206,7 +206,7 @@ describe('moving one sandbox, interrupted (svc hosts move)', () => {
     // sorted by name: the small one first, then the big one (200 MB never moves within 1 s; nor does a running sandbox's take-down)
     const evacuated = await cli('hosts', 'evacuate', 'test-1', '--deadline', '1s');
     assert.equal(evacuated.code, 1, evacuated.stdout);
-    const rolledBack = (name: string) => new RegExp(`^${name}: move test-1 → test-2 rolled back, the sandbox stays on test-1: the move did not finish within its deadline of 1 s$`, 'm');
+    const rolledBack = (name: string) => new RegExp(`^${name}: move test-1 → test-2 rolled back, the sandbox stays on test-1: the move did not finish within its deadline of 1 s \\(svc hosts move --deadline, SVC_MOVE_DEADLINE\\)$`, 'm');
     assert.match(evacuated.stdout, rolledBack(names.small));
     assert.match(evacuated.stdout, rolledBack(names.big));
     assert.ok(evacuated.stdout.search(rolledBack(names.small)) < evacuated.stdout.search(rolledBack(names.big)), 'the big one tried after the small one failed');

@@ -202,8 +202,10 @@ describe('moving one sandbox, interrupted (svc hosts move)', () => {
   });
 
   it('evacuate goes on after a move that missed its deadline: each one tried and named, both left whole where they were', async () => {
+    // sorted by name: the small one first, then the big one; with 100 MB more the small one's move cannot
+    // end within 1 s either (its 0.2 MB alone moved in 1.0 s once)
+    await exec(names.small, 'head -c 100000000 /dev/urandom > /root/filler');
     assert.equal((await cli('hosts', 'drain', 'test-1')).code, 0);
-    // sorted by name: the small one first, then the big one (200 MB never moves within 1 s; nor does a running sandbox's take-down)
     const evacuated = await cli('hosts', 'evacuate', 'test-1', '--deadline', '1s');
     assert.equal(evacuated.code, 1, evacuated.stdout);
     const rolledBack = (name: string) => new RegExp(`^${name}: move test-1 → test-2 rolled back, the sandbox stays on test-1: the move did not finish within its deadline of 1 s \\(svc hosts move --deadline, SVC_MOVE_DEADLINE\\)$`, 'm');

@@ -66,7 +66,7 @@ export class Collection<T> {
     }
     // @keyv/sqlite's getMany looks each key up in the rows found (n² comparisons: 12.5 M on the event
     // loop for 5,000 sandboxes): the same query here, the rows found kept by key
-    const wanted = keys.map((parts) => `${this.namespace}:${keyOf(parts)}`);
+    const wanted = keys.map((parts) => this.rowKey(parts));
     const rows = await this.backend.rawQuery(`SELECT key, value FROM ${this.backend.tableRef} WHERE key IN (SELECT value FROM json_each(?))`, [JSON.stringify(wanted)]);
     const found = new Map((rows as Array<{ key: string; value: string }>).map((r) => [r.key, r.value]));
     return Promise.all(wanted.map(async (key) => {
@@ -91,7 +91,12 @@ export class Collection<T> {
   async row(parts: readonly string[], value: T): Promise<{ key: string; serialized: string }> {
     const serialized = await this.kv.serializeData({ value, expires: undefined });
     if (typeof serialized !== 'string') throw new Error('keyv serializer did not produce a string');
-    return { key: `${this.namespace}:${keyOf(parts)}`, serialized };
+    return { key: this.rowKey(parts), serialized };
+  }
+
+  /** The key of `parts` in the table, as keyv writes it: `<namespace>:<key>`. */
+  private rowKey(parts: readonly string[]): string {
+    return `${this.namespace}:${keyOf(parts)}`;
   }
 
   /** Writes the value only if the key does not exist yet; true if this call wrote it. Atomic in the database. */

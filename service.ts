@@ -7,32 +7,24 @@ import type { Redis } from 'ioredis';
 import { buildApi } from './api/app.ts';
 import { SignInGuard } from './api/sign-in-guard.ts';
 import { AuditOnce } from './api/audit-once.ts';
-import { WebSessions } from './accounts/index.ts';
-import { Admission } from './accounts/admission.ts';
-import { quotaDefaults } from './accounts/quotas.ts';
-import { AuditLog } from './accounts/audit.ts';
-import { OidcSignIn } from './accounts/oidc.ts';
+import { Admission, AuditLog, OidcSignIn, quotaDefaults, WebSessions } from './accounts/index.ts';
 import { addressesOf } from './core/addresses.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
-import { applyRunnerPools, IdleSessions, Lifecycle, openDockerRuntime, openHostSet, SshKeyMarks, procNetTcp, startLifecycleWorker, type SandboxRuntime } from './lifecycle/index.ts';
+import type { SandboxCounts, ServiceMetrics } from './core/metrics.ts';
+import {
+  applyRunnerPools, AppDirectory, IdleSessions, Lifecycle, LifecycleEdgeBackend, openDockerRuntime, openHostSet, Peers, SandboxUsage, SshKeyMarks, procNetTcp,
+  startLifecycleWorker, WakeLimits, type SandboxRuntime,
+} from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
-import { AppDirectory } from './lifecycle/apps/app-directory.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
 import { SandboxCommands } from './exec/index.ts';
-import { SandboxUsage } from './lifecycle/usage.ts';
-import { LifecycleEdgeBackend } from './lifecycle/edge-backend.ts';
 import { RedisLeases } from './core/redis-lease.ts';
-import { WakeLimits } from './lifecycle/wake-limits.ts';
-import { Peers } from './lifecycle/peers.ts';
 import { requireHaproxy, serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
 import { startRegistry, type Registry } from './registry/index.ts';
-import { ServiceMetrics, type SandboxCounts } from './ops/metrics.ts';
-import { readiness, serviceChecks } from './ops/health.ts';
-import { countingStoreErrors } from './ops/store-errors.ts';
-import { startScanning, type Scanning } from './scanner/index.ts';
-import { loadRulesFile } from './scanner/operator-rules.ts';
+import { countingStoreErrors, PromMetrics, readiness, serviceChecks } from './monitoring/index.ts';
+import { loadRulesFile, startScanning, type Scanning } from './scanner/index.ts';
 
 export interface Service {
   config: Config;
@@ -62,7 +54,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   // whatever mode an operator pre-created it with.
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   fs.chmodSync(config.dataDir, 0o700);
-  const metrics = config.metrics ? new ServiceMetrics() : undefined;
+  const metrics = config.metrics ? new PromMetrics() : undefined;
   const redis: Redis = createRedis(config.redisUrl);
   const workerRedis: Redis = createRedis(config.redisUrl);
   for (const connection of [redis, workerRedis]) connection.on('error', () => metrics?.redisError());

@@ -1,7 +1,6 @@
 import { errors } from '../core/errors.ts';
 import type { Caller } from './tokens.ts';
-import type { SandboxRecord } from '../store/records.ts';
-import type { Store } from '../store/index.ts';
+import type { SandboxRecord, Store } from '../store/index.ts';
 
 /** What a caller wants to do with a sandbox; decides the rules of spec section 5. */
 export type SandboxAction = 'use' | 'configure' | 'delete';

@@ -1,7 +1,6 @@
 import type { Redis } from 'ioredis';
 import { errors } from '../core/errors.ts';
-import type { Store } from '../store/index.ts';
-import type { SandboxRecord, UserRecord } from '../store/records.ts';
+import type { Store, SandboxRecord, UserRecord } from '../store/index.ts';
 import type { RedisLeases } from '../core/redis-lease.ts';
 import { describeQuota, effectiveQuotas, type QuotaValues } from './quotas.ts';
 

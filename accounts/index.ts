@@ -1,4 +1,4 @@
-export { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
+export { generatePassword, hashPassword, verifyPassword } from '../core/passwords.ts';
 export {
   createUser, resetPassword, changePassword, verifyUserPassword, requireUserByName, updateUser, validateUserName, publicUser, recordSignIn, setDisabled,
   type NewUser,
@@ -13,3 +13,7 @@ export {
 } from './ssh-keys.ts';
 export { authorizeSandbox, forbidLimited, type SandboxAction } from './access.ts';
 export { WebSessions, csrfMatches, SESSION_TTL_MS, type WebSession } from './web-sessions.ts';
+export { Admission, type AdmissionDeps, type HostCapacity, type Usage } from './admission.ts';
+export { QUOTA_NAMES, describeQuota, quotaDefaults, effectiveQuotas, checkQuota, setQuotas, type QuotaName, type QuotaValues } from './quotas.ts';
+export { AuditLog, actorOf, withAuditActor, type AuditActor, type AuditEntry } from './audit.ts';
+export { OidcSignIn, SsoRefused } from './oidc.ts';

@@ -4,7 +4,7 @@ import * as oidc from 'openid-client';
 import type { OidcConfig } from '../core/config.ts';
 import { errors } from '../core/errors.ts';
 import type { Store, UserRecord } from '../store/index.ts';
-import { generatePassword, hashPassword } from './passwords.ts';
+import { generatePassword, hashPassword } from '../core/passwords.ts';
 import { updateUser, validateUserName } from './users.ts';
 
 /** A sign-in started here must come back within this time. */

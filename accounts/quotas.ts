@@ -1,7 +1,6 @@
 import type { Config } from '../core/config.ts';
 import { errors } from '../core/errors.ts';
-import type { Store } from '../store/index.ts';
-import type { QuotaValues, UserRecord } from '../store/records.ts';
+import type { Store, QuotaValues, UserRecord } from '../store/index.ts';
 import { requireUserByName, updateUser } from './users.ts';
 
 export type { QuotaValues };

@@ -1,7 +1,6 @@
 import { createHash, createPublicKey, randomUUID, type JsonWebKey } from 'node:crypto';
 import { errors } from '../core/errors.ts';
-import type { Store } from '../store/index.ts';
-import type { SshKeyRecord } from '../store/records.ts';
+import type { Store, SshKeyRecord } from '../store/index.ts';
 import { updateUser } from './users.ts';
 
 /**

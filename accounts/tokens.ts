@@ -1,7 +1,6 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { errors } from '../core/errors.ts';
-import type { Store } from '../store/index.ts';
-import type { TokenRecord, UserRecord } from '../store/records.ts';
+import type { Store, TokenRecord, UserRecord } from '../store/index.ts';
 
 export const TOKEN_PREFIX = 'svc_';
 /** What a disabled account's tokens and sessions are told (401). */

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { errors } from '../core/errors.ts';
-import type { Store } from '../store/index.ts';
-import type { UserRecord } from '../store/records.ts';
-import { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
+import type { Store, UserRecord } from '../store/index.ts';
+import { generatePassword, hashPassword, verifyPassword } from '../core/passwords.ts';
 
 /** 1-40 characters: lowercase letters, digits, `.`, `_`, `-`; starts and ends with a letter or digit. */
 const USER_NAME = /^[a-z0-9](?:[a-z0-9._-]{0,38}[a-z0-9])?$/;

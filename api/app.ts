@@ -41,8 +41,8 @@ import { auditPlugin } from './plugins/audit.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { metricsPlugin } from './plugins/metrics.ts';
 import { opsRoutes } from './routes/ops.ts';
-import type { Readiness } from '../ops/health.ts';
-import type { ServiceMetrics } from '../ops/metrics.ts';
+import type { Readiness } from '../monitoring/index.ts';
+import type { ServiceMetrics } from '../core/metrics.ts';
 import { oidcRoutes } from './routes/oidc.ts';
 import type { OidcSignIn } from '../accounts/oidc.ts';
 

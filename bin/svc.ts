@@ -43,7 +43,7 @@ import { restoreBackup, writeBackup } from '../ops/backup.ts';
 import { redactUrl } from '../store/kv.ts';
 import { addHost, listHosts, openMoves, progressLine, removeHost, setDrained, writeHostFiles } from '../ops/hosts.ts';
 import { evacuateHost, moveSandbox } from '../lifecycle/move.ts';
-import { finiteDuration } from '../lifecycle/durations.ts';
+import { finiteDuration } from '../core/durations.ts';
 import { readFile } from 'node:fs/promises';
 
 const USAGE = `usage:

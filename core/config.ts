@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { finiteDuration } from '../lifecycle/durations.ts';
+import { finiteDuration } from './durations.ts';
 
 /** Service configuration, read once from the environment (design.md, "Contracts: Operator"). */
 export interface Config {

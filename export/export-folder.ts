@@ -1,5 +1,5 @@
 import { isLocalDomain, type Addresses } from '../core/addresses.ts';
-import type { EngineCerts } from '../store/records.ts';
+import type { EngineCerts } from '../store/index.ts';
 import type { ManagerAccess } from './manager-access.ts';
 import type { ZipEntry } from './zip.ts';
 

@@ -1,4 +1,4 @@
-import type { SandboxRecord } from '../store/records.ts';
+import type { SandboxRecord } from '../store/index.ts';
 
 /**
  * What an export folder says about the sandbox's management tool (spec 1.7): its address and an

@@ -1,4 +1,4 @@
-import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../lifecycle/apps/app-labels.ts';
+import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../core/compose-labels.ts';
 import type { Lifecycle } from '../lifecycle/index.ts';
 
 /** A row of GET volumes (spec 2.4). */

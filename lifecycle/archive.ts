@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { SandboxRecord } from '../store/records.ts';
+import type { SandboxRecord } from '../store/index.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
 import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 

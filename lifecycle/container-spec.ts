@@ -1,5 +1,5 @@
 import type { Config } from '../core/config.ts';
-import type { SandboxRecord, UserRecord } from '../store/records.ts';
+import type { SandboxRecord, UserRecord } from '../store/index.ts';
 import type { ContainerSpec } from './runtime/sandbox-runtime.ts';
 
 /**

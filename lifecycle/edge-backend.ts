@@ -1,4 +1,4 @@
-import type { EdgeBackend, ResolvedApp, ResolvedSandbox } from '../edge/backend.ts';
+import type { EdgeBackend, ResolvedApp, ResolvedSandbox } from '../edge/index.ts';
 import type { Logger } from '../core/logger.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
 import type { Lifecycle } from './controller.ts';

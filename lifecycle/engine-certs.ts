@@ -1,4 +1,4 @@
-import type { EngineCerts } from '../store/records.ts';
+import type { EngineCerts } from '../store/index.ts';
 import { ALG, generateKeys, privateKeyPem, randomSerial, x509 } from '../core/x509.ts';
 
 const TEN_YEARS_MS = 10 * 365 * 86_400_000;

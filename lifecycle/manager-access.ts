@@ -1,6 +1,6 @@
 import type { Config } from '../core/config.ts';
 import type { Logger } from '../core/logger.ts';
-import type { SandboxRecord } from '../store/records.ts';
+import type { SandboxRecord } from '../store/index.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
 import type { AppEntry } from './apps/app-labels.ts';
 import { installManager, MANAGER_PORT, mintManagerKey, TOOL_MANAGER, waitForTool } from './manager-tool.ts';

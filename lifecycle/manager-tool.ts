@@ -1,5 +1,5 @@
 import type Docker from 'dockerode';
-import { hashPassword } from '../accounts/passwords.ts';
+import { hashPassword } from '../core/passwords.ts';
 import { boundedRequest } from '../core/bounded-request.ts';
 import { pollUntil } from '../core/poll.ts';
 import { COMPOSE_PROJECT, COMPOSE_SERVICE, SUBDOMAIN_LABEL } from './apps/app-labels.ts';

@@ -7,8 +7,7 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { errors } from '../core/errors.ts';
 import type { Logger } from '../core/logger.ts';
-import { LOCAL_HOST, type Store } from '../store/index.ts';
-import type { MoveRecord } from '../store/records.ts';
+import { LOCAL_HOST, type Store, type MoveRecord } from '../store/index.ts';
 import type { DockerRuntime } from './runtime/docker-runtime.ts';
 import type { HostSetRuntime } from './runtime/host-set-runtime.ts';
 

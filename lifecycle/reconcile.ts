@@ -1,7 +1,6 @@
 import type { Logger } from '../core/logger.ts';
 import type { LifecycleQueue } from '../queue/index.ts';
-import type { Store } from '../store/index.ts';
-import type { SandboxRecord } from '../store/records.ts';
+import type { Store, SandboxRecord } from '../store/index.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
 import type { RuntimeState, SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import type { IdleSessions } from './sessions.ts';

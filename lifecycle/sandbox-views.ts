@@ -1,6 +1,5 @@
 import type { Config } from '../core/config.ts';
-import type { Store } from '../store/index.ts';
-import type { SandboxRecord } from '../store/records.ts';
+import type { Store, SandboxRecord } from '../store/index.ts';
 import { probe, type AppDirectory } from './apps/app-directory.ts';
 import type { AppEntry } from './apps/app-labels.ts';
 import { managerExtras } from './manager-access.ts';

@@ -1,4 +1,4 @@
-import type { SandboxRecord } from '../store/records.ts';
+import type { SandboxRecord } from '../store/index.ts';
 import { parseDuration } from './durations.ts';
 import type { SandboxStatus } from '../core/sandbox-status.ts';
 import type { SandboxState } from './runtime/sandbox-runtime.ts';

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { errors } from '../core/errors.ts';
-import type { ServiceMetrics } from '../ops/metrics.ts';
+import type { ServiceMetrics } from '../core/metrics.ts';
 
 const HOUR_MS = 3_600_000;
 

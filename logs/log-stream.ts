@@ -3,7 +3,7 @@ import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
 import { FrameReader } from '../core/engine-frames.ts';
 import { onJsonLines } from '../core/json-lines.ts';
-import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../lifecycle/apps/app-labels.ts';
+import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../core/compose-labels.ts';
 
 /** Lines are held this long and released in timestamp order, so event ids only grow. */
 const DEFAULT_HOLD_MS = 250;

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
 import { FrameReader } from '../core/engine-frames.ts';
-import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../lifecycle/apps/app-labels.ts';
+import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../core/compose-labels.ts';
 import { MAX_LINE, parseTime, type LogEvent } from './log-stream.ts';
 
 export const MAX_RECENT_LINES = 2000;

@@ -1,7 +1,7 @@
 import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { verifyPassword } from '../accounts/passwords.ts';
+import { verifyPassword } from '../core/passwords.ts';
 import { PortainerError } from './portainer.ts';
 import type { ManagerState } from './state.ts';
 

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { boundedRequest } from '../core/bounded-request.ts';
-import { COMPOSE_PROJECT as PROJECT_LABEL } from '../lifecycle/apps/app-labels.ts';
+import { COMPOSE_PROJECT as PROJECT_LABEL } from '../core/compose-labels.ts';
 
 const MAX_LIST_BYTES = 16 * 1024 * 1024;
 

@@ -2,24 +2,16 @@
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import Docker from 'dockerode';
 import { pino } from 'pino';
 import type { Config } from '../core/config.ts';
-import type { Logger } from '../core/logger.ts';
 import { errors } from '../core/errors.ts';
 import { generateKeys, privateKeyPem, x509 } from '../core/x509.ts';
-import { issueCert, loadOrCreateServiceCa } from '../edge/certs/service-ca.ts';
-import { DockerRuntime } from '../lifecycle/runtime/docker-runtime.ts';
-import { engineClient } from '../lifecycle/runtime/engine-client.ts';
-import { applyRunnerPools, openHostSet, runtimeOptions } from '../lifecycle/runtime/open-docker-runtime.ts';
+import { issueCert, loadOrCreateServiceCa } from '../edge/index.ts';
 import { KeyedLock } from '../core/keyed-lock.ts';
 import { RedisLeases } from '../core/redis-lease.ts';
-import { publishUnwatch } from '../lifecycle/apps/app-directory.ts';
-import type { MoveDeps, MoveProgress } from '../lifecycle/move.ts';
-import { IdleSessions } from '../lifecycle/sessions.ts';
-import { createRedis } from '../queue/connection.ts';
-import { LOCAL_HOST, type Store } from '../store/index.ts';
-import type { HostRecord } from '../store/records.ts';
+import { applyRunnerPools, IdleSessions, moveDeps, operatorHostSet, publishUnwatch, type MoveDeps, type MoveProgress } from '../lifecycle/index.ts';
+import { createRedis } from '../queue/index.ts';
+import { LOCAL_HOST, type HostRecord, type Store } from '../store/index.ts';
 
 /** The engine port of a runner host (scripts/sandbox-engine.sh, SVC_ENGINE_TLS_DIR). */
 export const HOST_ENGINE_PORT = 2376;
@@ -148,15 +140,6 @@ export interface HostRow {
   networks?: number;
 }
 
-/** The hosts' engines as the service reaches them, for the command line (`hostDuties` stay the service's). */
-function hostSet(store: Store, config: Config, logger: Logger) {
-  // the sandbox engine as the service picks it; the main one in unisolated mode
-  const docker = config.sandboxRuntime === 'unisolated' ? new Docker() : engineClient(config.sandboxDockerHost);
-  const transferRoot = path.join(config.dataDir, 'transfer');
-  const local = new DockerRuntime(docker, { ...runtimeOptions(config, logger), hostDuties: false, transferRoot });
-  return openHostSet(local, store.hosts, config, logger, transferRoot);
-}
-
 /**
  * What `svc hosts evacuate` and `move` need to move sandboxes from the command line as a service process would
  * (lifecycle/move.ts): the hosts' engines, and the service's Redis for each sandbox's transition lease
@@ -168,18 +151,16 @@ export function openMoves(store: Store, config: Config): { deps: MoveDeps; close
   const lock = new KeyedLock(new RedisLeases(redis, `${config.redisPrefix}:lease`));
   const sessions = new IdleSessions(redis, config.redisPrefix);
   return {
-    deps: {
+    deps: moveDeps({
       store,
-      runtime: hostSet(store, config, logger),
+      runtime: operatorHostSet(store.hosts, config, logger),
       exclusive: (name, work) => lock.run(name, work),
       goingDown: async (name) => {
         await sessions.close(name);
         await publishUnwatch(redis, config.redisPrefix, name);
       },
       logger,
-      deadlineMs: config.moveDeadlineMs,
-      freeReserveBytes: config.moveFreeReserveMb * 1e6,
-    },
+    }, config),
     close: async () => { await redis.quit().catch(() => redis.disconnect()); },
   };
 }
@@ -198,7 +179,7 @@ export function progressLine(p: MoveProgress): string {
 
 /** Every host with its state and figures, the service's own machine first. */
 export async function listHosts(store: Store, config: Config): Promise<HostRow[]> {
-  const set = hostSet(store, config, pino({ level: 'silent' }));
+  const set = operatorHostSet(store.hosts, config, pino({ level: 'silent' }));
   const placements = await store.hosts.placements();
   const hostOf = (sandbox: string) => placements.get(sandbox) ?? LOCAL_HOST;
   const sandboxes = (await store.sandboxes.listAll()).filter((s) => !s.archived_at);

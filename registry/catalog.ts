@@ -1,7 +1,6 @@
 import { KeyedLock, type CrossProcessLock } from '../core/keyed-lock.ts';
 import type { Logger } from '../core/logger.ts';
-import type { RepoRecord, Store, VersionRecord } from '../store/index.ts';
-import { splitRepo } from '../store/registry.ts';
+import { type RepoRecord, type Store, type VersionRecord, splitRepo } from '../store/index.ts';
 import type { ParsedManifest } from '../oci/manifests.ts';
 
 /**

@@ -6,14 +6,13 @@ import { authorizeSandbox, type Principal } from '../accounts/index.ts';
 import type { Logger } from '../core/logger.ts';
 import { readBounded } from '../core/read-bounded.ts';
 import type { ScanQueue } from '../queue/scan-queue.ts';
-import type { Store } from '../store/index.ts';
-import { splitRepo } from '../store/registry.ts';
+import { type Store, splitRepo } from '../store/index.ts';
 import { RegistryAuth, SERVICE_NAME, TOKEN_TTL_SECONDS } from './auth.ts';
 import type { Catalog } from './catalog.ts';
 import { DIGEST, ManifestRejected, MAX_MANIFEST_BYTES, NAME, parseManifest, TAG } from '../oci/manifests.ts';
 import type { Upstream } from './upstream.ts';
-import type { ServiceMetrics } from '../ops/metrics.ts';
-import { REGISTRY_VERDICT_HEADER } from '../edge/dataplane/haproxy-config.ts';
+import type { ServiceMetrics } from '../core/metrics.ts';
+import { REGISTRY_VERDICT_HEADER, type RegistryBypassAnswer } from '../edge/index.ts';
 
 export interface RegistryFrontOptions {
   store: Store;
@@ -58,15 +57,6 @@ type Verdict =
   | { kind: 'challenge'; message: string; scope?: string }
   | { kind: 'refuse'; status: number; code: OciCode; message: string }
   | { kind: 'put-manifest' | 'delete-manifest'; repo: string; reference: string };
-
-/**
- * mayBypass's answer: let by, or not; then `verdict` names the verdict the front keeps for that
- * request, which comes to it next (REGISTRY_VERDICT_HEADER), so it is not decided twice.
- */
-export interface RegistryBypassAnswer {
-  bypass: boolean;
-  verdict?: string;
-}
 
 /** How long a verdict mayBypass gave waits for its request (HAProxy hands it to the front at once). */
 const KEPT_VERDICT_MS = 10_000;

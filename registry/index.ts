@@ -8,7 +8,7 @@ import { RegistryAuth } from './auth.ts';
 import { Catalog } from './catalog.ts';
 import { buildRegistryFront, type RegistryFront } from './front.ts';
 import { externalUpstream, spawnUpstream, type Upstream } from './upstream.ts';
-import type { ServiceMetrics } from '../ops/metrics.ts';
+import type { ServiceMetrics } from '../core/metrics.ts';
 
 export { buildRegistryFront, parseV2Path, type RegistryFront } from './front.ts';
 export { Catalog, decide } from './catalog.ts';

@@ -1,15 +1,17 @@
 import type { Worker } from 'bullmq';
 import type { Config } from '../core/config.ts';
 import type { Logger } from '../core/logger.ts';
-import type { ServiceMetrics } from '../ops/metrics.ts';
-import { createRedis } from '../queue/connection.ts';
-import type { ScanJob } from '../queue/scan-queue.ts';
+import type { ServiceMetrics } from '../core/metrics.ts';
+import { createRedis, type ScanJob } from '../queue/index.ts';
 import type { Store } from '../store/index.ts';
 import { ImageScanner, type BlobSource, type VersionSink } from './image-scanner.ts';
 import type { RuleSet } from './rule-set.ts';
 import { startScanWorkers } from './worker.ts';
 
 export { ImageScanner, type BlobSource, type VersionSink } from './image-scanner.ts';
+export { builtInRuleList, type RuleSet } from './rule-set.ts';
+export { PATH_RULES } from './rules.ts';
+export { loadRulesFile } from './operator-rules.ts';
 
 export interface Scanning {
   scanner: ImageScanner;

@@ -1,9 +1,9 @@
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../core/logger.ts';
-import { SCAN_QUEUE, type ScanJob } from '../queue/scan-queue.ts';
+import { SCAN_QUEUE, type ScanJob } from '../queue/index.ts';
 import type { ImageScanner } from './image-scanner.ts';
-import type { ServiceMetrics } from '../ops/metrics.ts';
+import type { ServiceMetrics } from '../core/metrics.ts';
 
 /**
  * Scan workers: BullMQ consumers of the scan queue. Scale with `concurrency` here, and with more

@@ -9,12 +9,13 @@ import { storeLock } from './lock.ts';
 import { auditStore, type AuditStore } from './audit.ts';
 import { hostStore, type HostStore } from './hosts.ts';
 
-export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts, HostRecord } from './records.ts';
+export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts, HostRecord, MoveRecord, QuotaValues } from './records.ts';
 export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore, HostStore };
 export { LOCAL_HOST } from './hosts.ts';
 export type { ServiceKeyName } from './service-keys.ts';
 export type { AuditStore, AuditRow, AuditFilter, AuditPage } from './audit.ts';
 export type { RegistryStore, RepoRecord, VersionRecord, LayerScanRecord, Finding, ScanState, ScanProgress } from './registry.ts';
+export { splitRepo } from './registry.ts';
 
 export interface Store {
   users: UserStore;

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import type { ServiceMetrics } from '../../ops/metrics.ts';
+import type { ServiceMetrics } from '../../core/metrics.ts';
 
 /** Counts every answered request by method, route pattern (never the raw path) and status. */
 export const metricsPlugin = fp(

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { errors } from '../../core/errors.ts';
-import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../../lifecycle/apps/app-labels.ts';
+import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../../core/compose-labels.ts';
 import type { Lifecycle } from '../../lifecycle/index.ts';
 import type { SandboxUsage } from '../../lifecycle/usage.ts';
 import type { Store } from '../../store/index.ts';

@@ -3,8 +3,8 @@ import { Type } from '@sinclair/typebox';
 import type { TLSSocket } from 'node:tls';
 import { authenticate } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
-import type { Readiness } from '../../ops/health.ts';
-import type { ServiceMetrics } from '../../ops/metrics.ts';
+import type { Readiness } from '../../monitoring/index.ts';
+import type { ServiceMetrics } from '../../core/metrics.ts';
 import type { Store } from '../../store/index.ts';
 import { errorResponses } from '../schemas/common.ts';
 

@@ -10,12 +10,12 @@
  *
  * Every lane answers {id, cpuUs} to {id, op: 'cpu'} (its process's CPU time so far), and 'ready' once
  * up. 'profile-start' and 'profile-stop' sample its CPU (V8's profiler) and answer which share of
- * the busy samples ran metrics code (prom-client, ops/metrics.ts, the GC observer's callbacks) and
+ * the busy samples ran metrics code (prom-client, monitoring/prom-metrics.ts, the GC observer's callbacks) and
  * which share went to garbage collection.
  */
 import inspector from 'node:inspector/promises';
 import autocannon from 'autocannon';
-import { ServiceMetrics } from '../../ops/metrics.ts';
+import { PromMetrics } from '../../monitoring/index.ts';
 import { startTestEdge, TestBackend } from '../../harness/edge.ts';
 import { openEdgeSandbox } from '../../harness/edge-sandbox.ts';
 import { startTestService } from '../../harness/service.ts';
@@ -96,7 +96,7 @@ async function main(): Promise<void> {
     const [appPort, label, mode] = args;
     const backend = new TestBackend();
     backend.addApp(label!, 'svc-bench', { host: '127.0.0.1', port: Number(appPort) });
-    const edge = await startTestEdge(backend, mode === 'on' ? { metrics: new ServiceMetrics() } : {});
+    const edge = await startTestEdge(backend, mode === 'on' ? { metrics: new PromMetrics() } : {});
     handle = async () => ({});
     close = () => edge.close();
     ready = { port: edge.port };

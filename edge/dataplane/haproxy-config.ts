@@ -116,7 +116,7 @@ export const SANDBOX_TUNNELS = 'st_tunnels';
 export const ENGINE_CLIENTS = 'st_engine_clients';
 /**
  * The public frontend's backend for each route kind HAProxy carries itself (its counters are the
- * public port's: ops/metrics.ts adds them to Node's); every other connection goes to Node (be_node),
+ * public port's: monitoring/prom-metrics.ts adds them to Node's); every other connection goes to Node (be_node),
  * which counts it.
  */
 export const PUBLIC_BACKENDS = {

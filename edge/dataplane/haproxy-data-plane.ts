@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import type { Logger } from '../../core/logger.ts';
-import type { DataPlaneTraffic } from '../../ops/metrics.ts';
+import type { DataPlaneTraffic } from '../../core/metrics.ts';
 import type { EdgeBackend } from '../backend.ts';
 import type { EdgeCertificates } from '../certs/edge-certificates.ts';
 import { badGatewayPage, waitingPage } from '../pages/pages.ts';

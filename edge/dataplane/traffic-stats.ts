@@ -1,4 +1,4 @@
-import type { DataPlaneTraffic, RouteTraffic } from '../../ops/metrics.ts';
+import type { DataPlaneTraffic, RouteTraffic } from '../../core/metrics.ts';
 import { APP_TABLE, PUBLIC_BACKENDS, REGISTRY_UPSTREAM_BACKEND } from './haproxy-config.ts';
 import type { RuntimeApi } from './runtime-api.ts';
 

@@ -17,7 +17,7 @@ import {
   WAITING_HEADER,
   type Page,
 } from '../pages/pages.ts';
-import type { ServiceMetrics } from '../../ops/metrics.ts';
+import type { ServiceMetrics } from '../../core/metrics.ts';
 import { sendPage, writeRawPage } from '../pages/respond.ts';
 import type { ActivityMeter } from './activity.ts';
 import { hostWithoutPort, requestHeadersForApp, responseHeadersObject, type ForwardedFor } from './headers.ts';

@@ -1,8 +1,7 @@
+import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../../core/compose-labels.ts';
 import { isSandboxName, NAME_PREFIX, shortName } from '../names.ts';
 
-/** Compose labels the engine puts on a service's containers. */
-export const COMPOSE_PROJECT = 'com.docker.compose.project';
-export const COMPOSE_SERVICE = 'com.docker.compose.service';
+export { COMPOSE_PROJECT, COMPOSE_SERVICE };
 /** The user's own label choosing the app's address (spec 4.3, 1). */
 export const SUBDOMAIN_LABEL = 'tunnel.subdomain';
 /** Carried by a tool's image (the management tool: `manager`); containers inherit it. */

@@ -8,7 +8,7 @@ import { isIPv4 } from 'node:net';
 import type { SandboxRuntimeMode } from '../../core/config.ts';
 import { onJsonLines } from '../../core/json-lines.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { EngineCerts } from '../../store/records.ts';
+import type { EngineCerts } from '../../store/index.ts';
 import { resourceNames } from '../names.ts';
 import { shortenArpRetries } from './arp-retries.ts';
 import { delegateCgroups } from './cgroup-delegation.ts';

@@ -3,8 +3,7 @@ import type Docker from 'dockerode';
 import type { Logger } from '../../core/logger.ts';
 import { errors } from '../../core/errors.ts';
 import { SingleFlight } from '../../core/keyed-lock.ts';
-import { LOCAL_HOST, type HostStore } from '../../store/hosts.ts';
-import type { EngineCerts, HostRecord } from '../../store/records.ts';
+import { LOCAL_HOST, type HostStore, type EngineCerts, type HostRecord } from '../../store/index.ts';
 import type { DockerRuntime, EngineCapacity } from './docker-runtime.ts';
 import { ImageSync } from './image-sync.ts';
 import {

@@ -1,7 +1,7 @@
 import tls from 'node:tls';
 import Docker from 'dockerode';
 import { pollUntil } from '../../core/poll.ts';
-import type { EngineCerts } from '../../store/records.ts';
+import type { EngineCerts } from '../../store/index.ts';
 
 export const INNER_ENGINE_PORT = 2376;
 

@@ -2,7 +2,7 @@ import type { Duplex, Readable, Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import { errors } from '../../core/errors.ts';
 import type { EngineStatus } from '../../core/sandbox-status.ts';
-import type { EngineCerts } from '../../store/records.ts';
+import type { EngineCerts } from '../../store/index.ts';
 
 /**
  * What runs sandboxes, as the lifecycle, files, exec, logs and the composition root see it.

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createUser, publicUser, resetPassword, verifyUserPassword } from '../../accounts/index.ts';
-import { hashPassword, verifyPassword } from '../../accounts/passwords.ts';
+import { hashPassword, verifyPassword } from '../../core/passwords.ts';
 import type { Store } from '../../store/index.ts';
 import { openTestStore, type TestStore } from '../store/helpers.ts';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { hashPassword } from '../../accounts/passwords.ts';
+import { hashPassword } from '../../core/passwords.ts';
 import { call, docker, projectContainers, removeProjects, sleepers, waitForStatus } from './tool.ts';
 
 /** The tool's image as setup builds it (scripts/build-manager-image.sh), run on the host engine. */

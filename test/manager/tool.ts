@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { hashPassword } from '../../accounts/passwords.ts';
+import { hashPassword } from '../../core/passwords.ts';
 import { logger } from '../../core/logger.ts';
 import { buildManager } from '../../manager/server.ts';
 

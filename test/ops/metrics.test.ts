@@ -8,7 +8,7 @@ import { WAITING_HEADER, serviceCaPem } from '../../edge/index.ts';
 import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { gzip, LAYER_GZIP, LAYER_ZSTD, makeTar, OciClient, zstd } from '../../harness/oci.ts';
-import { ruleFamily } from '../../ops/metrics.ts';
+import { ruleFamily } from '../../monitoring/index.ts';
 import { SCAN_ATTEMPTS } from '../../queue/scan-queue.ts';
 
 const run = promisify(execFile);

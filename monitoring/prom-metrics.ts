@@ -1,13 +1,16 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { builtInRuleList } from '../scanner/rule-set.ts';
-import { PATH_RULES } from '../scanner/rules.ts';
+import {
+  EDGE_ROUTES, type DataPlaneTraffic, type EdgeRouteKind, type MetricsSources, type RouteTraffic, type ScanResult, type ServiceMetrics, type SleepKind, type WakeKind,
+} from '../core/metrics.ts';
+import { builtInRuleList, PATH_RULES } from '../scanner/index.ts';
 import type { ScanState } from '../store/index.ts';
 
 /**
- * Every metric of the service, defined here once (docs/operations.md lists them). service.ts makes
- * one ServiceMetrics and hands it to the parts; each part's instrumentation point is one call.
+ * Every metric of the service, defined here once (docs/operations.md lists them): the prom-client
+ * implementation of the metrics port (core/metrics.ts). service.ts makes one and hands it to the
+ * parts; each part's instrumentation point is one call.
  *
  * Labels are bounded by construction: route kinds, wake kinds and statuses are closed sets of the
  * code; API routes are Fastify's route patterns (never the path a client sent); rule families are
@@ -15,9 +18,6 @@ import type { ScanState } from '../store/index.ts';
  * label: those grow with the users, and per-sandbox figures are the API's business.
  */
 
-/** Route kinds of the edge (edge/router/host-router.ts); anything else is counted as `unknown`. */
-const EDGE_ROUTES = ['api', 'registry', 'app-http', 'app-tcp', 'engine', 'shell', 'unknown'] as const;
-export type EdgeRouteKind = (typeof EDGE_ROUTES)[number];
 const routeSlot = (kind: string) => {
   const i = (EDGE_ROUTES as readonly string[]).indexOf(kind);
   return i < 0 ? EDGE_ROUTES.indexOf('unknown') : i;
@@ -35,12 +35,8 @@ class EdgeCounts {
   readonly requests = new Float64Array(EDGE_ROUTES.length);
 }
 
-/** What a scan job ended with: its version's state, or `failed` when it threw (retried; after the last attempt the version is unscannable). */
+/** The results a scan job is counted under from the start (failed: it threw; after the last attempt the version is unscannable). */
 const SCAN_RESULTS = ['clean', 'flagged', 'unscannable', 'failed'] as const satisfies ReadonlyArray<ScanState | 'failed'>;
-/** How a wake began: from asleep (container stopped) or from deep sleep (container removed). */
-export type WakeKind = 'asleep' | 'deep_sleep';
-export type SleepKind = 'sleep' | 'deep_sleep';
-export type SandboxCounts = Record<'running' | 'asleep' | 'deep_sleep' | 'archived', number>;
 
 const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
@@ -51,33 +47,7 @@ export function ruleFamily(rule: string): string {
   return FAMILIES.get(rule) ?? 'other';
 }
 
-/** One route kind's traffic on the public port, as the edge counts it. */
-export interface RouteTraffic {
-  connections: number;
-  /** Connections open now. */
-  open: number;
-  bytesIn: number;
-  bytesOut: number;
-  requests: number;
-}
-
-/**
- * What the data plane (HAProxy) carried itself since the service started, by route kind; what it
- * handed to Node, Node counts. The edge's metrics are the sum.
- */
-export interface DataPlaneTraffic {
-  routes: Partial<Record<EdgeRouteKind, RouteTraffic>>;
-  waitingPages: number;
-}
-
-export interface MetricsSources {
-  /** Sandboxes by status, read at each scrape (store records against the engine's containers). */
-  sandboxes?: () => Promise<SandboxCounts>;
-  /** Scan jobs by state, read at each scrape (BullMQ's counts). */
-  scanQueue?: () => Promise<Record<string, number>>;
-}
-
-export class ServiceMetrics {
+export class PromMetrics implements ServiceMetrics {
   readonly registry = new Registry();
   private sources: MetricsSources = {};
   private readonly wakes: Counter<'kind'>;
@@ -263,7 +233,7 @@ export class ServiceMetrics {
   }
 
   /** A scan job ended: its result and findings (none for a failed job). */
-  scanDone(ms: number, result: ScanState | 'failed', rules: readonly string[] = []): void {
+  scanDone(ms: number, result: ScanResult, rules: readonly string[] = []): void {
     this.scans.inc({ result });
     this.scanSeconds.observe(ms / 1000);
     for (const rule of rules) this.findings.inc({ family: ruleFamily(rule) });

@@ -23,6 +23,7 @@ import type { Admission } from '../accounts/index.ts';
 import type { ServiceMetrics, WakeKind } from '../core/metrics.ts';
 import { deepSleepAt, engineHost, type SandboxSummary, type SandboxView } from './view.ts';
 import { finishArchive, newArchivePath } from './archive.ts';
+import { moveDeps } from './move-deps.ts';
 import { writeAuthorizedKeys } from './host-commands.ts';
 import { installManagerTool, managerAccess } from './manager-access.ts';
 import { reconcile } from './reconcile.ts';
@@ -412,7 +413,7 @@ export class Lifecycle {
 
   /** What a move (lifecycle/move.ts) needs of the state machine: the sandbox's lease, and forgetting it ran. */
   moveDeps(runtime: HostSetRuntime): MoveDeps {
-    return {
+    return moveDeps({
       store: this.deps.store,
       runtime,
       exclusive: (name, work) => this.exclusive(name, work),
@@ -422,9 +423,7 @@ export class Lifecycle {
         this.renewals.delete(name);
       },
       logger: this.log,
-      deadlineMs: this.deps.config.moveDeadlineMs,
-      freeReserveBytes: this.deps.config.moveFreeReserveMb * 1e6,
-    };
+    }, this.deps.config);
   }
 
   /**

@@ -17,6 +17,9 @@
 #                                          replaces /root/.ssh/authorized_keys at the container's
 #                                          first start (not at later starts, see below).
 #   SVC_ENTRYPOINT_TRACE=1                 print a timestamp per step (startup time matters: wake).
+#   SVC_CGROUP_HANDOVER=none               nobody hands this sandbox's cgroups over: do not wait for it
+#                                          (the Incus runtime: LXC gives the container's root its cgroups
+#                                          from the start; see docs/incus.md).
 # Arguments are passed on to dockerd.
 set -eu
 
@@ -93,7 +96,7 @@ setup_cgroup_v2() {
 # the rest (containerd only starts meanwhile): the fresh cgroup mounts below and dockerd need it, and
 # dockerd restarts inner containers only once, at its own start. The folder's owner tells: 0 once handed over, the overflow uid before.
 in_userns() { ! grep -qE '^ +0 +0 +4294967295$' /proc/self/uid_map; }
-if in_userns; then
+if in_userns && [ "${SVC_CGROUP_HANDOVER:-}" != none ]; then
     own_cgroup=/sys/fs/cgroup
     [ -f /sys/fs/cgroup/cgroup.controllers ] || own_cgroup=/sys/fs/cgroup/pids
     i=0

@@ -4,8 +4,9 @@
 # the sandbox image (svc-sandbox:latest) and the fixture images.
 #
 #   bash scripts/setup.sh           checks everything, installs and builds what is missing, then runs a
-#                                   container to prove the engine works and runs `svc doctor` (ops/doctor.ts)
+#                                   container to prove the engine works and runs `svc doctor` (operator/doctor.ts)
 #   bash scripts/setup.sh --ensure  the same without that last proof (run by `npm test` / `npm start`)
+#   SVC_RUNTIME=incus, or --incus   also Incus and the sandbox image in it (scripts/incus-host.sh, docs/incus.md)
 #
 # Idempotent: on a machine already set up either mode only checks (about half a second). Works without a
 # terminal (CI). Concurrent runs wait for each other (lock in /run/lock).
@@ -13,11 +14,14 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODE=full
+INCUS=0
+[ "${SVC_RUNTIME:-}" != incus ] || INCUS=1
 for a in "$@"; do
     case $a in
         --ensure) MODE=ensure ;;
-        -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
-        *) echo "usage: $0 [--ensure]" >&2; exit 2 ;;
+        --incus) INCUS=1 ;;
+        -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+        *) echo "usage: $0 [--ensure] [--incus]" >&2; exit 2 ;;
     esac
 done
 
@@ -316,10 +320,16 @@ if [ "$MODE" = full ]; then
         || fail "the Docker engine cannot run containers, see $DOCKERD_LOG"
 fi
 
+# --- Incus (only when asked) ---------------------------------------------------------------------------
+# The Incus runtime's daemon, pool, profile and the sandbox image as an Incus image (docs/incus.md).
+if [ $INCUS = 1 ]; then
+    bash "$ROOT/scripts/incus-host.sh" 9>&- || fail "Incus could not be set up (docs/incus.md)"
+fi
+
 # --- doctor --------------------------------------------------------------------------------------------
-# What the service itself needs of this host and its configuration (ops/doctor.ts), one line per check.
+# What the service itself needs of this host and its configuration (operator/doctor.ts), one line per check.
 if [ "$MODE" = full ]; then
-    (cd "$ROOT" && node_modules/.bin/tsx bin/svc.ts doctor 2>&1) | sed 's/^/[setup] doctor: /' \
+    (cd "$ROOT" && node_modules/.bin/tsx operator/svc.ts doctor 2>&1) | sed 's/^/[setup] doctor: /' \
         || fail "svc doctor: something the service needs is missing (FAIL lines above)"
 fi
 

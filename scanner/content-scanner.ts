@@ -41,8 +41,8 @@ export class ContentScanner {
   /** Per keyword, how far every rule it triggers has read. */
   private readonly covered: number[] = [];
 
-  constructor(private readonly rules: RuleSet, private readonly opts: { path?: string; settings?: boolean } = {}) {
-    this.index = opts.settings ? rules.settings : rules.general;
+  constructor(private readonly rules: RuleSet, private readonly opts: { path?: string } = {}) {
+    this.index = rules.general;
   }
 
   feed(chunk: Buffer): void {
@@ -119,9 +119,8 @@ export class ContentScanner {
     this.match(rule, view, from, to);
   }
 
-  /** Whether a rule reads this file at all (settings-only rules, operator rules with a path). */
+  /** Whether a rule reads this file at all (operator rules with a path). */
   private applies(rule: CompiledRule): boolean {
-    if (rule.scope === 'settings' && !this.opts.settings) return false;
     return !rule.path || (this.opts.path !== undefined && rule.path.test(this.opts.path));
   }
 
@@ -138,11 +137,16 @@ export class ContentScanner {
       const secret = m.groups?.secret ?? (rule.secretGroup !== undefined ? m[rule.secretGroup] : m.find((g, i) => i > 0 && g)) ?? m[0];
       const at = from + m.index;
       const line = () => view.lineText(at);
-      if (!this.rules.accepts(rule, secret, m, line, this.opts.path)) continue;
+      const confidence = this.rules.accepts(rule, secret, m, line, this.opts.path);
+      if (!confidence) {
+        // `key = process.env.API_KEY || "…"`: a rejected assignment may hold the one that counts.
+        if (rule.family === 'generic') re.lastIndex = m.index + 1;
+        continue;
+      }
       const fp = fingerprint(secret, rule.family);
       const seen = this.hits.get(fp);
       if (seen && !(seen.rule === 'generic-secret' && rule.id !== 'generic-secret')) continue;
-      this.hits.set(fp, { rule: rule.id, line: view.lineOf(at), fingerprint: fp });
+      this.hits.set(fp, { rule: rule.id, line: view.lineOf(at), fingerprint: fp, ...(confidence === 'low' ? { confidence } : {}) });
       if (this.hits.size >= MAX_HITS_PER_FILE) return;
     }
   }
@@ -216,7 +220,7 @@ function countFeeds(text: Buffer, from: number, to: number): number {
 }
 
 /** Scans one whole text (an Env entry, a history command, a small file). */
-export function scanText(rules: RuleSet, text: string | Buffer, opts: { path?: string; settings?: boolean } = {}): ContentHit[] {
+export function scanText(rules: RuleSet, text: string | Buffer, opts: { path?: string } = {}): ContentHit[] {
   const scanner = new ContentScanner(rules, opts);
   scanner.feed(typeof text === 'string' ? Buffer.from(text, 'utf8') : text);
   return scanner.end();

@@ -1,8 +1,16 @@
 /**
- * The generic assignment rule's judgement, after gitleaks' `generic-api-key`: a secret-like key
- * name assigned a value that looks generated. Read only in settings files, image Env and history:
- * source code assigns test fixtures and hashes to `*_key` names everywhere.
+ * The generic assignment rule's judgement: a name that says key, token, secret, password, auth,
+ * credential, client, api, access or private, assigned a value that looks generated. gitleaks'
+ * `generic-api-key` asks only for entropy; this one also asks the value not to be what code and
+ * configs assign to such names all day: identifiers and words, paths and file names, URLs,
+ * versions, hashes next to `sha`/`integrity`/`checksum`/`digest`, ids, numbers, references to
+ * other variables, placeholders. What is left is a finding; where the value is ambiguous (a bare
+ * hex hash, a UUID, a long number, a name that only says `key`) it is a `low` one, which keeps the
+ * image private all the same but tells the owner the scanner was not sure.
  */
+import { isPlaceholder } from './placeholders.ts';
+
+export type Confidence = 'high' | 'low';
 
 /** Shannon entropy of a string, in bits per character. */
 export function entropy(value: string): number {
@@ -13,31 +21,157 @@ export function entropy(value: string): number {
   return bits;
 }
 
-/** Entropy floor of a generic secret, gitleaks' value: `PORT=8080` or `changeme` style values stay below. */
-const GENERIC_ENTROPY_FLOOR = 3.5;
+/** Keywords that bring the rule to a place (the automaton's side); `words()` decides on the name. */
+export const GENERIC_KEYWORDS = ['key', 'token', 'secret', 'passw', 'pass', 'pwd', 'auth', 'credential', 'creds', 'client', 'api', 'access', 'private'];
 
-/** Key names that hold public or descriptive values: a GPG fingerprint, a key's file, a token's lifetime. */
-const PUBLIC_KEY_NAMES = /gpg|pgp|fingerprint|public|pub_?key|keyring|(?:[_.-]|^)(?:file|path|dir|url|uri|host|port|user|username|name|type|size|len|length|id|ttl|timeout|expiry|expires|header|method|mode|version|format|alg|algorithm|hash|sha\d*|md5|checksum)$/i;
-
-/** A value that looks generated, not a number, version, path, URL, word or a reference to another variable. */
-function isSecretValue(value: string): boolean {
-  if (/^[\d.:_+-]+$/.test(value)) return false; // numbers, versions, times
-  if (/^(?:\/|\.\.?\/|~)/.test(value)) return false; // paths
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return false; // URLs
-  if (/^[$%{<@]|\$\{|\$\(/.test(value)) return false; // $VAR, ${VAR}, %(x)s, {{ x }}, <placeholder>
-  if (!/[\d+/=!@#%^&*~]/.test(value)) return false; // words and identifiers (`session_cookie_name`), not generated
-  return entropy(value) >= GENERIC_ENTROPY_FLOOR;
+/** A name's words: `dbPassword`, `DB_PASSWORD`, `db.password`, `$env:DB_PASSWORD` → db, password. */
+function words(name: string): string[] {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter(Boolean);
 }
 
-/** Names that say the value is secret; a bare `key` or `auth` may name a cache key or a method. */
-const SECRET_NAMES = /secret|token|passw|pwd|api[_.-]?key|credential|private/i;
+/** Words that alone say the value is secret. */
+const STRONG_WORD = /^(?:secrets?|tokens?|passwords?|passwd|passwds|pwd|pass|passphrase|credentials?|creds|[a-z]*(?:secret|token|password|passwd|pwd|passphrase)|(?:api|secret|access|private|auth|master|signing|encryption|app|license|client|session|hmac|server|service|account|consumer|admin|shared|root)keys?)$/;
+/** Words that say key or access but may name a map key, a method, a client library. */
+const WEAK_WORD = /^(?:keys?|auth|authn|authz|api|access|client|private)$/;
+/** Names of values that are secret but not credentials: anti-forgery tokens are made per page. */
+const NOT_CREDENTIAL = /^(?:csrf|xsrf|authenticity|nonce|antiforgery|requestverificationtoken)$/;
+/** Two weak words that together say secret: `api_key`, `access_key`, `private_key`, `client_secret`. */
+const STRONG_PAIR = /(?:^| )(?:api|access|private|auth|secret|master|signing|encryption|client|app|bot|admin|service|account|webhook|consumer|session|jwt|hmac|license|deploy|integration|user|personal) keys?(?: |$)/;
+/** Words before `key` that make it a data key, not a secret: a primary key, a cache key. */
+const DATA_KEY = /(?:^| )(?:primary|foreign|sort|partition|cache|lookup|map|dict|hash|idempotency|row|range|hot|shortcut|unique|composite|object|bucket|translation|i18n|message|locale|route|group|cursor|dedup|react|storage|redis|s3|registry|reg|kv|index|schema|public|pub|gpg|pgp|ssh|host|known|dns|field|column|attr|attribute|query|search|sort|form|item|node|list|next|prev|parent|child|tree|row|cell)[ ]keys?(?: |$)/;
+/** Last words of names that hold something public or descriptive. */
+const DESCRIPTIVE_LAST = new Set([
+  'id', 'ids', 'uuid', 'guid', 'identifier', 'name', 'names', 'file', 'files', 'filename', 'path', 'paths', 'dir', 'url', 'uri', 'urls', 'endpoint',
+  'host', 'hostname', 'port', 'user', 'username', 'login', 'email', 'type', 'types', 'kind', 'size', 'len', 'length', 'ttl', 'timeout', 'expiry', 'expires',
+  'expiration', 'lifetime', 'age', 'header', 'headers', 'method', 'methods', 'mode', 'version', 'format', 'alg', 'algorithm', 'algo', 'hash', 'sha', 'sha1',
+  'sha256', 'sha512', 'md5', 'checksum', 'digest', 'integrity', 'fingerprint', 'count', 'index', 'idx', 'prefix', 'suffix', 'label', 'description', 'desc',
+  'hint', 'field', 'column', 'policy', 'scope', 'scopes', 'region', 'location', 'at', 'by', 'enabled', 'disabled', 'required', 'var', 'env', 'class', 'style',
+  'icon', 'color', 'title', 'text', 'message', 'msg', 'regex', 'pattern', 'template', 'placeholder', 'example', 'sample', 'min', 'max', 'limit', 'rate',
+  'level', 'status', 'state', 'list', 'map', 'table', 'store', 'storage', 'cache', 'attribute', 'attr', 'param', 'params', 'option', 'options', 'provider',
+  'strategy', 'source', 'target', 'field', 'length', 'bits', 'curve', 'usage', 'usages', 'issuer', 'audience', 'subject', 'location', 'validity', 'rotation',
+  'reference', 'ref', 'arn', 'alias', 'vault', 'mount', 'role', 'roles', 'permissions', 'grant', 'flow', 'uris', 'callback', 'redirect', 'base', 'domain',
+  'link', 'links', 'page', 'route', 'store', 'setting', 'settings', 'config', 'module', 'package', 'lib', 'library', 'plugin', 'service', 'handler', 'factory',
+  'pressed', 'down', 'up', 'code', 'event', 'events', 'binding', 'bindings', 'stroke', 'combo', 'pair', 'signatures', 'meshing', 'exchange', 'agreement',
+]);
+/** Words anywhere in a name that make it public. */
+const PUBLIC_WORD = /^(?:public|publishable|pub|pubkey|gpg|pgp|fingerprint|keyring|keyserver|keyid|keyboard|keycode|keystroke|keyword|keywords|keymap|keypress|keydown|keyup|keyframes?|is|has|use|enable|show|toggle|get|fetch|load|read|with|mock|fake|dummy|example|sample)$/;
 
-/** Values with the shape of a hash or an id: 32/40/64/128 hex digits, a UUID. */
-const HASH_OR_ID = /^(?:[a-f0-9]{32}|[a-f0-9]{40}|[a-f0-9]{64}|[a-f0-9]{128}|[A-F0-9]{32}|[A-F0-9]{40}|[A-F0-9]{64}|[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12})$/;
+/** How much a name says secret: `strong`, `weak`, or undefined (not a name this rule reads). */
+export function nameStrength(name: string): 'strong' | 'weak' | undefined {
+  const w = words(name);
+  if (w.length === 0 || w.length > 8) return undefined;
+  if (DESCRIPTIVE_LAST.has(w[w.length - 1]!) || w.some((x) => PUBLIC_WORD.test(x) || NOT_CREDENTIAL.test(x))) return undefined;
+  const joined = w.join(' ');
+  if (DATA_KEY.test(joined) && !w.some((x) => STRONG_WORD.test(x))) return undefined;
+  if (w.some((x) => STRONG_WORD.test(x)) || STRONG_PAIR.test(joined)) return 'strong';
+  if (w.some((x) => WEAK_WORD.test(x))) return 'weak';
+  return undefined;
+}
 
-/** Whether `name = value` is a generic secret assignment. */
-export function isGenericSecret(name: string, value: string): boolean {
-  if (PUBLIC_KEY_NAMES.test(name) || !isSecretValue(value)) return false;
-  // A hash or an id under a name that does not say secret: a cache key, a checksum, a request id.
-  return !HASH_OR_ID.test(value) || SECRET_NAMES.test(name);
+const VOWELS = /[aeiouy]/;
+
+/** Words of computing with few vowels, which the rule below would take for random letters. */
+const TECH_WORDS = new Set(['passwd', 'sysctl', 'systemd', 'tmpfs', 'nginx', 'https', 'sftp', 'ssh', 'html', 'xhtml', 'jwks', 'mysql', 'pgsql', 'psql', 'stdlib', 'cpp', 'src', 'dst', 'pkgs', 'pkg', 'cfg', 'msg']);
+
+/** A token that reads as a word or an abbreviation: vowels, no long consonant runs. */
+function wordLike(token: string): boolean {
+  if (token.length <= 1) return true;
+  if (/^[A-Z]{2,5}$/.test(token)) return true; // an acronym: AWS, HTTP, JSON
+  const t = token.toLowerCase();
+  if (TECH_WORDS.has(t)) return true;
+  if (!VOWELS.test(t)) return false;
+  if (/[^aeiouy]{5,}/.test(t)) return false;
+  const vowels = t.replace(/[^aeiouy]/g, '').length;
+  return t.length < 6 || (vowels / t.length >= 0.2 && vowels / t.length <= 0.7);
+}
+
+/**
+ * An identifier, a dotted reference or words: `aws_ec2_client_vpn_endpoint.client-vpn-endpoint.id`,
+ * `process.env.API_KEY`, `SessionTokenProvider`, `correct-horse-battery`. Few digits, and every
+ * letter run reads as a word.
+ */
+export function isWordy(value: string): boolean {
+  // Versions, dates and numbered parts (`0.15.0_20231217`, `_5_32`) are an identifier's, not randomness.
+  const v = value.replace(/\d+(?:[._]\d+)+/g, '.').replace(/(?:^|[._:/-])\d{1,8}(?=$|[._:/-])/g, '.');
+  const digits = v.replace(/[^0-9]/g, '').length;
+  if (digits > Math.max(2, v.length * 0.12)) return false;
+  const tokens = v.match(/[A-Z]?[a-z]+|[A-Z]+(?![a-z])/g) ?? [];
+  if (tokens.length === 0) return false;
+  let short = 0;
+  for (const t of tokens) {
+    if (t.length <= 3 && !(t.length === 3 && VOWELS.test(t.toLowerCase()))) short += 1; // abbreviations: k, db, mps, cfg
+    else if (!wordLike(t)) return false;
+  }
+  return short <= Math.max(2, tokens.length / 3);
+}
+
+/** Whether the value spells the name again (`FOO_KEY = "foo-key"`, `KeyPair = X25519.KeyPair`). */
+function echoesName(name: string, value: string): boolean {
+  const n = name.toLowerCase().replace(/[^a-z0-9]/g, '');
+  const v = value.toLowerCase().replace(/[^a-z0-9]/g, '');
+  return n.length >= 4 && (v.includes(n) || (v.length >= 6 && n.includes(v)));
+}
+
+/** A URL's part that looks like a token (a webhook's path, a key in the query): at least 20 random characters. */
+function urlCarriesToken(url: string): boolean {
+  if (/^[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:[^/\s@]{6,}@/i.test(url)) return true; // user:password@
+  return url.split(/[/?&=#]/).some((part) => part.length >= 20 && !isWordy(part) && !/^[a-f0-9]+$/i.test(part) && entropy(part) >= 3.5);
+}
+
+/** Values that only point somewhere else: variables, templates, calls, env lookups. */
+const REFERENCE = /^[$%@&*#{<[(]|\$\{|\$\(|\{\{|%\(|%[A-Z_]+%|^(?:var|vars|local|locals|data|module|each|inputs|steps|needs|github|matrix|secrets|env|ENV|process|os|config|settings|self|this|params|props|opts|options|ctx|context|cfg|conf|args|argv|req|request|window|document|globals?)\./;
+/** A version inside a value: `jjwt-jackson-0.11.2`, `slf4j-api:jar:1.7.8`. */
+const VERSION_INSIDE = /(?:^|[^A-Za-z0-9])v?\d{1,4}\.\d{1,4}(?:\.\d{1,4})?(?:$|[^A-Za-z0-9])|SNAPSHOT|RELEASE/;
+const URL = /^[a-z][a-z0-9+.-]{1,15}:\/\//i;
+const PATH = /^(?:\/|\.{1,2}\/|~\/|[A-Za-z]:\\)/;
+const FILE_NAME = /^[\w./-]+\.(?:pem|key|crt|cer|cert|csr|p12|pfx|jks|keystore|json|ya?ml|txt|der|pub|gpg|asc|conf|cfg|ini|env|js|mjs|ts|py|rb|go|sh|html?|css|xml|toml|log|lock|db|sqlite|csv|properties|tf|tfvars|jpe?g|png|gif|svg)$/i;
+const VERSION = /^v?\d+(?:\.\d+){1,3}(?:[-+~][0-9A-Za-z.-]*)?$/;
+const HASH_PREFIXED = /^(?:sha-?\d{0,3}|md5|blake2b?|xxh\d*)[-:=]/i;
+const HASH_CONTEXT = /sha-?\d{0,3}\b|sha\d|md5|hash|checksum|digest|integrity|etag|fingerprint|commit|revision|\brev\b|\bsum\b/i;
+const HEX_HASH = /^(?:[a-f0-9]{32}|[a-f0-9]{40}|[a-f0-9]{56}|[a-f0-9]{64}|[a-f0-9]{96}|[a-f0-9]{128}|[A-F0-9]{32}|[A-F0-9]{40}|[A-F0-9]{64}|[A-F0-9]{128})$/;
+const UUID = /^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$/i;
+const WORDS_FOR_NOTHING = /^(?:true|false|null|nil|none|undefined|yes|no|on|off|required|optional|disabled|enabled|empty|unset|todo|tbd|secret|password|token)$/i;
+
+/** Least entropy a random string of this length over its alphabet would usually reach. */
+function entropyFloor(length: number): number {
+  return Math.min(3.5, Math.log2(length) - 0.75);
+}
+
+/**
+ * Whether `value`, assigned to `name`, is a secret, and how sure: undefined when it is not one.
+ * `line` is the assignment's line (for a hash's context: `sha256 = …`, `"integrity": …`).
+ */
+export function judgeAssignment(name: string, value: string, line = ''): Confidence | undefined {
+  const strength = nameStrength(name);
+  if (!strength) return undefined;
+  // Minified code sets `.key=` on every element and object it builds: there only a name that says secret counts.
+  if (strength === 'weak' && line.length > 1000) return undefined;
+  const v = value;
+  const password = /pass|pwd/i.test(name);
+  if (v.length < (password ? 8 : 10) || v.length > 200) return undefined;
+  if (URL.test(v)) return urlCarriesToken(v) ? 'low' : undefined;
+  if (WORDS_FOR_NOTHING.test(v) || REFERENCE.test(v) || PATH.test(v) || FILE_NAME.test(v) || VERSION.test(v) || VERSION_INSIDE.test(v) || HASH_PREFIXED.test(v)) return undefined;
+  if (echoesName(name, v)) return undefined;
+  if (isPlaceholder(v) || /x{4,}|X{4,}|\*{3,}|\.{3}|^[-_.=+/]+$/.test(v)) return undefined;
+  if (/^[\d\s.:_+,-]+$/.test(v)) {
+    // A long number (a 32-digit client secret) is a secret's shape; ports, times, dates and phone numbers are not.
+    return /^\d{16,}$/.test(v) && entropy(v) >= 2.8 ? 'low' : undefined;
+  }
+  // A UUID whose name says id is an id (`request_id_key`); behind `*_KEY` it is Heroku's key shape.
+  // A bare `key` holding a UUID is a record's key.
+  if (UUID.test(v)) return words(name).some((w) => /^(?:id|ids|uuid|guid|identifier)$/.test(w)) || /^keys?$/i.test(name) ? undefined : 'low';
+  if (HEX_HASH.test(v)) return HASH_CONTEXT.test(name) || HASH_CONTEXT.test(line) ? undefined : strength === 'strong' ? 'high' : 'low';
+  if (isWordy(v)) return undefined;
+  const e = entropy(v);
+  const floor = entropyFloor(v.length);
+  if (e < floor - 0.6) return undefined;
+  const classes = [/[a-z]/, /[A-Z]/, /[0-9]/, /[^A-Za-z0-9]/].filter((re) => re.test(v)).length;
+  if (classes === 1 && !/[0-9]/.test(v) && (v.length < 16 || e < 3.5)) return undefined; // one case of letters: words glued together
+  if (e < floor || classes === 1) return 'low';
+  return strength === 'strong' ? 'high' : 'low';
 }

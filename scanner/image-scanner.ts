@@ -7,7 +7,7 @@ import { CONFIG_TYPES, digestOf, IMAGE_MANIFEST_TYPES, LAYER_TYPES, ManifestReje
 import type { Finding, LayerScanRecord, Store, VersionRecord } from '../store/index.ts';
 import { scanText } from './content-scanner.ts';
 import { scanLayer, type LayerLimits } from './layer-reader.ts';
-import { builtInRules, type RuleSet } from './rule-set.ts';
+import { builtInRules, type ContentHit, type RuleSet } from './rule-set.ts';
 
 /** Largest image config read (a config is a few KB; Docker refuses far smaller ones than this). */
 const MAX_CONFIG_BYTES = 8 * 1024 * 1024;
@@ -206,14 +206,14 @@ export class ImageScanner {
       for (const entry of env) {
         if (typeof entry !== 'string') continue;
         const name = entry.split('=', 1)[0]!;
-        for (const hit of scanText(this.rules, entry, { settings: true })) findings.push({ path: `config:Env/${name.slice(0, 100)}`, layer: desc.digest, rule: hit.rule, fingerprint: hit.fingerprint });
+        for (const hit of scanText(this.rules, entry)) findings.push({ path: `config:Env/${name.slice(0, 100)}`, layer: desc.digest, ...configHit(hit) });
       }
     }
     if (Array.isArray(config?.history)) {
       config.history.forEach((h: unknown, i: number) => {
         const createdBy = (h as { created_by?: unknown })?.created_by;
         if (typeof createdBy !== 'string') return;
-        for (const hit of scanText(this.rules, createdBy, { settings: true })) findings.push({ path: `config:history[${i}]`, layer: desc.digest, rule: hit.rule, fingerprint: hit.fingerprint });
+        for (const hit of scanText(this.rules, createdBy)) findings.push({ path: `config:history[${i}]`, layer: desc.digest, ...configHit(hit) });
       });
     }
     const unique = new Map(findings.map((f) => [`${f.path}\0${f.rule}\0${f.fingerprint}`, f]));
@@ -277,6 +277,11 @@ export class ImageScanner {
     }
     return res;
   }
+}
+
+/** A config finding's rule, fingerprint and confidence (a config entry has no line to name). */
+function configHit(hit: ContentHit): Pick<Finding, 'rule' | 'fingerprint' | 'confidence'> {
+  return { rule: hit.rule, fingerprint: hit.fingerprint, ...(hit.confidence ? { confidence: hit.confidence } : {}) };
 }
 
 async function readAll(res: Response, limit: number): Promise<Buffer> {

@@ -5,7 +5,7 @@ import zlib from 'node:zlib';
 import tar from 'tar-stream';
 import { ContentScanner } from './content-scanner.ts';
 import { builtInRules, type RuleSet } from './rule-set.ts';
-import { isEnvLike, isVendored, matchPath, type PathMatch } from './rules.ts';
+import { isVendored, matchPath, type PathMatch } from './rules.ts';
 
 /** Bounds that keep a hostile layer (gzip bomb, absurd tar) from hurting a worker. */
 export interface LayerLimits {
@@ -42,6 +42,8 @@ export interface LayerFinding {
   fingerprint?: string;
   /** Under node_modules, site-packages, vendor and the like: a package's file, not the image owner's. */
   vendored?: true;
+  /** The generic rule was not sure (a bare hash, a UUID, a name that only says `key`): still a finding. */
+  confidence?: 'low';
 }
 
 /** Most findings kept for one layer (the rest would say nothing new). */
@@ -121,9 +123,12 @@ export async function scanLayer(
   source.pipe(tap);
 
   const findings = new Map<string, LayerFinding>();
-  const flag = (path: string, rule: string, hit: { line?: number; fingerprint?: string } = {}) => {
+  const flag = (path: string, rule: string, hit: { line?: number; fingerprint?: string; confidence?: 'low' } = {}) => {
     if (findings.size >= MAX_FINDINGS) return;
-    const f: LayerFinding = { path, rule, ...(hit.line ? { line: hit.line } : {}), ...(hit.fingerprint ? { fingerprint: hit.fingerprint } : {}), ...(isVendored(path) ? { vendored: true as const } : {}) };
+    const f: LayerFinding = {
+      path, rule, ...(hit.line ? { line: hit.line } : {}), ...(hit.fingerprint ? { fingerprint: hit.fingerprint } : {}),
+      ...(isVendored(path) ? { vendored: true as const } : {}), ...(hit.confidence ? { confidence: hit.confidence } : {}),
+    };
     findings.set(`${path}\0${rule}\0${hit.fingerprint ?? ''}`, f);
   };
 
@@ -173,7 +178,7 @@ export async function scanLayer(
           entry.resume();
           continue;
         }
-        const scanner = new ContentScanner(rules, { path, settings: isEnvLike(path) });
+        const scanner = new ContentScanner(rules, { path });
         const conditional = matches.filter((m) => m.content);
         let kept: Buffer[] | undefined = conditional.length ? [] : undefined;
         let keptBytes = 0;

@@ -8,6 +8,8 @@
  * unbounded repetition of a group), and run on a window of at most a few KiB around the keyword.
  */
 
+import type { Confidence } from './generic.ts';
+
 export type Family =
   | 'cloud' | 'code-host' | 'chat' | 'payment' | 'package-registry' | 'database' | 'ai' | 'saas'
   | 'private-key' | 'jwt' | 'service' | 'generic' | 'operator';
@@ -22,10 +24,19 @@ export interface ContentRule {
   entropy?: number;
   /** Where the rule looks around a keyword: its line (default), or this many bytes either side. */
   span?: { before: number; after: number };
-  /** Plausibility beyond the regex (a JWT's header must decode to JSON that names an algorithm). */
-  check?: (secret: string, match: RegExpExecArray) => boolean;
-  /** `settings`: only in settings files, image Env and history (the generic assignment rule). */
-  scope?: 'settings';
+  /**
+   * Plausibility beyond the regex (a JWT's parts must decode to JSON text): false or undefined
+   * rejects the match, `'low'` accepts it as a weaker finding.
+   */
+  check?: (secret: string, match: RegExpExecArray, ctx: CheckContext) => boolean | Confidence | undefined;
+}
+
+/** What a rule's check may look at besides the match. */
+export interface CheckContext {
+  /** The file's path in the layer (absent for Env entries and history lines). */
+  path?: string;
+  /** The match's whole line. */
+  line: () => string;
 }
 
 /** Token characters that must not continue a match on either side. */
@@ -72,16 +83,27 @@ function realPassword(password: string, user: string): boolean {
 const HEX = '[a-f0-9]';
 const UUID = '[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}';
 
-/** A JWT's first two parts decode to JSON objects, the header naming its algorithm. */
+/**
+ * A JWT's first two parts decode to JSON objects (the header naming its algorithm), or at least to
+ * JSON-looking text (`{"…`, printable): a token with an odd or damaged header is still a token.
+ */
 function plausibleJwt(token: string): boolean {
-  const [header, payload] = token.split('.');
+  const [header, payload] = token.split('.').map((part) => Buffer.from(part, 'base64url').toString('latin1'));
   try {
-    const h = JSON.parse(Buffer.from(header!, 'base64url').toString('utf8'));
-    const p = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8'));
-    return typeof h === 'object' && h !== null && typeof h.alg === 'string' && typeof p === 'object' && p !== null;
+    const h = JSON.parse(header!);
+    const p = JSON.parse(payload!);
+    if (typeof h === 'object' && h !== null && typeof h.alg === 'string' && typeof p === 'object' && p !== null) return true;
   } catch {
-    return false;
+    // judged by its text below
   }
+  const printable = (text: string) => text.startsWith('{"') && /^[\x20-\x7e\t\r\n]*$/.test(text.slice(0, -3));
+  return header!.startsWith('{"') && payload!.startsWith('{"') && (printable(header!) || printable(payload!));
+}
+
+/** A key block's body that is a template's, not a key: empty, `...`, `<your key>`, `${KEY}`, `xxxx`. */
+function isKeyPlaceholder(body: string): boolean {
+  const text = body.replace(/\\[rn]|\s/g, '');
+  return text.length < 3 || /^[.…x*]+$|^[<{[$%]|\.\.\.|…|your|example|redacted|insert|placeholder/i.test(text);
 }
 
 /** A PEM body: base64 lines (maybe `\n`-escaped, as in JSON) and headers such as Proc-Type:. */
@@ -95,6 +117,14 @@ export const PROVIDER_RULES: ContentRule[] = [
     regex: new RegExp(`(?<secret>-----BEGIN (?<kind>(?:[A-Z0-9]{1,12} ){0,3}PRIVATE KEY(?: BLOCK)?)-----${PEM_BODY}-----END \\k<kind>-----)`),
     span: { before: 0, after: 17 * 1024 },
     entropy: 0,
+  },
+  {
+    // A private key block whose body is no key (`anything`, a truncated paste): the header says what was meant to be
+    // there, so it is flagged, as gitleaks does, but as `low`. The rule above claims real keys first (same fingerprint).
+    id: 'private-key', family: 'private-key', keywords: ['-----begin'],
+    regex: /(?<secret>-----BEGIN (?<kind>(?:[A-Z0-9]{1,12} ){0,3}PRIVATE KEY(?: BLOCK)?)-----(?<body>[\s\S]{1,4000}?)-----END \k<kind>----)/,
+    span: { before: 0, after: 4200 },
+    check: (_secret, m) => (isKeyPlaceholder(m.groups!.body!) ? false : 'low'),
   },
   {
     id: 'private-key', family: 'private-key', keywords: ['---- begin ssh2'],
@@ -173,7 +203,7 @@ export const PROVIDER_RULES: ContentRule[] = [
   prefixed('slack-app-token', 'chat', ['xapp-'], '\\d-[A-Z0-9]{9,12}-\\d{10,14}-[a-f0-9]{64}'),
   {
     id: 'slack-webhook-url', family: 'chat', keywords: ['hooks.slack.com'],
-    regex: /hooks\.slack\.com\/(?:services|workflows|triggers)\/(?<secret>[A-Za-z0-9]{8,14}\/[A-Za-z0-9]{8,14}\/[A-Za-z0-9]{18,32}|[A-Za-z0-9]{8,14}\/[A-Za-z0-9]{8,14}\/\d{6,20}\/[a-f0-9]{32})(?![A-Za-z0-9])/, entropy: 3,
+    regex: /hooks\.slack\.com\/(?:services|workflows|triggers)\/(?<secret>[A-Za-z0-9]{8,14}\/[A-Za-z0-9]{8,14}\/[A-Za-z0-9]{18,32}|[A-Za-z0-9]{8,14}\/[A-Za-z0-9]{8,14}\/\d{6,20}\/[a-f0-9]{32}|[A-Za-z0-9+_-]{40,120})(?![A-Za-z0-9])/, entropy: 3,
   },
   {
     id: 'discord-webhook-url', family: 'chat', keywords: ['discord.com/api/webhooks/', 'discordapp.com/api/webhooks/'],
@@ -181,12 +211,14 @@ export const PROVIDER_RULES: ContentRule[] = [
   },
   named('discord-bot-token', 'chat', ['discord'], 'discord', '[MNO][A-Za-z0-9_-]{23,27}\\.[A-Za-z0-9_-]{6}\\.[A-Za-z0-9_-]{27,40}', { entropy: 3.5 }),
   {
-    id: 'telegram-bot-token', family: 'chat', keywords: [':aa'],
-    regex: /(?<![A-Za-z0-9_:])(?<secret>\d{8,10}:AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])/, entropy: 3,
+    // A bot id, a colon and `A` + 34 characters (`AA…` in every token issued lately; older ones differ).
+    id: 'telegram-bot-token', family: 'chat', keywords: [':a'],
+    regex: /(?<![A-Za-z0-9_:])(?<secret>\d{5,16}:A[A-Za-z0-9_-]{32,34})(?![A-Za-z0-9_-])/, entropy: 3.5,
   },
   {
     id: 'teams-webhook-url', family: 'chat', keywords: ['webhook.office.com'],
-    regex: new RegExp(`webhook\\.office\\.com\\/webhookb2\\/(?<secret>${UUID}@${UUID}\\/IncomingWebhook\\/[a-f0-9]{32}\\/${UUID}(?:\\/[A-Za-z0-9_-]{40,60})?)`, 'i'), entropy: 3,
+    // The documented shape (two UUIDs, 32 hex, a UUID), and any tenant/id pair with a long path: the URL is the credential.
+    regex: new RegExp(`webhook\\.office\\.com\\/webhookb2\\/(?<secret>${UUID}@${UUID}\\/IncomingWebhook\\/[a-f0-9]{32}\\/${UUID}(?:\\/[A-Za-z0-9_-]{40,60})?|[A-Za-z0-9-]{20,40}@[A-Za-z0-9-]{20,40}\\/IncomingWebhook\\/[A-Za-z0-9\\/_-]{20,200})`, 'i'), entropy: 3,
   },
   { id: 'mattermost-token', family: 'chat', entropy: 3, keywords: ['mattermost'], regex: /mattermost[A-Za-z0-9_.-]{0,30}["']?\s*[:=]\s*["']?(?<secret>[a-z0-9]{26})(?![a-z0-9])/i },
 
@@ -354,7 +386,9 @@ export const PROVIDER_RULES: ContentRule[] = [
   named('confluent-key', 'saas', ['confluent'], 'confluent', '[A-Za-z0-9]{64}|[A-Z0-9]{16}', { entropy: 3.5 }),
   named('adafruit-api-key', 'saas', ['adafruit'], 'adafruit', '[A-Za-z0-9_-]{32}', { entropy: 3.5 }),
   named('netlify-token', 'saas', ['netlify'], 'netlify', '[A-Za-z0-9_=-]{40,46}', { entropy: 3.5 }),
-  named('sidekiq-credentials', 'package-registry', ['contribsys'], 'bundle__?(?:enterprise|gems)__contribsys__com|contribsys', `${HEX}{8}:${HEX}{8}`),
+  // user:password of 8 hex digits each: the format says it, whatever the digits' entropy.
+  named('sidekiq-credentials', 'package-registry', ['contribsys'], 'bundle__?(?:enterprise|gems)__contribsys__com|contribsys', `${HEX}{8}:${HEX}{8}`, { entropy: 0 }),
+  { id: 'sidekiq-credentials', family: 'package-registry', keywords: ['contribsys.com'], regex: /(?<![A-Za-z0-9])(?<secret>[a-f0-9]{8}:[a-f0-9]{8})@(?:gems|enterprise)\.contribsys\.com/i },
   named('airtable-api-key', 'saas', ['airtable'], 'airtable', 'key[A-Za-z0-9]{14}'),
 
   // ── JWTs ────────────────────────────────────────────────────────────────────────────────────
@@ -367,5 +401,3 @@ export const PROVIDER_RULES: ContentRule[] = [
   },
 ];
 
-/** Key names of the generic assignment rule: a secret-like name, not one that names something public. */
-export const GENERIC_KEYWORDS = ['secret', 'passw', 'pwd', 'token', 'credential', 'creds', 'auth', 'key'];

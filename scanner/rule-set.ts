@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import { KeywordAutomaton } from './keyword-automaton.ts';
 import './regex-engine.ts';
 import { isPlaceholder } from './placeholders.ts';
-import { GENERIC_KEYWORDS, PROVIDER_RULES, type ContentRule, type Family } from './provider-rules.ts';
-import { entropy, isGenericSecret } from './generic.ts';
+import { PROVIDER_RULES, type ContentRule, type Family } from './provider-rules.ts';
+import { entropy, type Confidence } from './generic.ts';
+import { GENERIC_RULES } from './generic-rules.ts';
 
 /** What an operator's allowlist says is not a secret (gitleaks' `[allowlist]`, global or per rule). */
 export interface Allowlist {
@@ -39,6 +40,8 @@ export interface ContentHit {
   rule: string;
   line: number;
   fingerprint: string;
+  /** The value is ambiguous (a bare hash, a UUID, a name that only says `key`): still a finding. */
+  confidence?: 'low';
 }
 
 /**
@@ -63,14 +66,6 @@ function keyBody(block: string): string {
 /** Default span: the keyword's line, at most this many bytes either side of the keyword. */
 export const LINE_REACH = 1024;
 
-/** The built-in generic assignment rule, run only in settings files, image Env and history. */
-const GENERIC_RULE: ContentRule = {
-  id: 'generic-secret', family: 'generic', keywords: GENERIC_KEYWORDS, scope: 'settings',
-  // A secret-like key name, an assignment, a value of 10–150 characters, maybe quoted.
-  regex: /(?:^|[^A-Za-z0-9_.-])(?<name>[A-Za-z0-9_.-]{0,50}?(?:secret|passw(?:or)?d|pwd|token|credentials?|creds|auth|key)[A-Za-z0-9_.-]{0,20})[ \t]{0,16}["']?[ \t]{0,16}(?::=|=|:)[ \t]{0,16}(["'`]?)(?<secret>[^\s"'`;,]{10,150})\2(?=[\s"'`;,]|\\[nrt]|$)/im,
-  check: (secret, m) => isGenericSecret(m.groups!.name!, secret),
-};
-
 /**
  * A compiled set of rules: the built-in ones, plus an operator's (operator-rules.ts). The keyword
  * automata find where any rule may match; a rule's regex then runs only around those places.
@@ -80,9 +75,8 @@ export class RuleSet {
   readonly rules: CompiledRule[];
   readonly pathRules: PathOnlyRule[];
   readonly allowlist?: Allowlist;
-  /** Rules per keyword index, for files in general and for settings files. */
+  /** Rules per keyword index. */
   readonly general: { automaton: KeywordAutomaton; rules: CompiledRule[][] };
-  readonly settings: { automaton: KeywordAutomaton; rules: CompiledRule[][] };
   /** Rules without keywords (operator rules only): run over all of a file's text. */
   readonly unkeyed: CompiledRule[];
   readonly version: string;
@@ -91,8 +85,7 @@ export class RuleSet {
     this.rules = [...rules.map(compile), ...(extra.rules ?? [])];
     this.pathRules = extra.pathRules ?? [];
     this.allowlist = extra.allowlist;
-    this.general = index(this.rules.filter((r) => r.scope !== 'settings'));
-    this.settings = index(this.rules);
+    this.general = index(this.rules);
     this.unkeyed = this.rules.filter((r) => r.keywords.length === 0);
     this.version = createHash('sha256')
       .update(JSON.stringify(this.rules.map((r) => [r.id, r.keywords, r.regex.source, r.regex.flags, r.entropy, r.path?.source])))
@@ -105,14 +98,15 @@ export class RuleSet {
    * Whether a match is a secret: not a placeholder or documented example, random enough, plausible
    * to the rule, and not allowed by the operator's allowlists.
    */
-  accepts(rule: CompiledRule, secret: string, match: RegExpExecArray, line: () => string, path: string | undefined): boolean {
-    if (rule.id !== 'private-key' && rule.id !== 'putty-private-key' && isPlaceholder(secret, rule.prefix)) return false; // a key body's base64 may hold runs (AAAAAA)
-    if (rule.entropy && entropy(secret.slice(rule.prefix.length)) < rule.entropy) return false;
-    if (rule.check && !rule.check(secret, match)) return false;
+  accepts(rule: CompiledRule, secret: string, match: RegExpExecArray, line: () => string, path: string | undefined): Confidence | undefined {
+    if (rule.id !== 'private-key' && rule.id !== 'putty-private-key' && isPlaceholder(secret, rule.prefix)) return undefined; // a key body's base64 may hold runs (AAAAAA)
+    if (rule.entropy && entropy(secret.slice(rule.prefix.length)) < rule.entropy) return undefined;
+    const checked = rule.check ? rule.check(secret, match, { path, line }) : true;
+    if (!checked) return undefined;
     for (const list of [rule.allowlist, this.allowlist]) {
-      if (list && allowed(list, secret, match[0], line, path)) return false;
+      if (list && allowed(list, secret, match[0], line, path)) return undefined;
     }
-    return true;
+    return checked === 'low' ? 'low' : 'high';
   }
 }
 
@@ -151,7 +145,7 @@ function index(rules: CompiledRule[]): { automaton: KeywordAutomaton; rules: Com
 
 /** The built-in rules: provider formats, private keys, JWTs, the generic assignment rule. */
 export function builtInRuleList(): ContentRule[] {
-  return [...PROVIDER_RULES, GENERIC_RULE];
+  return [...PROVIDER_RULES, ...GENERIC_RULES];
 }
 
 let builtIn: RuleSet | undefined;

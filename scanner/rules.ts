@@ -2,9 +2,9 @@ import { Minimatch } from 'minimatch';
 
 /**
  * Path rules: which files are secrets by their name (matched case-insensitively, as on the file
- * systems images are built on: `.P12` is a PKCS#12 file too), which files are settings (where the
- * generic assignment rule reads), and which paths are vendored packages. The content rules are in
- * provider-rules.ts, run by rule-set.ts and content-scanner.ts.
+ * systems images are built on: `.P12` is a PKCS#12 file too), and which paths are vendored packages.
+ * The content rules are in provider-rules.ts and generic-rules.ts, run by rule-set.ts and
+ * content-scanner.ts.
  */
 
 export interface PathRule {
@@ -17,7 +17,7 @@ export interface PathRule {
 }
 
 /** Env files: `.env`, `.env.*`, `*.env`, `svc.env` (spec 1.7: svc.env holds SVC_TOKEN). */
-export const ENV_FILE_PATTERNS = ['.env', '.env.*', '*.env', 'svc.env'];
+const ENV_FILE_PATTERNS = ['.env', '.env.*', '*.env', 'svc.env'];
 
 export const PATH_RULES: PathRule[] = [
   { rule: 'env-file', patterns: ENV_FILE_PATTERNS, except: ['.env.example', '.env.sample', '.env.template', '.env.dist', '*.env.example', '*.env.sample'] },
@@ -65,20 +65,6 @@ export function matchPath(path: string): PathMatch[] {
     out.push(r.content ? { rule: r.rule, content: r.content } : { rule: r.rule });
   }
   return out;
-}
-
-/**
- * Files read as `KEY=value` settings, where a generic secret assignment is looked for (besides the
- * token and key rules every file gets): env files, `/etc/environment`, `/etc/default/*`, Java
- * properties, ini/cfg/conf, TOML and YAML. Source code is left out: it assigns test fixtures and
- * hashes to `*_key` names everywhere, which would flag most images.
- */
-export const ENV_LIKE_PATTERNS = [...ENV_FILE_PATTERNS, '.envrc', 'etc/environment', 'etc/default/*', '*.properties', '*.ini', '*.cfg', '*.conf', '*.toml', '*.yaml', '*.yml'];
-const ENV_LIKE = ENV_LIKE_PATTERNS.map((p) => new Minimatch(p, OPTIONS));
-
-/** Whether a file's content gets the generic assignment rule (path relative to the layer root). */
-export function isEnvLike(path: string): boolean {
-  return ENV_LIKE.some((m) => m.match(path));
 }
 
 /**

@@ -16,6 +16,8 @@ export interface Finding {
   fingerprint?: string;
   /** The file is in a package folder (node_modules, site-packages, vendor…). */
   vendored?: true;
+  /** `low`: the generic rule was not sure (a bare hash, a UUID, a name that only says key); the image stays private all the same. */
+  confidence?: 'low';
   /** For an index: the digest of the child manifest the finding came from. */
   manifest?: string;
 }

@@ -65,9 +65,9 @@ describe('operator rules (SVC_SCAN_RULES, gitleaks format)', () => {
       ['app/settings.py', 'acme-api-key', 2],
       ['etc/prod.ACMEVAULT', 'acme-vault-file', undefined],
     ]);
-    // The built-in rules alone see none of the team's formats, and do see the allowlisted token.
+    // The built-in rules alone see none of the team's formats (the API key only as a generic assignment), and do see the allowlisted token.
     const plain = await scanLayer(Readable.from([layer]), { digest: sha256(layer) });
-    assert.deepEqual(plain.findings.map((f) => f.path), ['app/ci.txt', 'testdata/token.txt']);
+    assert.deepEqual(plain.findings.map((f) => [f.path, f.rule]), [['app/ci.txt', 'github-token'], ['app/settings.py', 'generic-secret'], ['testdata/token.txt', 'github-token']]);
   });
 
   it('keeps a backtracking regex linear (RE2 semantics): (?i)(a+)+b over a 100 KB line returns', () => {

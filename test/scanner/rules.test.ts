@@ -5,12 +5,12 @@ import { describe, it } from 'node:test';
 import { ContentScanner, scanText } from '../../scanner/content-scanner.ts';
 import { scanLayer } from '../../scanner/layer-reader.ts';
 import { builtInRules } from '../../scanner/rule-set.ts';
-import { isEnvLike, isVendored, matchPath } from '../../scanner/rules.ts';
+import { isVendored, matchPath } from '../../scanner/rules.ts';
 import { gzip, makeTar, sha256, zstd } from '../../harness/oci.ts';
 
 const rules = builtInRules();
 /** The rules that match in a text (each once). */
-const scanBuffer = (text: string, opts: { assignments?: boolean } = {}) => [...new Set(scanText(rules, text, { settings: opts.assignments }).map((h) => h.rule))];
+const scanBuffer = (text: string, path?: string) => [...new Set(scanText(rules, text, path ? { path } : {}).map((h) => h.rule))];
 const pem = (type: string) => execFileSync('openssl', ['genpkey', '-algorithm', type], { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
 
 /** Scan rules on byte buffers and paths: pure logic, no registry. */
@@ -74,32 +74,49 @@ describe('scan rules', () => {
     assert.deepEqual(scanBuffer('the ghp_ prefix marks GitHub tokens'), []);
   });
 
-  it('finds generic secret assignments (secret-like name, 10-150 chars, high entropy), not settings or references', () => {
+  it('finds generic secret assignments in every syntax and file, not identifiers, paths, versions, hashes or references', () => {
     const secret = 'q8Zr2vLx9TfW3mKp7NcY';
-    for (const text of [
-      `DB_PASSWORD=${secret}`, `SECRET_KEY_BASE=8f9a7c6b5d4e3f2a1b0c9d8e7f6a5b4c`, `/bin/sh -c #(nop)  ENV DB_PASSWORD=${secret}`,
-      `RUN |1 API_TOKEN=${secret} /bin/sh -c make`, `  "api_key": "${secret}",`, `db.password = '${secret}'`, `client_secret: ${secret}`,
-    ]) assert.deepEqual(scanBuffer(text, { assignments: true }), ['generic-secret'], text);
-    for (const text of [
-      'PORT=8080', 'DB_PASSWORD=changeme', 'API_KEY=$API_KEY', 'API_KEY=${SECRET}', 'TOKEN_FILE=/run/secrets/token', 'TOKEN_TTL=3600',
-      'AUTH_URL=https://auth.example.com/login', 'GPG_KEY=A035C8C19219BA821ECEA86B64E628F8D684696D', 'JAVA_VERSION=17.0.2+8',
-      'PasswordAuthentication no', 'auth_method = session_cookie_name', `DB_PASSWORD=${'x'.repeat(151)}`, 'PASSWORD=aB3$',
-      `DB_HOST=${secret}`,
-    ]) assert.deepEqual(scanBuffer(text, { assignments: true }), [], text);
-    assert.deepEqual(scanBuffer(`DB_PASSWORD=${secret}`), [], 'only where assignments are asked for');
-    assert.deepEqual(scanBuffer('GITHUB_TOKEN=ghp_k8Fq2Lr7Zt4Wm1Np6Xc3Vb9Hd5Js0Ye2Ua7G', { assignments: true }), ['github-token'], 'a specific rule says more');
+    for (const [text, path] of [
+      [`DB_PASSWORD=${secret}`, 'app/.env'], [`/bin/sh -c #(nop)  ENV DB_PASSWORD=${secret}`, undefined], [`RUN |1 API_TOKEN=${secret} /bin/sh -c make`, undefined],
+      [`  "api_key": "${secret}",`, 'app/config.json'], [`db.password = '${secret}'`, 'app/application.properties'], [`client_secret: ${secret}`, 'app/config.yaml'],
+      [`SOME_KEY = "${secret}"`, 'app/config.py'], [`const apiKey: string = "${secret}";`, 'src/api.ts'], [`apiToken := "${secret}"`, 'main.go'],
+      [`var apiToken string = "${secret}"`, 'main.go'], [`'api_key' => '${secret}',`, 'config.php'], [`api_key <- "${secret}"`, 'run.R'],
+      [`API_TOKEN ?= ${secret}`, 'Makefile'], [`const key = process.env.API_KEY || "${secret}";`, 'index.js'], [`os.environ.setdefault("API_KEY", "${secret}")`, 'settings.py'],
+      [`export AUTH_TOKEN=${secret}`, 'run.sh'], [`ENV API_SECRET ${secret}`, 'Dockerfile'], [`<add key="ApiKey" value="${secret}" />`, 'web.config'],
+      [`<apiKey>${secret}</apiKey>`, 'pom.xml'], [`$env:API_TOKEN = "${secret}"`, 'setup.ps1'], [`    "api_key = \\"${secret}\\"\\n",`, 'notebook.ipynb'],
+      [`private const string ClientSecret = "${secret}";`, 'Program.cs'], [`api_token = "${secret}"`, 'main.tf'], [`--api-key ${secret}`, 'deploy.sh'],
+    ] as Array<[string, string | undefined]>) assert.deepEqual(scanBuffer(text, path), ['generic-secret'], text);
+    for (const [text, path] of [
+      ['PORT=8080', undefined], ['DB_PASSWORD=changeme', undefined], ['API_KEY=$API_KEY', undefined], ['API_KEY=${SECRET}', undefined], ['TOKEN_FILE=/run/secrets/token', undefined],
+      ['TOKEN_TTL=3600', undefined], ['AUTH_URL=https://auth.example.com/login', undefined], ['GPG_KEY=A035C8C19219BA821ECEA86B64E628F8D684696D', undefined],
+      ['JAVA_VERSION=17.0.2+8', undefined], ['PasswordAuthentication no', undefined], ['auth_method = session_cookie_name', undefined], [`DB_PASSWORD=${'x'.repeat(151)}`, undefined],
+      ['PASSWORD=aB3$', undefined], [`DB_HOST=${secret}`, undefined], ['api_key = config.apiKey', 'app.py'], [`apiKey = ${secret}`, 'app.js'],
+      ['cache_key = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"', 'app.py'], ['"integrity": "sha512-q8Zr2vLx9TfW3mKp7NcY=="', 'package-lock.json'],
+      ['sha256_key = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"', 'a.txt'], ['request_id_key = "550e8400-e29b-41d4-a716-446655440000"', 'a.py'],
+      ['client_vpn_endpoint_id = aws_ec2_client_vpn_endpoint.client-vpn-endpoint.id', 'main.tf'], ['API_KEY = "your-api-key-here"', 'a.py'],
+      ['private_key = "keys/server.pem"', 'a.py'], ['api_version = "2023-10-16.preview"', 'a.py'], ['csrf-token=Mj2qykJO5rELyHgezQ69nzUX0i3OH67V7+V4eUrLfpu', 'a.html'],
+      ['administrator_login_password = var.db_password', 'main.tf'], ['KeyPair = X25519.KeyPair', 'a.txt'], ['slf4j-api:jar:1.7.8.:compile', 'a.txt'],
+    ] as Array<[string, string | undefined]>) assert.deepEqual(scanBuffer(text, path), [], text);
+    assert.deepEqual(scanBuffer('GITHUB_TOKEN=ghp_k8Fq2Lr7Zt4Wm1Np6Xc3Vb9Hd5Js0Ye2Ua7G'), ['github-token'], 'a specific rule says more');
   });
 
-  it('applies the assignment rule to env-like files, whole lines even across chunks', () => {
-    for (const p of ['app/.env', 'srv/prod.env', 'etc/environment', 'etc/default/app', 'app/config.yaml', 'etc/app.conf', 'app/application.properties']) assert.ok(isEnvLike(p), p);
-    for (const p of ['app/main.py', 'usr/lib/x.so', 'app/README.md']) assert.ok(!isEnvLike(p), p);
+  it('says low confidence where the value is ambiguous (a bare hash, a UUID, a name that only says key)', () => {
+    const of = (text: string) => scanText(rules, text, { path: 'app/settings.py' }).map((h) => [h.rule, h.confidence ?? 'high']);
+    assert.deepEqual(of('API_TOKEN = "q8Zr2vLx9TfW3mKp7NcY"'), [['generic-secret', 'high']]);
+    assert.deepEqual(of('SOME_KEY = "81c5b11abb3d9dc7974f15ea0759c5c0"'), [['generic-secret', 'low']]);
+    assert.deepEqual(of('SERVICE_KEY = "0f3a9c2e-7b1d-4e8a-9c6f-2d5b8a1e4c7f"'), [['generic-secret', 'low']]);
+    assert.deepEqual(of('DISCORD_CLIENT_SECRET = "84709147203674859374983759847392"'), [['generic-secret', 'low']]);
+    assert.deepEqual(of('private_key = "-----BEGIN PRIVATE KEY-----\nanything\n-----END PRIVATE KEY-----"'), [['private-key', 'low']]);
+  });
+
+  it('reads assignments whole even across chunks', () => {
     const text = Buffer.from('# settings\n' + 'a=b\n'.repeat(3000) + 'DB_PASSWORD=q8Zr2vLx9TfW3mKp7NcY\nPORT=8080\n');
     for (const step of [7, 1000, text.length]) {
-      const scanner = new ContentScanner(rules, { settings: true });
+      const scanner = new ContentScanner(rules);
       for (let i = 0; i < text.length; i += step) scanner.feed(text.subarray(i, i + step));
       assert.deepEqual(scanner.end().map((h) => [h.rule, h.line]), [['generic-secret', 3002]], `chunks of ${step}`);
     }
-    const last = new ContentScanner(rules, { settings: true });
+    const last = new ContentScanner(rules);
     last.feed(Buffer.from('PORT=8080\nDB_PASSWORD=q8Zr2vLx9TfW3mKp7NcY'));
     assert.deepEqual(last.end().map((h) => [h.rule, h.line]), [['generic-secret', 2]], 'a last line without a newline');
   });

@@ -1,0 +1,69 @@
+/**
+ * The generic assignment rule's patterns, read in every text file: where a secret-like name is
+ * given a value, in the syntaxes source code and configuration use. The judgement of the name and
+ * the value is generic.ts's; the patterns only find the pair. All share the id `generic-secret`.
+ */
+import { GENERIC_KEYWORDS, judgeAssignment, type Confidence } from './generic.ts';
+import type { CheckContext, ContentRule } from './provider-rules.ts';
+
+/** A name holding a keyword (bounded both ways; the judgement reads its words). */
+const NAME = '[A-Za-z0-9_.$-]{0,40}?(?:key|token|secret|passw|pass|pwd|auth|credential|creds|client|api|access|private)[A-Za-z0-9_.-]{0,30}';
+/** A value: no spaces, quotes, or the brackets and separators that end an expression. */
+const VALUE = '[^\\s"\'`\\\\;,<>(){}\\[\\]|]{8,200}';
+
+/**
+ * Assignments: `=`, `:`, `:=`, `::=`, `?=`, `+=`, `.=`, `||=`, `=>`, `<-`, typed declarations
+ * (`apiKey: string = …`, `var apiKey string = …`), fallbacks (`process.env.KEY || "…"`,
+ * `${KEY:-…}`, `getenv("KEY") or "…"`), and a quoted name beside a quoted value in a call
+ * (`os.environ.setdefault("KEY", "…")`, `define('KEY', '…')`). Quotes may be `\"`-escaped (a
+ * notebook's JSON, a string in a string).
+ */
+const ASSIGNMENT = new RegExp(
+  `(?<![A-Za-z0-9_$.-])(?<q0>\\\\?["'\`]?)(?<name>${NAME})\\k<q0>\\]?`
+  + '(?<op>'
+  + `[ \\t]*:[ \\t]*&?'?[A-Za-z_][\\w<>\\[\\]&.]{0,30}[ \\t]*=(?![=>~])` // typed declaration
+  + '|[ \\t]+[A-Za-z_][\\w.*]{0,20}[ \\t]*=(?![=>~])' // Go: var name type =
+  + '|[ \\t]*(?::{1,3}=|\\?=|\\+=|\\.=|\\|\\|=|=>|<<?-|=(?![=>~])|:(?![:/\\\\]))'
+  + '|\\)?[ \\t]*(?:\\|\\||\\?\\?|\\bor\\b|:-)'
+  + '|[ \\t]*,'
+  + ')'
+  + `[ \\t]*(?<q>\\\\?["'\`]?)(?<secret>${VALUE})\\k<q>(?=[\\s"'\`;,)\\]}<>\\\\|]|$)`,
+  'i',
+);
+
+/** Dockerfile `ENV KEY value` / `ARG`, csh `setenv KEY value`, Apache `SetEnv`, a flag `--api-key value`. */
+const SPACED = new RegExp(`(?:(?:^|[\\s;])(?:ENV|ARG|setenv|SetEnv)[ \\t]+|(?<![\\w-])--)(?<name>${NAME})[ \\t]+(?<q>["']?)(?<secret>${VALUE})\\k<q>(?=[\\s;]|$)`, 'i');
+
+/** XML: `<apiKey>…</apiKey>`, and `<add key="ApiKey" value="…"/>` (also `name=`, `<entry key=…>…</entry>`). */
+const XML_ELEMENT = new RegExp(`<(?<name>[\\w.:-]{0,40}(?:key|token|secret|passw|pwd|auth|credential|client|api|access|private)[\\w.:-]{0,30})>[ \\t\\r\\n]{0,40}(?<secret>[^\\s<>"']{8,200})[ \\t\\r\\n]{0,40}</\\k<name>>`, 'i');
+const XML_PAIR = new RegExp(`\\b(?:key|name)[ \\t]*=[ \\t]*["'](?<name>${NAME})["'][ \\t]+(?:value|defaultValue)[ \\t]*=[ \\t]*["'](?<secret>${VALUE})["']`, 'i');
+const XML_ENTRY = new RegExp(`<entry[ \\t]+key[ \\t]*=[ \\t]*["'](?<name>${NAME})["'][ \\t]*>(?<secret>${VALUE})</entry>`, 'i');
+
+/** Source files: an unquoted value there is an expression (a variable, a call), never a literal secret. */
+const SOURCE = /\.(?:py|pyi|js|mjs|cjs|jsx|ts|tsx|mts|cts|go|rb|java|kt|kts|scala|groovy|cs|fs|vb|php|rs|swift|c|h|cc|cpp|hpp|m|mm|ps1|psm1|lua|pl|pm|r|dart|vue|svelte|ex|exs|erl|clj|jl)$/i;
+
+function judge(secret: string, m: RegExpExecArray, ctx: CheckContext): Confidence | undefined {
+  const g = m.groups!;
+  const quoted = Boolean(g.q) || g.q === undefined; // XML forms have no `q`: their delimiters are the markup
+  if (g.op !== undefined) {
+    const op = g.op.trim();
+    // A call's two arguments: both quoted, or it is `f(key, value)` with variables.
+    if (op === ',' && !(g.q0 && g.q)) return undefined;
+    if (op === ':' && g.q0 === '' && g.q === '' && /^[a-z]+$/i.test(g.name!) && ctx.path && SOURCE.test(ctx.path)) return undefined;
+  }
+  if (!quoted && ctx.path && SOURCE.test(ctx.path)) return undefined;
+  return judgeAssignment(g.name!, secret, ctx.line());
+}
+
+const rule = (regex: RegExp, span?: ContentRule['span']): ContentRule => ({
+  id: 'generic-secret', family: 'generic', keywords: GENERIC_KEYWORDS, regex, check: judge, ...(span ? { span } : {}),
+});
+
+/** The generic rule's patterns, in every text file, Env entry and history line. */
+export const GENERIC_RULES: ContentRule[] = [
+  rule(ASSIGNMENT),
+  rule(SPACED),
+  rule(XML_ELEMENT, { before: 80, after: 400 }),
+  rule(XML_PAIR),
+  rule(XML_ENTRY),
+];

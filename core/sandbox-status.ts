@@ -1,14 +1,7 @@
 import { errors } from './errors.ts';
+import type { EngineStatus, SandboxStatus } from './sandbox-summary.ts';
 
-/** What an engine that answers says of a sandbox (spec 2.1): `exited` is asleep, `deep_sleep` has no containers at all. */
-export type EngineStatus = 'running' | 'exited' | 'deep_sleep';
-
-/**
- * The status users see: spec 2.1's values, plus `unavailable` (issue 20, an extension): the engine
- * that holds the sandbox does not answer, so nothing is known of it now; it is not gone, and it
- * comes back in its real state when that engine answers. A healthy host never shows it.
- */
-export type SandboxStatus = EngineStatus | 'unavailable';
+export type { EngineStatus, SandboxStatus };
 
 /** A status as a message says it: "<sandbox> is asleep", "… is in deep sleep". */
 export function statusInWords(status: SandboxStatus): string {

@@ -1,41 +1,10 @@
 import type { SandboxRecord } from '../store/index.ts';
 import { parseDuration } from './durations.ts';
-import type { SandboxStatus } from '../core/sandbox-status.ts';
+import type { SandboxSummary, SandboxView } from '../core/sandbox-summary.ts';
 import type { SandboxState } from './runtime/sandbox-runtime.ts';
 import type { IdleSession } from './sessions.ts';
 
-export interface EngineAccess {
-  host: string;
-  port: number;
-  /** Ready to paste: `tcp://<host>:<port>`. */
-  docker_host: string;
-  state: 'ready' | 'needs-certs';
-}
-
-/** A row of GET /sandboxes. */
-export interface SandboxSummary {
-  name: string;
-  status: SandboxStatus;
-  template: string;
-  created_at: string;
-  idle_timeout: string;
-  deep_sleep_after: string;
-  stops_at: string | null;
-  deep_sleep_at: string | null;
-  engine_access: EngineAccess;
-  hint?: string;
-  tunnel_urls: string[];
-}
-
-/** The sandbox record of spec 2.1. */
-export interface SandboxView extends SandboxSummary {
-  owner: string;
-  ca_cert?: string;
-  client_cert?: string;
-  client_key?: string;
-  apps: Array<{ url: string; answers: boolean }>;
-  extras: Record<string, string>;
-}
+export type { EngineAccess, SandboxSummary, SandboxView } from '../core/sandbox-summary.ts';
 
 export const NOT_RUNNING_HINT =
   'The sandbox is not running: a connection to its engine does not wake it. Start it first (POST /api/sandboxes/:name/start), or open one of its app addresses.';

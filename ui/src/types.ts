@@ -1,5 +1,11 @@
+import type { SandboxStatus, SandboxSummary, SandboxView } from '../../core/sandbox-summary.ts';
+
+/** The API's own definitions (core/sandbox-summary.ts), read by a type-only import that the build erases. */
+export type { SandboxSummary };
 /** `unavailable`: the host that holds the sandbox does not answer (issue 20); it shows its real status again once it does. */
-export type Status = 'running' | 'exited' | 'deep_sleep' | 'unavailable';
+export type Status = SandboxStatus;
+/** One sandbox as GET /api/sandboxes/:name answers (the certificates only where the caller may have them). */
+export type Sandbox = SandboxView;
 
 export interface User { id: string; name: string; admin: boolean; created_at: string }
 
@@ -21,26 +27,6 @@ export interface AdminSandbox {
 }
 export interface AuditRow { id: string; at: string; action: string; outcome: string; source: string; actor_id?: string; actor_name?: string; token_id?: string; sandbox?: string; target?: string; detail?: string }
 export interface Me extends User { quotas: Quotas; usage: { sandboxes: number; running: number; wakes_this_hour: number } }
-
-export interface SandboxSummary {
-  name: string;
-  status: Status;
-  template: string;
-  created_at: string;
-  idle_timeout: string;
-  deep_sleep_after: string;
-  stops_at: string | null;
-  deep_sleep_at: string | null;
-  engine_access: { host: string; port: number; docker_host: string; state: 'ready' | 'needs-certs' };
-  hint?: string;
-  tunnel_urls: string[];
-}
-
-export interface Sandbox extends SandboxSummary {
-  owner: string;
-  apps: Array<{ url: string; answers: boolean }>;
-  extras: Record<string, string>;
-}
 
 export interface Token { id: string; name?: string; sandbox?: string; created_at: string; revoked_at?: string; last_used_at?: string }
 export interface SshKey { id: string; key: string; fingerprint: string; created_at: string }

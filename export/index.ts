@@ -2,7 +2,7 @@ import { addressesOf } from '../core/addresses.ts';
 import type { Config } from '../core/config.ts';
 import { errors } from '../core/errors.ts';
 import { createToken } from '../accounts/index.ts';
-import { engineHost } from '../lifecycle/view.ts';
+import { engineHost } from '../lifecycle/index.ts';
 import type { Store, SandboxRecord, UserRecord } from '../store/index.ts';
 import { exportFolder, exportFolderName } from './export-folder.ts';
 import type { ManagerAccess, ManagerAccessProvider } from './manager-access.ts';
@@ -11,6 +11,7 @@ import type { ZipEntry } from './zip.ts';
 export { exportFolderName } from './export-folder.ts';
 export { managerNotIncluded, type ManagerAccess, type ManagerAccessProvider } from './manager-access.ts';
 export { zipEntries, type ZipEntry } from './zip.ts';
+export { writeFolder } from './write-folder.ts';
 export { agentGuide, llmsTxt } from './agent-guide.ts';
 
 export interface ExportDeps {

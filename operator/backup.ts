@@ -2,9 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import type { Config } from '../core/config.ts';
-import { openStore, type AuditRow, type Store } from '../store/index.ts';
-import { Backend, redactUrl } from '../store/kv.ts';
-import { archiveFolder } from '../lifecycle/archive.ts';
+import { openStore, type AuditRow, type Store, Backend, redactUrl } from '../store/index.ts';
+import { archiveFolder } from '../lifecycle/index.ts';
 
 /**
  * `svc backup` and `svc restore` (docs/operations.md). One file holds what the store holds: every

@@ -10,10 +10,9 @@ import Docker from 'dockerode';
 import { Redis } from 'ioredis';
 import { isLocalDomain } from '../core/addresses.ts';
 import type { Config } from '../core/config.ts';
-import { CA_FILE, caDir } from '../edge/certs/service-ca.ts';
-import { findHaproxy, HAPROXY_SETUP } from '../edge/dataplane/haproxy-process.ts';
-import { engineClient } from '../lifecycle/runtime/engine-client.ts';
-import { Backend, redactUrl } from '../store/kv.ts';
+import { CA_FILE, caDir, findHaproxy, HAPROXY_SETUP } from '../edge/index.ts';
+import { engineClient } from '../lifecycle/index.ts';
+import { Backend, redactUrl } from '../store/index.ts';
 
 const run = promisify(execFile);
 

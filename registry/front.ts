@@ -5,7 +5,7 @@ import httpProxy from '@fastify/http-proxy';
 import { authorizeSandbox, type Principal } from '../accounts/index.ts';
 import type { Logger } from '../core/logger.ts';
 import { readBounded } from '../core/read-bounded.ts';
-import type { ScanQueue } from '../queue/scan-queue.ts';
+import type { ScanQueue } from '../queue/index.ts';
 import { type Store, splitRepo } from '../store/index.ts';
 import { RegistryAuth, SERVICE_NAME, TOKEN_TTL_SECONDS } from './auth.ts';
 import type { Catalog } from './catalog.ts';

@@ -1,8 +1,7 @@
 import type { Config } from '../core/config.ts';
 import type { Logger } from '../core/logger.ts';
 import { RedisLeases } from '../core/redis-lease.ts';
-import { createRedis } from '../queue/connection.ts';
-import { ScanQueue } from '../queue/scan-queue.ts';
+import { createRedis, ScanQueue } from '../queue/index.ts';
 import type { Store } from '../store/index.ts';
 import { RegistryAuth } from './auth.ts';
 import { Catalog } from './catalog.ts';

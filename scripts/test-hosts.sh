@@ -80,7 +80,7 @@ register() {
     [ -f "$tls/key.pem" ] || openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
         -keyout "$tls/key.pem" -subj "/CN=test-$i" -out "$tls/request.csr" 2> /dev/null
     local ca; ca=$(cat "$tls/ca.pem" 2> /dev/null || true)
-    "$ROOT/node_modules/.bin/tsx" "$ROOT/bin/svc.ts" hosts add "test-$i" "$NET.$i.2" --pool "10.$((216 + i)).0.0/16" --same-machine --networks 4096 \
+    "$ROOT/node_modules/.bin/tsx" "$ROOT/operator/svc.ts" hosts add "test-$i" "$NET.$i.2" --pool "10.$((216 + i)).0.0/16" --same-machine --networks 4096 \
         --csr "$tls/request.csr" --certs-out "$tls" > /dev/null
     # another service's CA (a host a killed test left up): its engine read the old one at its start
     [ -z "$ca" ] || [ "$ca" = "$(cat "$tls/ca.pem")" ] || engine_stop "$i"

@@ -16,6 +16,7 @@ export type { ServiceKeyName } from './service-keys.ts';
 export type { AuditStore, AuditRow, AuditFilter, AuditPage } from './audit.ts';
 export type { RegistryStore, RepoRecord, VersionRecord, LayerScanRecord, Finding, ScanState, ScanProgress } from './registry.ts';
 export { splitRepo } from './registry.ts';
+export { Backend, redactUrl } from './kv.ts';
 
 export interface Store {
   users: UserStore;

@@ -1,6 +1,6 @@
 /**
- * The user CLI's commands run from an argv: by cli/svc.ts (the file served at /cli/svc.mjs) and by
- * `npx svc` in a checkout (bin/svc.ts hands these commands over). Exit codes: the command's own for
+ * The user CLI's commands run from an argv: by user-cli/svc.ts (the file served at /cli/svc.mjs) and by
+ * `npx svc` in a checkout (operator/svc.ts hands these commands over). Exit codes: the command's own for
  * exec, else 0 done, 1 failed, 2 usage error.
  */
 import { parseArgs } from 'node:util';
@@ -47,7 +47,7 @@ async function main(argv: string[], self: string): Promise<number> {
   return code ?? 0;
 }
 
-/** Whether `svc NAME` is a command of this CLI (bin/svc.ts asks). */
+/** Whether `svc NAME` is a command of this CLI (operator/svc.ts asks). */
 export function isUserCommand(name: string | undefined): boolean {
   return name !== undefined && Object.hasOwn(commands, name);
 }

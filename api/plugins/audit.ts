@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import fp from 'fastify-plugin';
-import { actorOf, withAuditActor, type AuditEntry, type AuditLog } from '../../accounts/audit.ts';
+import { actorOf, withAuditActor, type AuditEntry, type AuditLog } from '../../accounts/index.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -1,12 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { createUser, publicUser, requireUserByName, resetPassword, setDisabled, updateUser, type Caller, type WebSessions } from '../../accounts/index.ts';
-import type { Admission } from '../../accounts/admission.ts';
-import { QUOTA_NAMES, setQuotas, type QuotaName } from '../../accounts/quotas.ts';
+import { createUser, publicUser, requireUserByName, resetPassword, setDisabled, updateUser, type Caller, type WebSessions, type Admission, QUOTA_NAMES, setQuotas, type QuotaName } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
 import { mapLimited } from '../../core/map-limited.ts';
-import { parseDuration, type Lifecycle } from '../../lifecycle/index.ts';
-import type { SandboxUsage } from '../../lifecycle/usage.ts';
+import { parseDuration, type Lifecycle, type SandboxUsage } from '../../lifecycle/index.ts';
 import type { Store, UserRecord } from '../../store/index.ts';
 import { errorResponses } from '../schemas/common.ts';
 import { Quotas } from '../schemas/quotas.ts';

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { build } from 'esbuild';
 
-const ENTRY = fileURLToPath(new URL('../../cli/svc.ts', import.meta.url));
+const ENTRY = fileURLToPath(new URL('../../user-cli/svc.ts', import.meta.url));
 
 /**
  * The user CLI at /cli/svc.mjs (issue 22, as Coder serves its CLI from the deployment): cli/

@@ -1,9 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { addSshKey, createToken, forbidLimited, listSshKeys, listTokens, publicToken, publicUser, removeSshKey, revokeToken } from '../../accounts/index.ts';
-import type { Lifecycle } from '../../lifecycle/index.ts';
-import type { Admission } from '../../accounts/admission.ts';
-import type { WakeLimits } from '../../lifecycle/wake-limits.ts';
+import { addSshKey, createToken, forbidLimited, listSshKeys, listTokens, publicToken, publicUser, removeSshKey, revokeToken, type Admission } from '../../accounts/index.ts';
+import type { Lifecycle, WakeLimits } from '../../lifecycle/index.ts';
 import { Quotas, QuotaUsage } from '../schemas/quotas.ts';
 import type { Store } from '../../store/index.ts';
 import { errorResponses } from '../schemas/common.ts';

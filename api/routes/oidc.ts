@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { recordSignIn, SESSION_TTL_MS, type WebSessions } from '../../accounts/index.ts';
-import { SsoRefused, type OidcSignIn } from '../../accounts/oidc.ts';
+import { recordSignIn, SESSION_TTL_MS, type WebSessions, SsoRefused, type OidcSignIn } from '../../accounts/index.ts';
 import { errors } from '../../core/errors.ts';
 import type { Store } from '../../store/index.ts';
 import { errorResponses } from '../schemas/common.ts';

@@ -14,7 +14,7 @@ import { svcCli } from '../helpers/svc-cli.ts';
 
 const docker = sandboxDocker();
 const run = promisify(execFile);
-const USER_CLI = path.resolve('cli/svc.ts');
+const USER_CLI = path.resolve('user-cli/svc.ts');
 /** tsx's loader by its path: the CLI runs in a folder of its own, where `--import tsx` would not resolve. */
 const TSX = import.meta.resolve('tsx');
 const MB = 1024 * 1024;

@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { serviceCaPem } from '../../edge/index.ts';
 import { eventually, startTestService, type TestService } from '../../harness/service.ts';
-import { PrivateRedis } from './private-redis.ts';
+import { PrivateRedis } from '../helpers/private-redis.ts';
 
 const run = promisify(execFile);
 

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { freePort } from '../../harness/ports.ts';
-import { PrivateRedis } from './private-redis.ts';
+import { PrivateRedis } from '../helpers/private-redis.ts';
 
 let dir: string;
 

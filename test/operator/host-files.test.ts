@@ -3,9 +3,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { writeHostFiles } from '../../ops/hosts.ts';
+import { writeHostFiles } from '../../operator/hosts.ts';
 
-/** `svc hosts add --certs-out DIR` (ops/hosts.ts): what it leaves on disk. */
+/** `svc hosts add --certs-out DIR` (operator/hosts.ts): what it leaves on disk. */
 describe('host files', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-host-files-'));
   after(() => fs.rmSync(dir, { recursive: true, force: true }));

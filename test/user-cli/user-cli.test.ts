@@ -141,7 +141,7 @@ describe('user CLI (svc.mjs) with only an export folder', () => {
     const piped = await svc(['exec', '-i', '--', 'wc', '-c'], { input: 'twelve bytes' });
     assert.equal(piped.stdout.trim(), '12');
     // the same commands in a checkout: npx svc hands them to the user CLI
-    const checkout = await run(process.execPath, ['--import', 'tsx', path.resolve(HERE, '../../bin/svc.ts'), '--env', path.join(folder, 'svc.env'), 'exec', '--', 'sh', '-c', 'echo from-checkout; exit 4'])
+    const checkout = await run(process.execPath, ['--import', 'tsx', path.resolve(HERE, '../../operator/svc.ts'), '--env', path.join(folder, 'svc.env'), 'exec', '--', 'sh', '-c', 'echo from-checkout; exit 4'])
       .then(() => ({ code: 0, stdout: '' }), (err: { code: number; stdout: string }) => err);
     assert.deepEqual([checkout.code, checkout.stdout], [4, 'from-checkout\n']);
   });

@@ -3,9 +3,13 @@ import { createHash } from 'node:crypto';
 import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
-import { ContentScanner } from './content-scanner.ts';
+import { ArchiveBudget, DEFAULT_ARCHIVE_LIMITS, firstBytes, openArchive, type ArchiveContext, type ArchiveLimits } from './archives.ts';
+import { FileScan, pathMatches, UnscannableLayer, type Flag } from './file-scan.ts';
+import { gitObjectFile, GitStores } from './git-history.ts';
 import { builtInRules, type RuleSet } from './rule-set.ts';
-import { isVendored, matchPath, type PathMatch } from './rules.ts';
+import { isVendored, type PathMatch } from './rules.ts';
+
+export { UnscannableLayer } from './file-scan.ts';
 
 /** Bounds that keep a hostile layer (gzip bomb, absurd tar) from hurting a worker. */
 export interface LayerLimits {
@@ -59,11 +63,6 @@ export interface LayerScanResult {
   compression: 'gzip' | 'zstd' | 'none' | 'unknown';
 }
 
-/** A refusal of the layer's content: the layer is unscannable for this reason. */
-export class UnscannableLayer extends Error {
-  override name = 'UnscannableLayer';
-}
-
 /**
  * The scan could not run, for a reason outside the layer (no `zstd` on this machine, zstd killed):
  * the job fails and is retried; nothing about the layer is decided or kept.
@@ -71,9 +70,6 @@ export class UnscannableLayer extends Error {
 export class ScanEnvironmentError extends Error {
   override name = 'ScanEnvironmentError';
 }
-
-/** Content of name-matched credential files is read up to this many bytes to check it. */
-const CONDITIONAL_READ = 1024 * 1024;
 
 /**
  * Reads one layer blob as it streams (never held in memory): checks its digest, decompresses it
@@ -88,7 +84,7 @@ const CONDITIONAL_READ = 1024 * 1024;
  */
 export async function scanLayer(
   source: Readable,
-  opts: { digest: string; limits?: Partial<LayerLimits>; rules?: RuleSet; onProgress?: (compressedBytes: number) => void },
+  opts: { digest: string; limits?: Partial<LayerLimits>; archiveLimits?: Partial<ArchiveLimits>; rules?: RuleSet; onProgress?: (compressedBytes: number) => void },
 ): Promise<LayerScanResult> {
   const limits = { ...DEFAULT_LAYER_LIMITS, ...opts.limits };
   const rules = opts.rules ?? builtInRules();
@@ -123,7 +119,7 @@ export async function scanLayer(
   source.pipe(tap);
 
   const findings = new Map<string, LayerFinding>();
-  const flag = (path: string, rule: string, hit: { line?: number; fingerprint?: string; confidence?: 'low' } = {}) => {
+  const flag: Flag = (path, rule, hit = {}) => {
     if (findings.size >= MAX_FINDINGS) return;
     const f: LayerFinding = {
       path, rule, ...(hit.line ? { line: hit.line } : {}), ...(hit.fingerprint ? { fingerprint: hit.fingerprint } : {}),
@@ -143,6 +139,8 @@ export async function scanLayer(
     },
   });
 
+  const archives: ArchiveContext = { rules, flag, budget: new ArchiveBudget({ ...DEFAULT_ARCHIVE_LIMITS, ...opts.archiveLimits }) };
+  const gitStores = new GitStores(archives.budget.limits.maxHeld);
   try {
     const head = await firstBytes(tap);
     let decompress: Transform | PassThrough;
@@ -172,40 +170,23 @@ export async function scanLayer(
         if (typeof h.size === 'number' && (h.size < 0 || h.size > limits.maxEntrySize)) throw new UnscannableLayer(`entry "${path}" claims an absurd size ${h.size}`);
         const regular = h.type === 'file' || h.type === 'contiguous-file';
         const base = path.slice(path.lastIndexOf('/') + 1);
-        const matches: PathMatch[] = regular || h.type === 'link' ? (base.startsWith('.wh.') ? [] : [...matchPath(path), ...operatorPathRules(rules, path)]) : [];
+        const matches: PathMatch[] = regular || h.type === 'link' ? (base.startsWith('.wh.') ? [] : pathMatches(rules, path)) : [];
         if (!regular) {
           for (const m of matches) if (!m.content) flag(path, m.rule);
           entry.resume();
           continue;
         }
-        const scanner = new ContentScanner(rules, { path });
-        const conditional = matches.filter((m) => m.content);
-        let kept: Buffer[] | undefined = conditional.length ? [] : undefined;
-        let keptBytes = 0;
-        // A file flagged by its name is fingerprinted by its content: the same key file is one finding.
-        const fileHash = matches.length ? createHash('sha256') : undefined;
-        let first = true;
-        let binary = false;
-        for await (const chunk of entry as AsyncIterable<Buffer>) {
-          fileHash?.update(chunk);
-          if (first) {
-            first = false;
-            binary = isUnreadable(chunk);
-          }
-          if (binary) continue;
-          scanner.feed(chunk);
-          if (kept && keptBytes < CONDITIONAL_READ) {
-            kept.push(chunk);
-            keptBytes += chunk.length;
-          }
+        const git = gitObjectFile(path);
+        if (git) {
+          await gitStores.add(git.gitdir, path, entry as AsyncIterable<Buffer>);
+          continue;
         }
-        const fileFingerprint = fileHash?.digest('hex').slice(0, 16);
-        for (const m of matches) {
-          if (!m.content || m.content.test(Buffer.concat(kept!).subarray(0, CONDITIONAL_READ).toString('latin1'))) flag(path, m.rule, { fingerprint: fileFingerprint });
-        }
-        kept = undefined;
-        if (!binary) for (const hit of scanner.end()) flag(path, hit.rule, hit);
+        const file = new FileScan(rules, path, matches, flag, archives.budget.limits.maxHeld);
+        for await (const chunk of entry as AsyncIterable<Buffer>) file.feed(chunk);
+        const nested = file.end();
+        if (nested) await openArchive(nested, path, 1, archives);
       }
+      await gitStores.scan(archives);
     } finally {
       child?.kill('SIGKILL');
     }
@@ -225,30 +206,6 @@ export async function scanLayer(
   return { state: list.length ? 'flagged' : 'clean', findings: list, compressedBytes, bytes, entries, compression };
 }
 
-/**
- * Files whose content is not read: ELF executables and libraries embed self-test keys (GnuTLS
- * carries EC private keys for its FIPS self-tests), so every Debian image would be flagged, as
- * gitleaks and Trivy also leave them out; compressed files (gzip, xz, bzip2, zstd) and compressed
- * images (PNG, JPEG, GIF) cannot hold a readable secret. Their names are still checked.
- */
-function isUnreadable(chunk: Buffer): boolean {
-  if (chunk.length < 4) return false;
-  const magic = chunk.readUInt32BE(0);
-  return magic === 0x7f454c46 // ELF
-    || magic >>> 16 === 0x1f8b // gzip
-    || magic === 0xfd377a58 // xz
-    || (magic >>> 8 === 0x425a68 && chunk[3]! >= 0x31 && chunk[3]! <= 0x39) // bzip2: BZh1-9
-    || magic === 0x28b52ffd // zstd
-    || magic === 0x89504e47 // PNG
-    || magic >>> 8 === 0xffd8ff // JPEG
-    || magic === 0x47494638; // GIF8
-}
-
-/** An operator's file-name rules (a `path` and no `regex`) that `path` matches. */
-function operatorPathRules(rules: RuleSet, path: string): PathMatch[] {
-  return rules.pathRules.filter((r) => r.path.test(path)).map((r) => ({ rule: r.id }));
-}
-
 /** Entry path relative to the layer root; refuses paths that escape it or are absurd. */
 function checkedPath(name: string, limits: LayerLimits): string {
   if (Buffer.byteLength(name) > limits.maxPathLength) throw new UnscannableLayer(`an entry path is longer than ${limits.maxPathLength} bytes`);
@@ -256,35 +213,6 @@ function checkedPath(name: string, limits: LayerLimits): string {
   const parts = name.split('/').filter((p) => p !== '' && p !== '.');
   if (parts.includes('..')) throw new UnscannableLayer(`entry "${name.slice(0, 200)}" escapes the layer root (..)`);
   return parts.join('/');
-}
-
-/** Waits for the first bytes of a stream and puts them back. Empty stream → empty buffer. */
-async function firstBytes(stream: Readable): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const done = () => {
-      stream.off('readable', onReadable);
-      stream.off('error', onError);
-      stream.off('end', onEnd);
-    };
-    const onReadable = () => {
-      const chunk = stream.read() as Buffer | null;
-      if (chunk === null) return;
-      done();
-      stream.unshift(chunk);
-      resolve(chunk);
-    };
-    const onError = (err: Error) => {
-      done();
-      reject(err);
-    };
-    const onEnd = () => {
-      done();
-      resolve(Buffer.alloc(0));
-    };
-    stream.on('readable', onReadable);
-    stream.on('error', onError);
-    stream.on('end', onEnd);
-  });
 }
 
 /**

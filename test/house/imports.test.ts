@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, it, before, after } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { checkImports } from '../../scripts/check-imports.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const CHECK = path.join(ROOT, 'scripts/check-imports.ts');
+const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+const run = promisify(execFile);
+
+/** The house's TypeScript sources (and nothing else: no packages, no builds) copied under `to`. */
+function copySources(to: string): void {
+  fs.cpSync(ROOT, to, {
+    recursive: true,
+    filter: (src) => {
+      const name = path.basename(src);
+      if (src === ROOT) return true;
+      if (name.startsWith('.') || name === 'node_modules' || name === 'dist') return false;
+      return fs.statSync(src).isDirectory() || /\.tsx?$/.test(name);
+    },
+  });
+}
+
+/** The check as `npm run check:imports` runs it: its exit code and what it printed. */
+async function runCheck(root: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(TSX, [CHECK, root], { cwd: ROOT });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe('the import check (scripts/check-imports.ts, floors in scripts/house.ts)', () => {
+  let copy: string;
+  before(() => {
+    copy = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-house-'));
+    copySources(copy);
+  });
+  after(() => fs.rmSync(copy, { recursive: true, force: true }));
+
+  it('passes on the house as it is', async () => {
+    assert.deepEqual(checkImports(ROOT), []);
+    const { code, stdout } = await runCheck(ROOT);
+    assert.equal(code, 0);
+    assert.match(stdout, /every import runs down the house/);
+  });
+
+  it('fails on an import planted up the house, and names it', async () => {
+    assert.deepEqual(checkImports(copy), [], 'the copy starts as the house');
+    fs.writeFileSync(path.join(copy, 'core/planted.ts'), "import type { Lifecycle } from '../lifecycle/index.ts';\nexport type Planted = Lifecycle;\n");
+    try {
+      assert.deepEqual(checkImports(copy).map((v) => [v.kind, v.at, v.target]), [['up', 'core/planted.ts:1', 'lifecycle/index.ts']]);
+      const { code, stderr } = await runCheck(copy);
+      assert.equal(code, 1);
+      assert.match(stderr, /^core\/planted\.ts:1: up: core \(floor 1\) imports lifecycle\/index\.ts from lifecycle \(floor 4\), up the house$/m);
+      assert.match(stderr, /1 imports against the house \(1 up\)/);
+    } finally {
+      fs.rmSync(path.join(copy, 'core/planted.ts'));
+    }
+  });
+
+  it('fails on an import around an index.ts, sideways, of a value into the UI, and from a room on no floor', () => {
+    const plant = (file: string, text: string) => {
+      fs.mkdirSync(path.dirname(path.join(copy, file)), { recursive: true });
+      fs.writeFileSync(path.join(copy, file), text);
+    };
+    plant('api/planted.ts', "export { LOCAL_HOST } from '../store/hosts.ts';\n");
+    plant('registry/planted.ts', "// a dynamic import counts as well\nexport const later = () => import('../api/app.ts');\n");
+    plant('ui/src/planted.ts', "import { statusInWords } from '../../core/sandbox-status.ts';\nexport const said = statusInWords('running');\n");
+    plant('attic/planted.ts', "export const x = 1;\n");
+    try {
+      assert.deepEqual(checkImports(copy).map((v) => [v.kind, v.at, v.target]), [
+        ['around-index', 'api/planted.ts:1', 'store/hosts.ts'],
+        ['unknown-room', 'attic/planted.ts', 'attic/planted.ts'],
+        ['sideways', 'registry/planted.ts:2', 'api/app.ts'],
+        ['value-into-apart', 'ui/src/planted.ts:1', 'core/sandbox-status.ts'],
+      ]);
+    } finally {
+      for (const file of ['api/planted.ts', 'registry/planted.ts', 'ui/src/planted.ts']) fs.rmSync(path.join(copy, file));
+      fs.rmSync(path.join(copy, 'attic'), { recursive: true });
+    }
+  });
+
+  it('lets tests reach past an index.ts, and takes types into the UI', () => {
+    fs.writeFileSync(path.join(copy, 'test/planted.test.ts'), "import { LOCAL_HOST } from '../store/hosts.ts';\nexport const host = LOCAL_HOST;\n");
+    fs.writeFileSync(path.join(copy, 'ui/src/planted.ts'), "import type { SandboxStatus } from '../../core/sandbox-summary.ts';\nexport const s: SandboxStatus = 'running';\n");
+    try {
+      assert.deepEqual(checkImports(copy), []);
+    } finally {
+      fs.rmSync(path.join(copy, 'test/planted.test.ts'));
+      fs.rmSync(path.join(copy, 'ui/src/planted.ts'));
+    }
+  });
+});

@@ -6,7 +6,7 @@ import { startTestService, type TestService } from '../../harness/service.ts';
 import { registryOwners, scansSettled } from '../helpers/registry-owners.ts';
 import { gzip, LAYER_GZIP, makeTar, OciClient, privateKeyPem, sha256 } from '../../harness/oci.ts';
 import { registryTraffic } from '../../harness/registry-traffic.ts';
-import { KEPT_VERDICTS_MAX } from '../../registry/front.ts';
+import { KEPT_VERDICTS_MAX } from '../../registry/kept-verdicts.ts';
 import { REGISTRY_VERDICT_HEADER } from '../../edge/dataplane/haproxy-config.ts';
 
 /**

@@ -7,6 +7,8 @@
 #   bash scripts/incus-host.sh            all of the above
 #   bash scripts/incus-host.sh image      only (re)imports the image when svc-sandbox:latest changed
 #   bash scripts/incus-host.sh stop       stops incusd (its containers stop with it: `incus admin shutdown`)
+#   bash scripts/incus-host.sh profile    prints the profile sandboxes run under (the test cluster uses it)
+#   bash scripts/incus-host.sh export DIR writes the image's two tarballs, DIR/meta.tar and DIR/rootfs.tar
 #
 #   packages   incus-base, incus-client (Debian 12: from bookworm-backports, added as an apt source of
 #              its own; Debian 13: its own archive), btrfs-progs
@@ -152,10 +154,9 @@ profile_current() {
 # --- image ---------------------------------------------------------------------------------------------
 docker_inputs() { docker image inspect -f '{{index .Config.Labels "svc.inputs"}}' "$DOCKER_IMAGE"; }
 incus_inputs() { incus query "/1.0/images/aliases/$ALIAS" 2> /dev/null | jq -r .target | xargs -r -I{} incus query /1.0/images/{} | jq -r '.properties["svc.inputs"] // empty'; }
-import_image() {
-    local inputs=$1 dir cid
-    mkdir -p "$CACHE"
-    dir=$(mktemp -d "$CACHE/image-XXXXXX")
+# The split image's two tarballs in $1: meta.tar (metadata.yaml alone) and rootfs.tar.
+export_image() {
+    local dir=$1 inputs=$2 cid
     # metadata.yaml is all of the metadata tarball; the rootfs tarball is the container's file system
     # as Docker has it (its ENV and ENTRYPOINT live in the profile)
     cat > "$dir/metadata.yaml" << EOF
@@ -168,8 +169,14 @@ properties:
 EOF
     tar -C "$dir" -cf "$dir/meta.tar" metadata.yaml
     cid=$(docker create "$DOCKER_IMAGE")
-    docker export "$cid" > "$dir/rootfs.tar" || { docker rm -f "$cid" > /dev/null; rm -rf "$dir"; return 1; }
+    docker export "$cid" > "$dir/rootfs.tar" || { docker rm -f "$cid" > /dev/null; return 1; }
     docker rm -f "$cid" > /dev/null
+}
+import_image() {
+    local inputs=$1 dir
+    mkdir -p "$CACHE"
+    dir=$(mktemp -d "$CACHE/image-XXXXXX")
+    export_image "$dir" "$inputs" || { rm -rf "$dir"; return 1; }
     # the old image stays until the new one is in: a sandbox made meanwhile still finds the alias
     local old
     old=$(incus query "/1.0/images/aliases/$ALIAS" 2> /dev/null | jq -r '.target // empty' || true)
@@ -194,12 +201,18 @@ ensure_image() {
 }
 
 case $ACTION in
+    profile) sandbox_profile; exit 0 ;;
+    export)
+        [ -n "${2:-}" ] || fail "export DIR"
+        mkdir -p "$2"
+        export_image "$2" "$(docker_inputs)"
+        exit 0 ;;
     stop)
         answers && incus admin shutdown --timeout 60 || true
         exit 0 ;;
     image) ensure_image; exit 0 ;;
     all) ;;
-    *) echo "usage: $0 [image|stop]" >&2; exit 2 ;;
+    *) echo "usage: $0 [image|stop|profile|export DIR]" >&2; exit 2 ;;
 esac
 
 if command -v incus > /dev/null && [ -x /usr/libexec/incus/incusd ] && command -v mkfs.btrfs > /dev/null; then

@@ -1,11 +1,9 @@
-import { execFile } from 'node:child_process';
 import { randomBytes, X509Certificate } from 'node:crypto';
 import dns from 'node:dns/promises';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { Redis } from 'ioredis';
 import { isLocalDomain } from '../core/addresses.ts';
@@ -13,8 +11,8 @@ import type { Config } from '../core/config.ts';
 import { CA_FILE, caDir, findHaproxy, HAPROXY_SETUP } from '../edge/index.ts';
 import { engineClient } from '../lifecycle/index.ts';
 import { Backend, redactUrl } from '../store/index.ts';
+import { isService, parentOf, portHolder, readText } from './host-reads.ts';
 
-const run = promisify(execFile);
 
 /**
  * `svc doctor`: is this host, with this configuration, able to run the service? One line per
@@ -224,30 +222,6 @@ async function portCheck(port: number, host: string | undefined): Promise<Findin
   return fail(`${where} is taken by ${holder ? `${holder.name} (pid ${holder.pid})` : 'another program'}`, 'stop it, or give the service another port (SVC_HTTPS_PORT, SVC_HTTP_PORT, SVC_API_PORT)');
 }
 
-const isService = (command: string) => /\bmain\.ts\b/.test(command);
-
-/** A process's parent and its command line, from /proc. */
-function parentOf(pid: number): { pid: number; command: string } | undefined {
-  // the command name in stat is in parentheses and may hold spaces: the ppid is the second field after it
-  const stat = readText(`/proc/${pid}/stat`);
-  const ppid = stat ? Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) : NaN;
-  if (!Number.isInteger(ppid) || ppid <= 1) return undefined;
-  return { pid: ppid, command: (readText(`/proc/${ppid}/cmdline`) ?? '').replace(/\0/g, ' ') };
-}
-
-/** Who listens on a TCP port, from `ss` (iproute2). */
-async function portHolder(port: number): Promise<{ pid: number; name: string; command: string } | null> {
-  try {
-    const { stdout } = await run('ss', ['-ltnpH', `sport = :${port}`]);
-    const m = /users:\(\("([^"]+)",pid=(\d+)/.exec(stdout);
-    if (!m) return null;
-    const command = (readText(`/proc/${m[2]}/cmdline`) ?? '').replace(/\0/g, ' ');
-    return { pid: Number(m[2]), name: m[1]!, command };
-  } catch {
-    return null;
-  }
-}
-
 async function nameCheck(name: string, shown: string, fix: string): Promise<Finding> {
   let addresses: string[];
   try {
@@ -377,14 +351,6 @@ function isWritable(dir: string): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-function readText(file: string): string | undefined {
-  try {
-    return fs.readFileSync(file, 'utf8');
-  } catch {
-    return undefined;
   }
 }
 

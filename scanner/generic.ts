@@ -65,7 +65,14 @@ const PUBLIC_WORD = /^(?:public|publishable|pub|pubkey|gpg|pgp|fingerprint|keyri
 export function nameStrength(name: string): 'strong' | 'weak' | undefined {
   const w = words(name);
   if (w.length === 0 || w.length > 8) return undefined;
-  if (DESCRIPTIVE_LAST.has(w[w.length - 1]!) || w.some((x) => PUBLIC_WORD.test(x) || NOT_CREDENTIAL.test(x))) return undefined;
+  if (DESCRIPTIVE_LAST.has(w[w.length - 1]!) || w.some((x) => NOT_CREDENTIAL.test(x))) return undefined;
+  // A public word qualifies the word after it (`PUBLIC_KEY`, `publicToken`); a secret named past that still counts
+  // (`flutterwavePubKey_api_token`).
+  const pub = w.map((x) => PUBLIC_WORD.test(x)).lastIndexOf(true);
+  if (pub >= 0) {
+    const rest = w.slice(pub + 2);
+    if (!rest.some((x) => STRONG_WORD.test(x)) && !STRONG_PAIR.test(rest.join(' '))) return undefined;
+  }
   const joined = w.join(' ');
   if (DATA_KEY.test(joined) && !w.some((x) => STRONG_WORD.test(x))) return undefined;
   if (w.some((x) => STRONG_WORD.test(x)) || STRONG_PAIR.test(joined)) return 'strong';
@@ -78,6 +85,9 @@ const VOWELS = /[aeiouy]/;
 /** Words of computing with few vowels, which the rule below would take for random letters. */
 const TECH_WORDS = new Set(['passwd', 'sysctl', 'systemd', 'tmpfs', 'nginx', 'https', 'sftp', 'ssh', 'html', 'xhtml', 'jwks', 'mysql', 'pgsql', 'psql', 'stdlib', 'cpp', 'src', 'dst', 'pkgs', 'pkg', 'cfg', 'msg']);
 
+/** Consonant pairs common in English and in identifiers. */
+const COMMON_PAIRS = new Set('bl br ch ck cl cr ct dr fl fr ft gh gl gr kn ld lf lk ll lm lp ls lt lv mb mm mp nc nd nf ng nk nn ns nt ph pl pp pr ps pt rb rc rd rf rg rk rl rm rn rp rr rs rt rv sc sh sk sl sm sn sp ss st sw th tr ts tt tw wh wn wr ws xt dd ff gg bb cc zz sq nth cs'.split(' '));
+
 /** A token that reads as a word or an abbreviation: vowels, no long consonant runs. */
 function wordLike(token: string): boolean {
   if (token.length <= 1) return true;
@@ -87,7 +97,15 @@ function wordLike(token: string): boolean {
   if (!VOWELS.test(t)) return false;
   if (/[^aeiouy]{5,}/.test(t)) return false;
   const vowels = t.replace(/[^aeiouy]/g, '').length;
-  return t.length < 6 || (vowels / t.length >= 0.2 && vowels / t.length <= 0.7);
+  if (t.length < 6) return true;
+  if (vowels / t.length < 0.2 || vowels / t.length > 0.7) return false;
+  // Pairs of consonants that words rarely hold (`gp`, `mx`, `cz`): a generated lower-case run has them everywhere.
+  let rare = 0;
+  for (let i = 1; i < t.length; i++) {
+    const pair = t.slice(i - 1, i + 1);
+    if (!/[aeiouy]/.test(pair) && !COMMON_PAIRS.has(pair)) rare += 1;
+  }
+  return rare <= Math.max(1, Math.floor(t.length / 4));
 }
 
 /**
@@ -157,14 +175,17 @@ export function judgeAssignment(name: string, value: string, line = ''): Confide
   if (URL.test(v)) return urlCarriesToken(v) ? 'low' : undefined;
   if (WORDS_FOR_NOTHING.test(v) || REFERENCE.test(v) || PATH.test(v) || FILE_NAME.test(v) || VERSION.test(v) || VERSION_INSIDE.test(v) || HASH_PREFIXED.test(v)) return undefined;
   if (echoesName(name, v)) return undefined;
+  // A UUID whose name says id is an id (`request_id_key`), and a bare `key`'s a record's; behind `*_KEY` it is
+  // Heroku's key shape. Even a documentation-like one (`12345678-ABCD-…`) is only ambiguous there, not nothing.
+  if (UUID.test(v)) {
+    if (words(name).some((w) => /^(?:id|ids|uuid|guid|identifier)$/.test(w)) || /^keys?$/i.test(name) || /^[0-]+$|(.)\1{7}/.test(v.replace(/-/g, ''))) return undefined;
+    return 'low';
+  }
   if (isPlaceholder(v) || /x{4,}|X{4,}|\*{3,}|\.{3}|^[-_.=+/]+$/.test(v)) return undefined;
   if (/^[\d\s.:_+,-]+$/.test(v)) {
-    // A long number (a 32-digit client secret) is a secret's shape; ports, times, dates and phone numbers are not.
-    return /^\d{16,}$/.test(v) && entropy(v) >= 2.8 ? 'low' : undefined;
+    // A long number (a 16-digit client id, a 32-digit client secret) is a secret's shape; ports, times, dates and phone numbers are not.
+    return /^\d+$/.test(v) && v.length >= (strength === 'strong' ? 12 : 16) && entropy(v) >= 2.5 ? 'low' : undefined;
   }
-  // A UUID whose name says id is an id (`request_id_key`); behind `*_KEY` it is Heroku's key shape.
-  // A bare `key` holding a UUID is a record's key.
-  if (UUID.test(v)) return words(name).some((w) => /^(?:id|ids|uuid|guid|identifier)$/.test(w)) || /^keys?$/i.test(name) ? undefined : 'low';
   if (HEX_HASH.test(v)) return HASH_CONTEXT.test(name) || HASH_CONTEXT.test(line) ? undefined : strength === 'strong' ? 'high' : 'low';
   if (isWordy(v)) return undefined;
   const e = entropy(v);

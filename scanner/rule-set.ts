@@ -99,7 +99,8 @@ export class RuleSet {
    * to the rule, and not allowed by the operator's allowlists.
    */
   accepts(rule: CompiledRule, secret: string, match: RegExpExecArray, line: () => string, path: string | undefined): Confidence | undefined {
-    if (rule.id !== 'private-key' && rule.id !== 'putty-private-key' && isPlaceholder(secret, rule.prefix)) return undefined; // a key body's base64 may hold runs (AAAAAA)
+    // A key body's base64 may hold runs (AAAAAA); the generic rule judges placeholders itself (generic.ts).
+    if (rule.id !== 'private-key' && rule.id !== 'putty-private-key' && rule.family !== 'generic' && isPlaceholder(secret, rule.prefix)) return undefined;
     if (rule.entropy && entropy(secret.slice(rule.prefix.length)) < rule.entropy) return undefined;
     const checked = rule.check ? rule.check(secret, match, { path, line }) : true;
     if (!checked) return undefined;

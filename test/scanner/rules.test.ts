@@ -187,11 +187,17 @@ describe('layer reader', () => {
     assert.equal((await scanLayer(Readable.from([blob]), { digest: sha256(blob) })).state, 'clean');
   });
 
-  it('does not read the content of ELF binaries (libraries embed self-test keys) or compressed files', async () => {
+  it('does not read the content of ELF binaries (libraries embed self-test keys) or xz files; opens gzip, and a corrupt one is unscannable', async () => {
     const elf = Buffer.concat([Buffer.from([0x7f, 0x45, 0x4c, 0x46]), Buffer.from(pem('RSA'))]);
-    const gz = Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 0]), Buffer.from(pem('RSA'))]);
-    const t = gzip(await layer([{ path: 'usr/lib/libx.so', content: elf }, { path: 'usr/share/doc/x.gz', content: gz }]));
-    assert.equal((await scanLayer(Readable.from([t]), { digest: sha256(t) })).state, 'clean');
+    const xz = Buffer.concat([Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0]), Buffer.from(pem('RSA'))]);
+    const clean = gzip(await layer([{ path: 'usr/lib/libx.so', content: elf }, { path: 'usr/share/doc/x.xz', content: xz }]));
+    assert.equal((await scanLayer(Readable.from([clean]), { digest: sha256(clean) })).state, 'clean');
+    const zipped = gzip(await layer([{ path: 'srv/keys.pem.gz', content: gzip(Buffer.from(pem('RSA'))) }]));
+    assert.deepEqual((await scanLayer(Readable.from([zipped]), { digest: sha256(zipped) })).findings.map((f) => [f.path, f.rule]), [['srv/keys.pem.gz!/keys.pem', 'private-key']]);
+    const corrupt = gzip(await layer([{ path: 'usr/share/doc/x.gz', content: Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 0]), Buffer.from(pem('RSA'))]) }]));
+    const r = await scanLayer(Readable.from([corrupt]), { digest: sha256(corrupt) });
+    assert.equal(r.state, 'unscannable');
+    assert.match(r.reason!, /^usr\/share\/doc\/x\.gz: not a readable gzip archive/);
   });
 
   it('flags vendored findings too, marked as such', async () => {

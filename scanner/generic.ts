@@ -179,7 +179,8 @@ export function judgeAssignment(name: string, value: string, line = ''): Confide
   // Heroku's key shape. Even a documentation-like one (`12345678-ABCD-…`) is only ambiguous there, not nothing.
   if (UUID.test(v)) {
     if (words(name).some((w) => /^(?:id|ids|uuid|guid|identifier)$/.test(w)) || /^keys?$/i.test(name) || /^[0-]+$|(.)\1{7}/.test(v.replace(/-/g, ''))) return undefined;
-    return 'low';
+    // A UUID named token is mostly a session's, a request's or a trace's; behind a key or a secret it is the credential.
+    return words(name).some((w) => /key|secret|passw|pwd|credential/.test(w)) ? 'low' : undefined;
   }
   if (isPlaceholder(v) || /x{4,}|X{4,}|\*{3,}|\.{3}|^[-_.=+/]+$/.test(v)) return undefined;
   if (/^[\d\s.:_+,-]+$/.test(v)) {

@@ -20,12 +20,14 @@ const PLACEHOLDER_WORDS = /example|sample|dummy|placeholder|redacted|changeme|ch
 
 const SEQUENCES = ['abcdefghijklmnopqrstuvwxyz', '0123456789', 'qwertyuiop', 'asdfghjkl', 'zyxwvutsrqponmlkjihgfedcba', '9876543210'];
 
-/** Whether `body` runs through a keyboard or alphabet sequence of 6 or more characters. */
-function hasSequence(body: string): boolean {
+const ALPHABETS = SEQUENCES.filter((s) => !/qwer|asdf/.test(s));
+
+/** Whether `body` runs through a keyboard or alphabet sequence of 6 or more characters (only alphabets: `sequences`). */
+function hasSequence(body: string, sequences = SEQUENCES): boolean {
   const lower = body.toLowerCase();
   for (let i = 0; i + 6 <= lower.length; i++) {
     const part = lower.slice(i, i + 6);
-    if (SEQUENCES.some((s) => s.includes(part))) return true;
+    if (sequences.some((s) => s.includes(part))) return true;
   }
   return false;
 }
@@ -42,6 +44,10 @@ export function isPlaceholder(secret: string, prefix = ''): boolean {
   if (PLACEHOLDER_WORDS.test(body)) return true;
   if (/(.)\1{5,}/.test(body)) return true;
   if (body.length >= 12 && hasSequence(body)) return true;
+  // A sequence woven through the other characters: `a1b2c3d4e5f6…`, `d4c3b2a1-f6e5-h8g7`.
+  const letters = body.replace(/[^A-Za-z]/g, '');
+  const digits = body.replace(/[^0-9]/g, '');
+  if (body.length >= 12 && ((letters.length >= 8 && hasSequence(letters, ALPHABETS)) || (digits.length >= 8 && hasSequence(digits, ALPHABETS)))) return true;
   if (body.length >= 16 && new Set(body).size < Math.min(8, body.length / 3)) return true;
   return false;
 }

@@ -58,7 +58,7 @@ describe('scan rules', () => {
       ['SVC_TOKEN=svc_' + 'Zk3Lq9Rm2Xw8Tn5Vp7Hc4Jd1Fb6Gy0Ne2Ua8Qs4Ko1M', 'svc-access-token'],
       ['ghp_' + 'k8Fq2Lr7Zt4Wm1Np6Xc3Vb9Hd5Js0Ye2Ua7G', 'github-token'],
       ['glpat-' + 'Xk3Zr8Qm2Lw7Nt5Vp9Hc', 'gitlab-token'],
-      ['AKIA' + 'Q2W3E4R5T6Y7U2I3', 'aws-access-key-id'],
+      ['AKIA' + 'Q7W2E6R4T3Y6U3I5', 'aws-access-key-id'],
       ['xoxb-4829105736-7391046285-Zk3Lq9Rm2Xw8Tn5Vp7Hc4Jd1', 'slack-token'],
       ['sk_live_' + 'Zk3Lq9Rm2Xw8Tn5Vp7Hc4Jd1', 'stripe-secret-key'],
       ['AIza' + 'SyD8k2Lq9Rm3Xw7Tn5Vp1Hc4Jd6Fb0Gz2Ne', 'gcp-api-key'],

@@ -236,7 +236,7 @@ up() {
     [[ $n =~ ^[1-9][0-9]?$ ]] || die "up N: N members, 1 to 99"
     t0=$(now)
     mkdir -p "$STATE" "$DATA"
-    chmod 0700 "$DATA"
+    chmod 0711 "$DATA"  # containers' roots must pass through it (LXC: "grant it x access")
     machine_up
     for i in $(seq 1 "$n"); do
         m=m$i
@@ -281,23 +281,24 @@ remove_cgroups() {
 member_down() {
     local m=$1 i pid
     i=$(member_index "$m")
-    # the containers first, while incusd can stop them; then whatever is left, by force
-    answers "$m" && timeout 60 env INCUS_DIR="$DATA/$m" incus stop --all --force > /dev/null 2>&1 || true
     pid=$(daemon_pid "$m"); [ -z "$pid" ] || kill -9 $pid 2> /dev/null || true
     pid=$(container_pids "$m" | sort -u | tr '\n' ' ')
     [ -z "${pid// /}" ] || kill -9 $pid 2> /dev/null || true
     pid=$(holder_of "$m" || true)
     [ -z "$pid" ] || kill -9 "$pid" 2> /dev/null || true
     ip link del "svcic$i" 2> /dev/null || true
-    sleep 0.2
-    remove_cgroups "$m"
     rm -f "$STATE/$m.holder"
 }
 
 down() {
-    local m t0
+    local m t0 members
     t0=$(now)
-    for m in $(members_made) $(ls "$DATA" 2> /dev/null | grep -E '^m[0-9]+$' || true); do member_down "$m"; done
+    members=$( { members_made; ls "$DATA" 2> /dev/null | grep -E '^m[0-9]+$'; } | sort -uV)
+    # no graceful stop: a member's daemon, its containers (found by their cgroups) and its namespace
+    # holder are killed, and with their last process the namespaces and every mount in them go
+    for m in $members; do member_down "$m"; done
+    sleep 0.2
+    for m in $members; do remove_cgroups "$m"; done
     machine_down
     # nothing of the members' mounts is visible here (their mount namespaces are gone with them)
     rm -rf "$DATA" "$STATE"

@@ -3,7 +3,8 @@
  * given a value, in the syntaxes source code and configuration use. The judgement of the name and
  * the value is generic.ts's; the patterns only find the pair. All share the id `generic-secret`.
  */
-import { GENERIC_KEYWORDS, judgeAssignment, type Confidence } from './generic.ts';
+import { entropy, GENERIC_KEYWORDS, isWordy, judgeAssignment, type Confidence } from './generic.ts';
+import { isPlaceholder } from './placeholders.ts';
 import type { CheckContext, ContentRule } from './provider-rules.ts';
 
 /** A name holding a keyword (bounded both ways; the judgement reads its words). */
@@ -55,6 +56,22 @@ function judge(secret: string, m: RegExpExecArray, ctx: CheckContext): Confidenc
   return judgeAssignment(g.name!, secret, ctx.line());
 }
 
+/** An HTTP Authorization header with its credential: in a curl command, an .http file, a config or docs. */
+const AUTHORIZATION = /authorization["']?[ \t]*[:=][ \t]*["']?(?<scheme>Bearer|Basic|Token|SSWS|Bot|token|bearer|basic)[ \t]+(?<secret>[A-Za-z0-9._~+/=-]{16,2000})(?![A-Za-z0-9._~+/=-])/i;
+
+function judgeAuthorization(secret: string, m: RegExpExecArray): Confidence | undefined {
+  if (isPlaceholder(secret) || isWordy(secret)) return undefined;
+  if (m.groups!.scheme!.toLowerCase() === 'basic') {
+    // user:password in base64; a password that is a placeholder or empty is none.
+    const decoded = Buffer.from(secret, 'base64').toString('latin1');
+    const colon = decoded.indexOf(':');
+    if (colon < 1 || !/^[\x20-\x7e]+$/.test(decoded)) return undefined;
+    const password = decoded.slice(colon + 1);
+    return password.length >= 4 && !isPlaceholder(password) && !/^(?:pass(?:word)?|secret|test|changeme)$/i.test(password) ? 'high' : undefined;
+  }
+  return entropy(secret) >= 3.3 ? 'high' : undefined;
+}
+
 const rule = (regex: RegExp, span?: ContentRule['span']): ContentRule => ({
   id: 'generic-secret', family: 'generic', keywords: GENERIC_KEYWORDS, regex, check: judge, ...(span ? { span } : {}),
 });
@@ -66,4 +83,5 @@ export const GENERIC_RULES: ContentRule[] = [
   rule(XML_ELEMENT, { before: 80, after: 400 }),
   rule(XML_PAIR),
   rule(XML_ENTRY),
+  { id: 'http-authorization', family: 'generic', keywords: ['authorization'], regex: AUTHORIZATION, check: judgeAuthorization },
 ];

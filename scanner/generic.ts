@@ -143,6 +143,8 @@ function urlCarriesToken(url: string): boolean {
 
 /** Values that only point somewhere else: variables, templates, calls, env lookups. */
 const REFERENCE = /^[$%@&*#{<[(]|\$\{|\$\(|\{\{|%\(|%[A-Z_]+%|^(?:var|vars|local|locals|data|module|each|inputs|steps|needs|github|matrix|secrets|env|ENV|process|os|config|settings|self|this|params|props|opts|options|ctx|context|cfg|conf|args|argv|req|request|window|document|globals?)\./;
+/** An identifier or a dotted reference in code: `passwordFromEnv`, `settings.DB_PASSWORD`, `var.db_password`. */
+const IDENTIFIER = /^[A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][\w$]*)*$/;
 /** A version inside a value: `jjwt-jackson-0.11.2`, `slf4j-api:jar:1.7.8`. */
 const VERSION_INSIDE = /(?:^|[^A-Za-z0-9])v?\d{1,4}\.\d{1,4}(?:\.\d{1,4})?(?:$|[^A-Za-z0-9])|SNAPSHOT|RELEASE/;
 const URL = /^[a-z][a-z0-9+.-]{1,15}:\/\//i;
@@ -188,11 +190,14 @@ export function judgeAssignment(name: string, value: string, line = ''): Confide
     return /^\d+$/.test(v) && v.length >= (strength === 'strong' ? 12 : 16) && entropy(v) >= 2.5 ? 'low' : undefined;
   }
   if (HEX_HASH.test(v)) return HASH_CONTEXT.test(name) || HASH_CONTEXT.test(line) ? undefined : strength === 'strong' ? 'high' : 'low';
+  const classes = [/[a-z]/, /[A-Z]/, /[0-9]/, /[^A-Za-z0-9]/].filter((re) => re.test(v)).length;
+  // A password is chosen by a person: words with digits and signs (`1qay@WXS!`, `Summer2024!`) are its shape, not a
+  // sign of an identifier, unless it is one (`passwordFromEnv`, `settings.db_password`).
+  if (password && classes >= 3 && !IDENTIFIER.test(v)) return /[^A-Za-z0-9]/.test(v) || entropy(v) >= entropyFloor(v.length) ? 'low' : undefined;
   if (isWordy(v)) return undefined;
   const e = entropy(v);
   const floor = entropyFloor(v.length);
   if (e < floor - 0.6) return undefined;
-  const classes = [/[a-z]/, /[A-Z]/, /[0-9]/, /[^A-Za-z0-9]/].filter((re) => re.test(v)).length;
   if (classes === 1 && !/[0-9]/.test(v) && (v.length < 16 || e < 3.5)) return undefined; // one case of letters: words glued together
   if (e < floor || classes === 1) return 'low';
   return strength === 'strong' ? 'high' : 'low';

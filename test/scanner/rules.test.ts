@@ -98,6 +98,9 @@ describe('scan rules', () => {
       ['administrator_login_password = var.db_password', 'main.tf'], ['KeyPair = X25519.KeyPair', 'a.txt'], ['slf4j-api:jar:1.7.8.:compile', 'a.txt'],
     ] as Array<[string, string | undefined]>) assert.deepEqual(scanBuffer(text, path), [], text);
     assert.deepEqual(scanBuffer('GITHUB_TOKEN=ghp_k8Fq2Lr7Zt4Wm1Np6Xc3Vb9Hd5Js0Ye2Ua7G'), ['github-token'], 'a specific rule says more');
+    assert.deepEqual(scanBuffer(`curl -H "Authorization: Bearer ${secret}Xy7" https://api.example.com/`), ['http-authorization']);
+    assert.deepEqual(scanBuffer(`Authorization: Basic ${Buffer.from('deploy:Wz8Kp3Rt6Ym1').toString('base64')}`), ['http-authorization']);
+    for (const text of ['Authorization: Bearer $TOKEN', 'Authorization: Bearer <your-token-here>', `Authorization: Basic ${Buffer.from('user:password').toString('base64')}`]) assert.deepEqual(scanBuffer(text), [], text);
   });
 
   it('says low confidence where the value is ambiguous (a bare hash, a UUID, a name that only says key)', () => {

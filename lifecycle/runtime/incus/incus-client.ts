@@ -1,0 +1,148 @@
+import type { RequestOptions } from 'node:https';
+import { Agent, request } from 'undici';
+import WebSocket from 'ws';
+
+/**
+ * A small client of the Incus REST API (https://linuxcontainers.org/incus/docs/main/rest-api/): the
+ * unix socket of this machine's daemon, or a member's HTTPS address with a client certificate and the
+ * cluster's certificate pinned (Incus certificates name no address, so the name is not checked; the
+ * certificate itself is the trust anchor). No maintained npm client speaks Incus (docs/incus.md).
+ */
+export interface IncusEndpoint {
+  /** The daemon's unix socket (/var/lib/incus/unix.socket). */
+  socketPath?: string;
+  /** https://address:8443 of a member, with the three PEM texts below. */
+  url?: string;
+  clientCert?: string;
+  clientKey?: string;
+  serverCert?: string;
+}
+
+/** Incus answered with an error (`status` is its HTTP status: 404 for what does not exist). */
+export class IncusError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+/** Incus cannot be asked: refused, no socket, no answer in time. */
+export class IncusUnreachable extends Error {
+  constructor(readonly reason: string) {
+    super(`Incus does not answer: ${reason}`);
+  }
+}
+
+export interface Operation {
+  id: string;
+  status: string;
+  status_code: number;
+  err: string;
+  metadata: Record<string, unknown> | null;
+}
+
+interface Envelope {
+  type: 'sync' | 'async' | 'error';
+  status_code: number;
+  error?: string;
+  error_code?: number;
+  metadata: unknown;
+  operation?: string;
+}
+
+/** Bounded: whatever Incus (or anything at its address) sends is read at most this far. */
+const MAX_BODY = 32 << 20;
+const REQUEST_TIMEOUT_MS = 30_000;
+
+export class IncusClient {
+  private readonly dispatcher: Agent;
+  private readonly origin: string;
+
+  constructor(readonly endpoint: IncusEndpoint, private readonly project = 'default') {
+    if (endpoint.socketPath) {
+      this.dispatcher = new Agent({ connect: { socketPath: endpoint.socketPath } });
+      this.origin = 'http://incus';
+    } else if (endpoint.url && endpoint.clientCert && endpoint.clientKey && endpoint.serverCert) {
+      this.dispatcher = new Agent({ connect: { cert: endpoint.clientCert, key: endpoint.clientKey, ca: endpoint.serverCert, checkServerIdentity: () => undefined } });
+      this.origin = endpoint.url.replace(/\/+$/, '');
+    } else {
+      throw new Error('an Incus endpoint is a unix socket, or an https URL with a client certificate, its key and the server certificate');
+    }
+  }
+
+  /** Where this client goes, for logs (never a key). */
+  get where(): string {
+    return this.endpoint.socketPath ?? this.origin;
+  }
+
+  /** One request; the response's metadata (sync) or its operation (async). */
+  async call<T = unknown>(method: string, path: string, body?: unknown, opts: { timeoutMs?: number } = {}): Promise<{ metadata: T; operation?: Operation }> {
+    const url = new URL(path, this.origin);
+    if (!url.searchParams.has('project') && path.startsWith('/1.0/instances')) url.searchParams.set('project', this.project);
+    let res;
+    try {
+      res = await request(url, {
+        method: method as 'GET',
+        dispatcher: this.dispatcher,
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        headersTimeout: opts.timeoutMs ?? REQUEST_TIMEOUT_MS,
+        bodyTimeout: opts.timeoutMs ?? REQUEST_TIMEOUT_MS,
+      });
+    } catch (err) {
+      throw new IncusUnreachable(`${this.where}: ${(err as Error).message}`);
+    }
+    const text = await readBounded(res.body);
+    let env: Envelope;
+    try {
+      env = JSON.parse(text) as Envelope;
+    } catch {
+      throw new IncusError(res.statusCode, `Incus sent no JSON (HTTP ${res.statusCode})`);
+    }
+    if (env.type === 'error' || res.statusCode >= 400) throw new IncusError(env.error_code ?? res.statusCode, String(env.error ?? `HTTP ${res.statusCode}`).slice(0, 500));
+    if (env.type === 'async') return { metadata: env.metadata as T, operation: env.metadata as Operation };
+    return { metadata: env.metadata as T };
+  }
+
+  async get<T>(path: string, opts?: { timeoutMs?: number }): Promise<T> {
+    return (await this.call<T>('GET', path, undefined, opts)).metadata;
+  }
+
+  /** Waits for an operation to end; rejects with its error when it failed. */
+  async wait(op: Operation, timeoutS = 120): Promise<Operation> {
+    const done = await this.get<Operation>(`/1.0/operations/${encodeURIComponent(op.id)}/wait?timeout=${timeoutS}`, { timeoutMs: (timeoutS + 10) * 1000 });
+    if (done.status_code >= 400) throw new IncusError(done.status_code, done.err || done.status);
+    return done;
+  }
+
+  /** A request that may start an operation, to its end. */
+  async act(method: string, path: string, body?: unknown, timeoutS = 120): Promise<Operation | undefined> {
+    const { operation } = await this.call(method, path, body);
+    return operation ? this.wait(operation, timeoutS) : undefined;
+  }
+
+  /** A websocket of an operation (exec's stdin, stdout, stderr, control). */
+  websocket(op: Operation, secret: string): WebSocket {
+    const path = `/1.0/operations/${encodeURIComponent(op.id)}/websocket?secret=${encodeURIComponent(secret)}`;
+    if (this.endpoint.socketPath) return new WebSocket(`ws+unix://${this.endpoint.socketPath}:${path}`, { maxPayload: MAX_BODY });
+    // the TLS options of https.request, which ws passes on (its own typing of checkServerIdentity differs)
+    const tls: RequestOptions = {
+      cert: this.endpoint.clientCert, key: this.endpoint.clientKey, ca: this.endpoint.serverCert, checkServerIdentity: () => undefined,
+    };
+    return new WebSocket(`${this.origin.replace(/^https/, 'wss')}${path}`, { ...(tls as WebSocket.ClientOptions), maxPayload: MAX_BODY });
+  }
+
+  async close(): Promise<void> {
+    await this.dispatcher.close();
+  }
+}
+
+async function readBounded(body: AsyncIterable<Buffer>): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of body) {
+    size += c.length;
+    if (size > MAX_BODY) throw new IncusError(502, `Incus's answer is larger than ${MAX_BODY} bytes`);
+    chunks.push(c);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}

@@ -41,8 +41,9 @@ export const DEFAULT_ARCHIVE_LIMITS: ArchiveLimits = {
 
 /** What one layer's archives have used of their bounds. */
 export class ArchiveBudget {
-  private members = 0;
-  private bytes = 0;
+  /** Archive members and git objects read so far, and the bytes they inflated to. */
+  members = 0;
+  bytes = 0;
   private readonly started = Date.now();
 
   constructor(readonly limits: ArchiveLimits) {}

@@ -1,4 +1,5 @@
 import { fingerprint, LINE_REACH, type CompiledRule, type ContentHit, type RuleSet } from './rule-set.ts';
+import { isVendored } from './rules.ts';
 
 /** Most findings kept for one file (a dump of a thousand keys is one problem, reported as 50). */
 const MAX_HITS_PER_FILE = 50;
@@ -41,8 +42,12 @@ export class ContentScanner {
   /** Per keyword, how far every rule it triggers has read. */
   private readonly covered: number[] = [];
 
+  /** Under a package folder: the generic rule and weak findings are left out (below). */
+  private readonly vendored: boolean;
+
   constructor(private readonly rules: RuleSet, private readonly opts: { path?: string } = {}) {
     this.index = rules.general;
+    this.vendored = opts.path !== undefined && isVendored(opts.path);
   }
 
   feed(chunk: Buffer): void {
@@ -119,8 +124,14 @@ export class ContentScanner {
     this.match(rule, view, from, to);
   }
 
-  /** Whether a rule reads this file at all (operator rules with a path). */
+  /**
+   * Whether a rule reads this file at all (operator rules with a path). Packages installed from a
+   * registry hold doc examples and test fixtures under secret-like names by the thousand
+   * (`password: 'secret123'`, RFC 6749's `"access_token":"2YotnFZFEjr1zCsicMWpAA"`), and an owner's own
+   * secrets are not written there: in them only the rules that recognise a secret's own format run.
+   */
   private applies(rule: CompiledRule): boolean {
+    if (this.vendored && rule.family === 'generic') return false;
     return !rule.path || (this.opts.path !== undefined && rule.path.test(this.opts.path));
   }
 
@@ -138,7 +149,7 @@ export class ContentScanner {
       const at = from + m.index;
       const line = () => view.lineText(at);
       const confidence = this.rules.accepts(rule, secret, m, line, this.opts.path);
-      if (!confidence) {
+      if (!confidence || (confidence === 'low' && this.vendored)) {
         // `key = process.env.API_KEY || "…"`: a rejected assignment may hold the one that counts.
         if (rule.family === 'generic') re.lastIndex = m.index + 1;
         continue;

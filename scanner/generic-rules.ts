@@ -43,13 +43,23 @@ const XML_ENTRY = new RegExp(`<entry[ \\t]+key[ \\t]*=[ \\t]*["'](?<name>${NAME}
 /** Source files: an unquoted value there is an expression (a variable, a call), never a literal secret. */
 const SOURCE = /\.(?:py|pyi|js|mjs|cjs|jsx|ts|tsx|mts|cts|go|rb|java|kt|kts|scala|groovy|cs|fs|vb|php|rs|swift|c|h|cc|cpp|hpp|m|mm|ps1|psm1|lua|pl|pm|r|dart|vue|svelte|ex|exs|erl|clj|jl)$/i;
 
+/** The line's text before the match. */
+function before(m: RegExpExecArray, ctx: CheckContext): string {
+  const line = ctx.line();
+  const at = line.indexOf(m[0]);
+  return at < 0 ? '' : line.slice(0, at);
+}
+
 function judge(secret: string, m: RegExpExecArray, ctx: CheckContext): Confidence | undefined {
   const g = m.groups!;
   const quoted = Boolean(g.q) || g.q === undefined; // XML forms have no `q`: their delimiters are the markup
   if (g.op !== undefined) {
     const op = g.op.trim();
-    // A call's two arguments: both quoted, or it is `f(key, value)` with variables.
-    if (op === ',' && !(g.q0 && g.q)) return undefined;
+    // A call's first two arguments, both quoted (`setdefault("API_KEY", "…")`); not `f(key, value)` with variables,
+    // nor two neighbours in a list of strings.
+    if (op === ',' && !(g.q0 && g.q && /\(\s*$/.test(before(m, ctx)))) return undefined;
+    // A query parameter of a badge or an image (`badge.svg?token=…`): a public graph token.
+    if (!g.q0 && /[?&]$/.test(before(m, ctx)) && /badge|\.(?:svg|png|gif)\?/i.test(ctx.line())) return undefined;
     if (op === ':' && g.q0 === '' && g.q === '' && /^[a-z]+$/i.test(g.name!) && ctx.path && SOURCE.test(ctx.path)) return undefined;
   }
   if (!quoted && ctx.path && SOURCE.test(ctx.path)) return undefined;

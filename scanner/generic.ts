@@ -98,7 +98,7 @@ function wordLike(token: string): boolean {
   if (/[^aeiouy]{5,}/.test(t)) return false;
   const vowels = t.replace(/[^aeiouy]/g, '').length;
   if (t.length < 6) return true;
-  if (vowels / t.length < 0.2 || vowels / t.length > 0.7) return false;
+  if (vowels / t.length < 0.15 || vowels / t.length > 0.7) return false;
   // Pairs of consonants that words rarely hold (`gp`, `mx`, `cz`): a generated lower-case run has them everywhere.
   let rare = 0;
   for (let i = 1; i < t.length; i++) {
@@ -122,10 +122,23 @@ export function isWordy(value: string): boolean {
   if (tokens.length === 0) return false;
   let short = 0;
   for (const t of tokens) {
-    if (t.length <= 3 && !(t.length === 3 && VOWELS.test(t.toLowerCase()))) short += 1; // abbreviations: k, db, mps, cfg
+    if (t.length <= 4 && !(t.length >= 3 && VOWELS.test(t.toLowerCase()))) short += 1; // abbreviations: k, db, mps, grpc
     else if (!wordLike(t)) return false;
   }
   return short <= Math.max(2, tokens.length / 3);
+}
+
+/** Words a made-up value is built from: `secret123`, `real-secret-6-levels`, `jwt_abc123`, `randomString`. */
+const SAMPLE_WORDS = new Set(['secret', 'secrets', 'password', 'passwd', 'pass', 'token', 'random', 'example', 'sample', 'dummy', 'fake', 'mock', 'changeme', 'placeholder', 'abc', 'xyz', 'foo', 'bar', 'baz', 'qux', 'hello', 'world', 'demo']);
+
+/**
+ * Whether a value is made of a few parts, one a sample word, or runs through a digit sequence
+ * (`df123-4567`). A generated value splits into many short parts, where `abc` or `bar` may occur by chance.
+ */
+function isSampleValue(value: string): boolean {
+  const tokens = value.match(/[A-Z]?[a-z]+|[A-Z]+(?![a-z])/g) ?? [];
+  if (tokens.length <= 4 && tokens.some((t) => SAMPLE_WORDS.has(t.toLowerCase()))) return true;
+  return /012345|123456|234567|345678|456789|987654|876543|765432|654321|543210/.test(value.replace(/[^0-9]/g, ''));
 }
 
 /** Whether the value spells the name again (`FOO_KEY = "foo-key"`, `KeyPair = X25519.KeyPair`). */
@@ -152,7 +165,7 @@ const PATH = /^(?:\/|\.{1,2}\/|~\/|[A-Za-z]:\\)/;
 const FILE_NAME = /^[\w./-]+\.(?:pem|key|crt|cer|cert|csr|p12|pfx|jks|keystore|json|ya?ml|txt|der|pub|gpg|asc|conf|cfg|ini|env|js|mjs|ts|py|rb|go|sh|html?|css|xml|toml|log|lock|db|sqlite|csv|properties|tf|tfvars|jpe?g|png|gif|svg)$/i;
 const VERSION = /^v?\d+(?:\.\d+){1,3}(?:[-+~][0-9A-Za-z.-]*)?$/;
 const HASH_PREFIXED = /^(?:sha-?\d{0,3}|md5|blake2b?|xxh\d*)[-:=]/i;
-const HASH_CONTEXT = /sha-?\d{0,3}\b|sha\d|md5|hash|checksum|digest|integrity|etag|fingerprint|commit|revision|\brev\b|\bsum\b/i;
+const HASH_CONTEXT = /sha-?\d{0,3}\b|sha\d|md5|hash|checksum|digest|integrity|etag|fingerprint|commit|revision|\brev\b|\bsum\b|gpg|pgp/i;
 const HEX_HASH = /^(?:[a-f0-9]{32}|[a-f0-9]{40}|[a-f0-9]{56}|[a-f0-9]{64}|[a-f0-9]{96}|[a-f0-9]{128}|[A-F0-9]{32}|[A-F0-9]{40}|[A-F0-9]{64}|[A-F0-9]{128})$/;
 const UUID = /^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$/i;
 const WORDS_FOR_NOTHING = /^(?:true|false|null|nil|none|undefined|yes|no|on|off|required|optional|disabled|enabled|empty|unset|todo|tbd|secret|password|token)$/i;
@@ -175,6 +188,7 @@ export function judgeAssignment(name: string, value: string, line = ''): Confide
   const password = /pass|pwd/i.test(name);
   if (v.length < (password ? 8 : 10) || v.length > 200) return undefined;
   if (URL.test(v)) return urlCarriesToken(v) ? 'low' : undefined;
+  if (/^(?:urn|mailto|arn|data|tel|sip|ldap|file):/i.test(v)) return undefined;
   if (WORDS_FOR_NOTHING.test(v) || REFERENCE.test(v) || PATH.test(v) || FILE_NAME.test(v) || VERSION.test(v) || VERSION_INSIDE.test(v) || HASH_PREFIXED.test(v)) return undefined;
   if (echoesName(name, v)) return undefined;
   // A UUID whose name says id is an id (`request_id_key`), and a bare `key`'s a record's; behind `*_KEY` it is
@@ -184,7 +198,7 @@ export function judgeAssignment(name: string, value: string, line = ''): Confide
     // A UUID named token is mostly a session's, a request's or a trace's; behind a key or a secret it is the credential.
     return words(name).some((w) => /key|secret|passw|pwd|credential/.test(w)) ? 'low' : undefined;
   }
-  if (isPlaceholder(v) || /x{4,}|X{4,}|\*{3,}|\.{3}|^[-_.=+/]+$/.test(v)) return undefined;
+  if (isPlaceholder(v) || isSampleValue(v) || /x{4,}|X{4,}|\*{3,}|\.{3}|^[-_.=+/]+$/.test(v)) return undefined;
   if (/^[\d\s.:_+,-]+$/.test(v)) {
     // A long number (a 16-digit client id, a 32-digit client secret) is a secret's shape; ports, times, dates and phone numbers are not.
     return /^\d+$/.test(v) && v.length >= (strength === 'strong' ? 12 : 16) && entropy(v) >= 2.5 ? 'low' : undefined;

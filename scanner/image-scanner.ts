@@ -260,7 +260,7 @@ export class ImageScanner {
     const seconds = Math.max(record.ms, 1) / 1000;
     this.log.info({
       layer: desc.digest, state: r.state, findings: r.findings.length, reason: r.reason, compression: r.compression,
-      entries: r.entries, mb: +(r.compressedBytes / 1e6).toFixed(1), mbPerS: +(r.compressedBytes / 1e6 / seconds).toFixed(1), ms: record.ms,
+      entries: r.entries, mb: +(r.compressedBytes / 1e6).toFixed(1), mbPerS: +(r.compressedBytes / 1e6 / seconds).toFixed(1), ms: record.ms, archives: r.archives,
     }, 'layer scanned');
     return record;
   }

@@ -61,6 +61,8 @@ export interface LayerScanResult {
   bytes: number;
   entries: number;
   compression: 'gzip' | 'zstd' | 'none' | 'unknown';
+  /** What archives and `.git` folders in the layer cost: members and objects read, bytes inflated, time spent opening them. */
+  archives: { members: number; bytes: number; ms: number };
 }
 
 /**
@@ -91,7 +93,7 @@ export async function scanLayer(
   const [algorithm, expectedHex] = opts.digest.split(':') as [string, string];
   if ((algorithm !== 'sha256' && algorithm !== 'sha512') || !/^[a-f0-9]+$/.test(expectedHex ?? '')) {
     source.destroy();
-    return { state: 'unscannable', findings: [], reason: `unsupported digest "${opts.digest}"`, compressedBytes: 0, bytes: 0, entries: 0, compression: 'unknown' };
+    return { state: 'unscannable', findings: [], reason: `unsupported digest "${opts.digest}"`, compressedBytes: 0, bytes: 0, entries: 0, compression: 'unknown', archives: { members: 0, bytes: 0, ms: 0 } };
   }
   const hash = createHash(algorithm);
   let compressedBytes = 0;
@@ -141,6 +143,16 @@ export async function scanLayer(
 
   const archives: ArchiveContext = { rules, flag, budget: new ArchiveBudget({ ...DEFAULT_ARCHIVE_LIMITS, ...opts.archiveLimits }) };
   const gitStores = new GitStores(archives.budget.limits.maxHeld);
+  let archiveMs = 0;
+  const timed = async (work: () => Promise<void>) => {
+    const began = performance.now();
+    try {
+      await work();
+    } finally {
+      archiveMs += performance.now() - began;
+    }
+  };
+  const archiveCost = () => ({ members: archives.budget.members, bytes: archives.budget.bytes, ms: Math.round(archiveMs) });
   try {
     const head = await firstBytes(tap);
     let decompress: Transform | PassThrough;
@@ -184,9 +196,9 @@ export async function scanLayer(
         const file = new FileScan(rules, path, matches, flag, archives.budget.limits.maxHeld);
         for await (const chunk of entry as AsyncIterable<Buffer>) file.feed(chunk);
         const nested = file.end();
-        if (nested) await openArchive(nested, path, 1, archives);
+        if (nested) await timed(() => openArchive(nested, path, 1, archives));
       }
-      await gitStores.scan(archives);
+      await timed(() => gitStores.scan(archives));
     } finally {
       child?.kill('SIGKILL');
     }
@@ -195,15 +207,15 @@ export async function scanLayer(
     if (sourceError) throw sourceError;
     if (err instanceof ScanEnvironmentError) throw err;
     const reason = err instanceof UnscannableLayer ? err.message : `not a readable ${compression === 'none' ? 'tar' : `${compression} tar`}: ${(err as Error).message}`;
-    return { state: 'unscannable', findings: [...findings.values()], reason, compressedBytes, bytes, entries, compression };
+    return { state: 'unscannable', findings: [...findings.values()], reason, compressedBytes, bytes, entries, compression, archives: archiveCost() };
   }
   if (sourceError) throw sourceError;
   const actual = hash.digest('hex');
   if (actual !== expectedHex) {
-    return { state: 'unscannable', findings: [], reason: `digest mismatch: the blob hashes to ${algorithm}:${actual}, not ${opts.digest}`, compressedBytes, bytes, entries, compression };
+    return { state: 'unscannable', findings: [], reason: `digest mismatch: the blob hashes to ${algorithm}:${actual}, not ${opts.digest}`, compressedBytes, bytes, entries, compression, archives: archiveCost() };
   }
   const list = [...findings.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.rule < b.rule ? -1 : a.rule > b.rule ? 1 : (a.line ?? 0) - (b.line ?? 0)));
-  return { state: list.length ? 'flagged' : 'clean', findings: list, compressedBytes, bytes, entries, compression };
+  return { state: list.length ? 'flagged' : 'clean', findings: list, compressedBytes, bytes, entries, compression, archives: archiveCost() };
 }
 
 /** Entry path relative to the layer root; refuses paths that escape it or are absurd. */

@@ -96,11 +96,22 @@ describe('scan rules', () => {
       ['client_vpn_endpoint_id = aws_ec2_client_vpn_endpoint.client-vpn-endpoint.id', 'main.tf'], ['API_KEY = "your-api-key-here"', 'a.py'],
       ['private_key = "keys/server.pem"', 'a.py'], ['api_version = "2023-10-16.preview"', 'a.py'], ['csrf-token=Mj2qykJO5rELyHgezQ69nzUX0i3OH67V7+V4eUrLfpu', 'a.html'],
       ['administrator_login_password = var.db_password', 'main.tf'], ['KeyPair = X25519.KeyPair', 'a.txt'], ['slf4j-api:jar:1.7.8.:compile', 'a.txt'],
+      ["const user = { name: 'john', password: 'secret123' };", 'test.js'], ["simple: { password: 'real-secret-6-levels' }", 'test.js'],
+      ['[![codecov](https://codecov.io/gh/acme/shop/graph/badge.svg?token=bRzR3RyOXZ)](https://codecov.io/gh/acme/shop)', 'README.md'],
+      ["'Lock-Token': 'urn:uuid:a515cfa4-5da4-22e1-f5b5-00a0451e6bf7'", 'a.js'], ['  - Release GPG key: F3EF5F62A87FC27A22E643F714CE4FF5015AA242', 'README.md'],
+      ["        'make-continuation-mark-key', 'make-continuation-prompt-tag',", 'lisp.py'], ["const X_KEY = 'grpc-previous-rpc-attempts';", 'a.ts'],
+      ["findMyWay.on('GET', '/test/hello', () => {}, { token: 'df123-4567' })", 'README.md'], ['"ScrollLock": { "keyCode": 145, "key": "ScrollLock" },', 'a.js'],
     ] as Array<[string, string | undefined]>) assert.deepEqual(scanBuffer(text, path), [], text);
     assert.deepEqual(scanBuffer('GITHUB_TOKEN=ghp_k8Fq2Lr7Zt4Wm1Np6Xc3Vb9Hd5Js0Ye2Ua7G'), ['github-token'], 'a specific rule says more');
     assert.deepEqual(scanBuffer(`curl -H "Authorization: Bearer ${secret}Xy7" https://api.example.com/`), ['http-authorization']);
     assert.deepEqual(scanBuffer(`Authorization: Basic ${Buffer.from('deploy:Wz8Kp3Rt6Ym1').toString('base64')}`), ['http-authorization']);
     for (const text of ['Authorization: Bearer $TOKEN', 'Authorization: Bearer <your-token-here>', `Authorization: Basic ${Buffer.from('user:password').toString('base64')}`]) assert.deepEqual(scanBuffer(text), [], text);
+  });
+
+  it('leaves the generic rule out of package folders, where provider formats still count', () => {
+    assert.deepEqual(scanBuffer('module.exports = { apiToken: "Hk4Jr8Tw2Lq9Zm5Xn7Bv" };', 'app/node_modules/pkg/config.js'), []);
+    assert.deepEqual(scanBuffer('module.exports = { apiToken: "Hk4Jr8Tw2Lq9Zm5Xn7Bv" };', 'app/src/config.js'), ['generic-secret']);
+    assert.deepEqual(scanBuffer('TOKEN = "ghp_k8Fq2Lr7Zt4Wm1Np6Xc3Vb9Hd5Js0Ye2Ua7G"', 'usr/lib/python3/site-packages/pkg/x.py'), ['github-token']);
   });
 
   it('says low confidence where the value is ambiguous (a bare hash, a UUID, a name that only says key)', () => {

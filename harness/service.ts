@@ -21,8 +21,8 @@ export interface TestService {
   config: Config;
   service: Service;
   url: string;
-  /** Opens the service again on the same data and Redis prefix (a controller restart). */
-  restart(): Promise<void>;
+  /** Opens the service again on the same data and Redis prefix (a controller restart); `meanwhile` runs while it is down. */
+  restart(meanwhile?: () => Promise<void>): Promise<void>;
   user(name: string, opts?: { admin?: boolean }): Promise<{ id: string; token: string }>;
   limitedToken(userId: string, sandbox: string): Promise<string>;
   api(method: string, url: string, token: string | undefined, body?: unknown): Promise<{ status: number; body: any }>;
@@ -46,8 +46,9 @@ export async function startTestService(overrides: Partial<Config> = {}): Promise
     config,
     get service() { return service; },
     get url() { return url; },
-    async restart() {
+    async restart(meanwhile) {
       await service.close();
+      await meanwhile?.();
       service = await startService(config, logger);
       url = await listen(service);
     },

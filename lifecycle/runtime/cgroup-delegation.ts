@@ -6,7 +6,7 @@ import path from 'node:path';
 /** The files of a cgroup folder its owner needs to move processes and make children: not the limits. */
 const DELEGATED_FILES = ['cgroup.procs', 'tasks', 'cgroup.subtree_control', 'cgroup.threads'];
 
-interface CgroupMount {
+export interface CgroupMount {
   dir: string;
   /** controllers of a v1 hierarchy ("cpu", "name=systemd"), sorted; empty for the v2 tree */
   controllers: string[];
@@ -29,17 +29,17 @@ async function cgroupMounts(): Promise<CgroupMount[]> {
 
 /**
  * The cgroup folders of process `pid` on the host, one per hierarchy, from /proc/<pid>/cgroup
- * ("4:memory:/svc-sandboxes/<id>", "0::/svc-sandboxes/<id>").
+ * ("4:memory:/svc-sandboxes/<id>", "0::/svc-sandboxes/<id>"), with that hierarchy's controllers.
  */
-async function cgroupDirs(pid: number): Promise<string[]> {
+async function cgroupDirs(pid: number): Promise<CgroupMount[]> {
   const [lines, mounts] = await Promise.all([fs.readFile(`/proc/${pid}/cgroup`, 'utf8'), cgroupMounts()]);
-  const dirs: string[] = [];
+  const dirs: CgroupMount[] = [];
   for (const line of lines.split('\n').filter(Boolean)) {
     const [, ctrls, rel] = line.match(/^\d+:([^:]*):(.*)$/) ?? [];
     if (rel === undefined || rel === '/' || rel.includes('..')) continue;
     const want = ctrls ? ctrls.split(',').sort().join(',') : '';
     const mount = mounts.find((m) => m.controllers.join(',') === want);
-    if (mount) dirs.push(path.join(mount.dir, rel));
+    if (mount) dirs.push({ dir: path.join(mount.dir, rel), controllers: mount.controllers });
   }
   return dirs;
 }
@@ -54,22 +54,35 @@ async function rootUid(pid: number, map: 'uid_map' | 'gid_map'): Promise<number 
 }
 
 /**
+ * The paths to give the sandbox's root, in order. The sandbox's entrypoint waits until one folder is
+ * its own (sandbox-image/entrypoint.sh: its pids cgroup with v1, its cgroup with v2) and then starts
+ * its dockerd: that folder comes last, and each folder after its files, so a service killed in the
+ * middle never lets the entrypoint on with part of its cgroups (the restarted service's settle hands
+ * over the rest, and the entrypoint goes on then).
+ */
+export function handOverOrder(dirs: CgroupMount[]): string[] {
+  const waitedOn = dirs.find((d) => d.controllers.includes('pids')) ?? dirs.find((d) => d.controllers.length === 0);
+  const ordered = [...dirs.filter((d) => d !== waitedOn), ...(waitedOn ? [waitedOn] : [])];
+  return ordered.flatMap((d) => [...DELEGATED_FILES.map((file) => path.join(d.dir, file)), d.dir]);
+}
+
+/**
  * Gives the sandbox's root (its user namespace's uid 0, e.g. host uid 100000) the sandbox container's
  * own cgroup folders — each folder and the files that move processes, never the limit files, so a
  * sandbox cannot raise its own memory, CPU or PID limits. Idempotent; a no-op for a process without a
- * user namespace. The entrypoint waits for this before its dockerd starts containers.
+ * user namespace. The entrypoint waits for this before its dockerd starts containers. `chown`: the
+ * tests cut a hand-over in the middle, as a killed service would.
  */
-export async function delegateCgroups(pid: number): Promise<boolean> {
+export async function delegateCgroups(pid: number, opts: { chown?: (path: string, uid: number, gid: number) => Promise<void> } = {}): Promise<boolean> {
+  const chown = opts.chown ?? fs.chown;
   const uid = await rootUid(pid, 'uid_map');
   const gid = await rootUid(pid, 'gid_map');
   if (uid === undefined || gid === undefined) return false;
-  for (const dir of await cgroupDirs(pid)) {
-    await fs.chown(dir, uid, gid);
-    for (const file of DELEGATED_FILES) {
-      await fs.chown(path.join(dir, file), uid, gid).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'ENOENT') throw err;
-      });
-    }
+  for (const target of handOverOrder(await cgroupDirs(pid))) {
+    await chown(target, uid, gid).catch((err: NodeJS.ErrnoException) => {
+      // a hierarchy without one of these files (cgroup.threads is v2's, tasks v1's)
+      if (err.code !== 'ENOENT' || !DELEGATED_FILES.includes(path.basename(target))) throw err;
+    });
   }
   return true;
 }

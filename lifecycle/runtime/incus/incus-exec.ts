@@ -1,7 +1,8 @@
+import { Readable, Writable } from 'node:stream';
 import type WebSocket from 'ws';
 import type { IncusClient, Operation } from './incus-client.ts';
 
-/** What `run` keeps of a command's output: enough for the service's small commands, never more. */
+/** What `incusRun` keeps of a command's output: enough for the service's small commands, never more. */
 const MAX_OUTPUT = 1 << 20;
 const MAX_STDERR = 64 << 10;
 
@@ -11,55 +12,121 @@ export interface IncusExecResult {
   stderr: string;
 }
 
+export interface IncusProcess {
+  /** The command's stdout, with backpressure down to its websocket. */
+  stdout: Readable;
+  /** Its stdin, when asked for: ending it ends the command's stdin. */
+  stdin: Writable | undefined;
+  /** Once it has exited and its output was read: the exit code and stderr (cut at 64 KiB). */
+  done: Promise<{ exitCode: number; stderr: string }>;
+}
+
 /**
- * Runs a command to its end inside a running instance (non-interactive: stdin, stdout and stderr each
- * on a websocket of the exec operation, plus its control socket), feeds `input` to its stdin and
- * collects its output. Incus's stream protocol: binary messages carry data, an empty text message
- * ends a stream (shared/ws/rwc.go); the exit code is in the finished operation.
+ * Starts a command inside a running instance, non-interactive: stdin, stdout and stderr each on a
+ * websocket of the exec operation, plus its control socket. Incus's stream protocol: binary messages
+ * carry data, an empty text message ends a stream (shared/ws/rwc.go); the exit code is in the
+ * finished operation.
  */
-export async function incusRun(client: IncusClient, instance: string, cmd: string[], input?: Buffer | string): Promise<IncusExecResult> {
+export async function incusStart(
+  client: IncusClient, instance: string, cmd: string[],
+  opts: { stdin?: boolean; workingDir?: string; onStderr?: (chunk: Buffer) => void } = {},
+): Promise<IncusProcess> {
   const { operation } = await client.call('POST', `/1.0/instances/${encodeURIComponent(instance)}/exec`, {
     command: cmd, environment: {}, interactive: false, 'wait-for-websocket': true, 'record-output': false,
+    ...(opts.workingDir ? { cwd: opts.workingDir } : {}),
   });
   if (!operation) throw new Error('Incus started no exec operation');
   const fds = (operation.metadata?.fds ?? {}) as Record<string, string>;
-  const [stdin, stdout, stderr, control] = await Promise.all(['0', '1', '2', 'control'].map((fd) => open(client, operation, fds[fd])));
+  // the readers listen from the start: a quick command's output can come before every socket is open
+  const sockets = { out: connect(client, operation, fds['1']), err: connect(client, operation, fds['2']),
+    in: connect(client, operation, fds['0']), control: connect(client, operation, fds.control) };
+  const stdout = readable(sockets.out);
+  const stderr = collect(sockets.err, MAX_STDERR, opts.onStderr);
+  const closeAll = () => { for (const ws of Object.values(sockets)) ws.close(); };
   try {
-    const out = collect(stdout!, MAX_OUTPUT, 'stdout');
-    const err = collect(stderr!, MAX_STDERR, 'stderr');
-    if (input !== undefined && input.length > 0) stdin!.send(Buffer.from(input), { binary: true });
-    stdin!.send('', { binary: false });
-    const [o, e] = await Promise.all([out, err]);
-    const done: Operation = await client.wait(operation);
-    const code = Number((done.metadata as { return?: number } | null)?.return);
-    return { exitCode: Number.isInteger(code) ? code : -1, stdout: o, stderr: e.toString('utf8') };
-  } finally {
-    for (const ws of [stdin, stdout, stderr, control]) ws?.close();
+    await Promise.all(Object.values(sockets).map(opened));
+  } catch (err) {
+    closeAll();
+    throw err;
   }
+  const endStdin = () => { if (sockets.in.readyState === sockets.in.OPEN) sockets.in.send('', { binary: false }); };
+  const stdin = opts.stdin
+    ? new Writable({
+      write(chunk: Buffer, _enc, cb) { sockets.in.send(chunk, { binary: true }, cb); },
+      final(cb) { endStdin(); cb(); },
+      destroy(_err, cb) { endStdin(); cb(null); },
+    })
+    : undefined;
+  if (!stdin) endStdin();
+  const done = (async () => {
+    try {
+      const [, e] = await Promise.all([new Promise((resolve) => stdout.once('close', resolve)), stderr]);
+      const finished: Operation = await client.wait(operation);
+      const code = Number((finished.metadata as { return?: number } | null)?.return);
+      return { exitCode: Number.isInteger(code) ? code : -1, stderr: e.toString('utf8') };
+    } finally {
+      closeAll();
+    }
+  })();
+  return { stdout, stdin, done };
 }
 
-function open(client: IncusClient, op: Operation, secret: string | undefined): Promise<WebSocket> {
-  if (!secret) return Promise.reject(new Error('Incus gave the exec operation no websocket secret'));
-  const ws = client.websocket(op, secret);
+/** A command to its end: `input` on its stdin, its output collected (refused beyond 1 MiB). */
+export async function incusRun(client: IncusClient, instance: string, cmd: string[], input?: Buffer | string): Promise<IncusExecResult> {
+  const p = await incusStart(client, instance, cmd, { stdin: true });
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const read = (async () => {
+    for await (const c of p.stdout) {
+      size += (c as Buffer).length;
+      if (size > MAX_OUTPUT) {
+        p.stdout.destroy();
+        throw new Error(`the command's output is larger than ${MAX_OUTPUT} bytes`);
+      }
+      chunks.push(c as Buffer);
+    }
+  })();
+  p.stdin!.end(input === undefined ? undefined : Buffer.from(input));
+  await read;
+  const { exitCode, stderr } = await p.done;
+  return { exitCode, stdout: Buffer.concat(chunks), stderr };
+}
+
+function connect(client: IncusClient, op: Operation, secret: string | undefined): WebSocket {
+  if (!secret) throw new Error('Incus gave the exec operation no websocket secret');
+  return client.websocket(op, secret);
+}
+
+function opened(ws: WebSocket): Promise<void> {
+  if (ws.readyState === ws.OPEN) return Promise.resolve();
   return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(ws));
+    ws.once('open', () => resolve());
     ws.once('error', reject);
   });
 }
 
-/** The stream's bytes until its end (an empty text message, or the socket closing). */
-function collect(ws: WebSocket, max: number, what: string): Promise<Buffer> {
+/** A stream's data as a Readable that pauses the socket while its reader is behind. */
+function readable(ws: WebSocket): Readable {
+  const out = new Readable({ read() { ws.resume(); }, destroy(err, cb) { ws.close(); cb(err); } });
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    if (!isBinary) return void out.push(null);
+    if (!out.push(data)) ws.pause();
+  });
+  ws.once('close', () => out.push(null));
+  ws.once('error', (err) => out.destroy(err));
+  return out;
+}
+
+/** A stream's bytes until its end, kept up to `max` (the rest only goes to `each`). */
+function collect(ws: WebSocket, max: number, each?: (chunk: Buffer) => void): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!isBinary) return resolve(Buffer.concat(chunks));
+      each?.(data);
+      if (size < max) chunks.push(data.subarray(0, max - size));
       size += data.length;
-      if (size > max) {
-        ws.close();
-        return reject(new Error(`the command's ${what} is larger than ${max} bytes`));
-      }
-      chunks.push(data);
     });
     ws.once('close', () => resolve(Buffer.concat(chunks)));
     ws.once('error', reject);

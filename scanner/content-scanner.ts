@@ -156,7 +156,9 @@ export class ContentScanner {
       }
       const fp = fingerprint(secret, rule.family);
       const seen = this.hits.get(fp);
-      if (seen && !(seen.rule === 'generic-secret' && rule.id !== 'generic-secret')) continue;
+      // A specific rule says more than the generic one, a sure finding more than a weak one (a key block read whole
+      // after its window came in, where the weak rule saw it first).
+      if (seen && !(seen.rule === 'generic-secret' && rule.id !== 'generic-secret') && !(seen.confidence === 'low' && confidence !== 'low')) continue;
       this.hits.set(fp, { rule: rule.id, line: view.lineOf(at), fingerprint: fp, ...(confidence === 'low' ? { confidence } : {}) });
       if (this.hits.size >= MAX_HITS_PER_FILE) return;
     }

@@ -143,16 +143,7 @@ export async function scanLayer(
 
   const archives: ArchiveContext = { rules, flag, budget: new ArchiveBudget({ ...DEFAULT_ARCHIVE_LIMITS, ...opts.archiveLimits }) };
   const gitStores = new GitStores(archives.budget.limits.maxHeld);
-  let archiveMs = 0;
-  const timed = async (work: () => Promise<void>) => {
-    const began = performance.now();
-    try {
-      await work();
-    } finally {
-      archiveMs += performance.now() - began;
-    }
-  };
-  const archiveCost = () => ({ members: archives.budget.members, bytes: archives.budget.bytes, ms: Math.round(archiveMs) });
+  const archiveCost = () => ({ members: archives.budget.members, bytes: archives.budget.bytes, ms: Math.round(archives.budget.ms) });
   try {
     const head = await firstBytes(tap);
     let decompress: Transform | PassThrough;
@@ -196,9 +187,9 @@ export async function scanLayer(
         const file = new FileScan(rules, path, matches, flag, archives.budget.limits.maxHeld);
         for await (const chunk of entry as AsyncIterable<Buffer>) file.feed(chunk);
         const nested = file.end();
-        if (nested) await timed(() => openArchive(nested, path, 1, archives));
+        if (nested) await archives.budget.timed(() => openArchive(nested, path, 1, archives));
       }
-      await timed(() => gitStores.scan(archives));
+      await archives.budget.timed(() => gitStores.scan(archives));
     } finally {
       child?.kill('SIGKILL');
     }

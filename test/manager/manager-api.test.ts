@@ -274,9 +274,15 @@ describe('docker pass-through', () => {
     const key = (await tool.call('POST', '/api/users/1/tokens', { jwt, body: { password: tool.password, description: 'dash' } })).body.rawAPIKey;
     const endpoints = await tool.call('GET', '/api/endpoints', { key });
     const id = endpoints.body[0].Id;
+    // a container of this test's own, so the list cannot pass empty (compose's label: the tool's close removes it)
+    const mine = `${tool.prefix}-listed`;
+    await docker(['run', '-d', '--init', '--name', mine, '--label', `com.docker.compose.project=${mine}`, 'svc-fixture-busybox', 'sleep', '3600']);
     const list = await tool.call('GET', `/api/endpoints/${id}/docker/containers/json?all=1`, { key });
     assert.equal(list.status, 200);
-    assert.ok(Array.isArray(list.body) && list.body.every((c: { State: string }) => typeof c.State === 'string'));
+    const listed = (list.body as Array<{ Names: string[]; State: string }>).find((c) => c.Names.includes(`/${mine}`));
+    assert.equal(listed?.State, 'running', 'the container made for this test, as the engine runs it');
+    assert.ok(list.body.every((c: { State: unknown }) => typeof c.State === 'string'), 'every entry has its state');
+    await docker(['rm', '-f', mine]);
     assert.equal((await tool.call('GET', '/api/endpoints/42/docker/containers/json', { key })).status, 404);
     assert.equal((await tool.call('GET', '/api/endpoints/1/docker/containers/nope-none/json', { key })).status, 404);
     const escape = await fetch(`${tool.url}/api/endpoints/1/docker/%2e%2e/%2e%2e/status`, { headers: { 'x-api-key': key } });

@@ -13,7 +13,7 @@ import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
 import type { SandboxCounts, ServiceMetrics } from './core/metrics.ts';
 import {
-  applyRunnerPools, AppDirectory, IdleSessions, Lifecycle, LifecycleEdgeBackend, openDockerRuntime, openHostSet, Peers, SandboxUsage, SshKeyMarks, procNetTcp,
+  applyRunnerPools, AppDirectory, IdleSessions, Lifecycle, LifecycleEdgeBackend, LifecycleNews, openDockerRuntime, openHostSet, Peers, SandboxUsage, SshKeyMarks, procNetTcp,
   startLifecycleWorker, WakeLimits, type SandboxRuntime,
 } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
@@ -96,16 +96,14 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       ...(await runtime.machines() ?? { memoryMb: Math.floor(os.totalmem() / 1024 / 1024), cpus: os.availableParallelism(), hosts: 1 }),
       overcommitMemory: config.overcommitMemory, overcommitCpus: config.overcommitCpus,
     }),
-    running: async () => (await runtime.list({ running: true })).map((c) => c.name),
     stopsAt: async (sandbox) => (await sessions.get(sandbox))?.expiresAt,
     onRefusal: (owner, sandbox, err) => void audit.record('quota.refused', undefined, { sandbox, target: owner.name, outcome: 'refused', detail: err.message }),
   });
-  const wakeLimits = new WakeLimits(redis, config.redisPrefix, async (ownerId) => {
-    const owner = await store.users.get(ownerId);
-    return owner ? admission.quotasOf(owner).wakes_per_hour : config.wakesPerHour;
-  }, metrics);
+  const wakeLimits = new WakeLimits(redis, config.redisPrefix, (owner) => admission.quotasOf(owner).wakes_per_hour, metrics);
   const sshKeyMarks = new SshKeyMarks(redis, config.redisPrefix);
-  const lifecycle = new Lifecycle({ config, store, runtime, sessions, sshKeyMarks, leases, queue, apps, logger, admission, metrics });
+  const news = new LifecycleNews(redis, config.redisPrefix, logger);
+  const lifecycle = new Lifecycle({ config, store, runtime, sessions, sshKeyMarks, leases, queue, apps, logger, admission, news, metrics });
+  await news.listen({ placed: (sandbox) => runtime.placementChanged(sandbox), ownerDisabled: (owner) => void lifecycle.sleepOwner(owner) });
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   const stopWatchingStarts = runtime.watchStarts();
   await queue.startReconciling();
@@ -184,6 +182,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       await step('scan workers', () => scanning.close());
       await step('registry', () => registry.close());
       await step('apps', () => apps.close());
+      await step('lifecycle news', () => news.close());
       await step('lifecycle queue', () => queue.close());
       await step('peers', () => peers.leave());
       redis.disconnect();

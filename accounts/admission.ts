@@ -30,8 +30,6 @@ export interface AdmissionDeps {
   defaults: QuotaValues;
   /** The hosts' capacity now (runner hosts come and go). */
   host(): Promise<HostCapacity>;
-  /** Names of the sandboxes whose container runs now (the engine's word). */
-  running(): Promise<string[]>;
   /** When a running sandbox falls asleep if idle (ms since epoch), for Retry-After. */
   stopsAt(sandbox: string): Promise<number | undefined>;
   /** Every refusal, for the audit log. */
@@ -44,18 +42,56 @@ export interface Usage {
 }
 
 type Reservation = { owner: string; memory_mb: number; cpus: number; until: number };
+/** A running sandbox as the kept count holds it: `at`, when it was counted. */
+type Counted = { owner: string; memory_mb: number; cpus: number; at: number };
 
 /**
  * Who may create and start sandboxes (issue 24): the owner's quotas and the host's overcommit
  * guard, checked before any record or container exists. Checks are serialised across processes
- * by one Redis lease, and a start holds a reservation until its container runs (the engine then
- * reports it), so two concurrent creates or starts never both take the last place.
+ * by one Redis lease, and a start holds a reservation until its container runs, so two concurrent
+ * creates or starts never both take the last place.
+ *
+ * What runs is a kept count (`<prefix>:admission:running`, each running sandbox with its owner and
+ * limits): the lifecycle counts a sandbox once it runs and uncounts it as it stops, and every
+ * reconcile pass sets it to what the engines list (a sandbox that stopped or started outside the
+ * service is counted right within a pass). A check reads two Redis hashes under the lease, whatever
+ * the number of hosts and sandboxes: it lists no engine.
  */
 export class Admission {
   constructor(private readonly deps: AdmissionDeps) {}
 
   private get reservationsKey(): string {
     return `${this.deps.prefix}:admission:starting`;
+  }
+
+  private get runningKey(): string {
+    return `${this.deps.prefix}:admission:running`;
+  }
+
+  /** The sandbox runs now (its start went through): counted until it stops. */
+  async ran(record: SandboxRecord): Promise<void> {
+    const counted: Counted = { owner: record.owner_id, ...this.limitsOf(record), at: Date.now() };
+    await this.deps.redis.hset(this.runningKey, record.name, JSON.stringify(counted));
+  }
+
+  /** The sandbox stopped (asleep, deep sleep, archived, moved away). */
+  async stopped(name: string): Promise<void> {
+    await this.deps.redis.hdel(this.runningKey, name);
+  }
+
+  /**
+   * A reconcile pass's listing of what runs, begun at `listedAt`: the count becomes that. A sandbox
+   * counted after the listing began (a wake that ended meanwhile) stays counted.
+   */
+  async recount(running: SandboxRecord[], listedAt: number): Promise<void> {
+    const kept = await this.deps.redis.hgetall(this.runningKey);
+    const listed = new Set(running.map((r) => r.name));
+    const tx = this.deps.redis.multi();
+    for (const [name, json] of Object.entries(kept)) {
+      if (!listed.has(name) && (JSON.parse(json) as Counted).at < listedAt) tx.hdel(this.runningKey, name);
+    }
+    for (const record of running) if (kept[record.name] === undefined) tx.hset(this.runningKey, record.name, JSON.stringify({ owner: record.owner_id, ...this.limitsOf(record), at: Date.now() } satisfies Counted));
+    await tx.exec();
   }
 
   quotasOf(user: Pick<UserRecord, 'quotas'>): QuotaValues {
@@ -74,9 +110,9 @@ export class Admission {
     return { memory_mb: asked.memory_mb ?? q.memory_mb, cpus: asked.cpus ?? q.cpus };
   }
 
-  /** A sandbox's limits as its container has them. */
-  private limitsOf(record: SandboxRecord | undefined, r?: Reservation): { memory_mb: number; cpus: number } {
-    return { memory_mb: record?.memory_mb ?? r?.memory_mb ?? this.deps.defaults.memory_mb, cpus: record?.cpus ?? r?.cpus ?? this.deps.defaults.cpus };
+  /** A sandbox's limits as its container has them (a record from before quotas: the defaults). */
+  private limitsOf(record: SandboxRecord): { memory_mb: number; cpus: number } {
+    return { memory_mb: record.memory_mb ?? this.deps.defaults.memory_mb, cpus: record.cpus ?? this.deps.defaults.cpus };
   }
 
   /**
@@ -93,10 +129,8 @@ export class Admission {
     }, insert);
   }
 
-  /** A start of a sandbox that is not running. Resolves to the release of its reservation. */
-  async admitStart(record: SandboxRecord): Promise<() => Promise<void>> {
-    const owner = await this.deps.store.users.get(record.owner_id);
-    if (!owner) throw new errors.SandboxNotFound(record.name);
+  /** A start of a sandbox that is not running, by its owner (read by the caller). Resolves to the release of its reservation. */
+  async admitStart(record: SandboxRecord, owner: UserRecord): Promise<() => Promise<void>> {
     return this.admit(owner, record, async () => undefined, async () => undefined);
   }
 
@@ -121,22 +155,19 @@ export class Admission {
     return async () => { await this.deps.redis.hdel(this.reservationsKey, record.name); };
   }
 
-  /** Running and starting sandboxes other than `except`, with their owner and limits. */
+  /** Running and starting sandboxes other than `except`, with their owner and limits: two reads of Redis. */
   private async active(except: string): Promise<Array<{ name: string; owner: string; memory_mb: number; cpus: number }>> {
-    const [running, raw] = await Promise.all([this.deps.running(), this.deps.redis.hgetall(this.reservationsKey)]);
-    // the records of these only: a wake beside 500 asleep sandboxes reads no more than beside 5
-    const records = await this.deps.store.sandboxes.getMany([...new Set([...running, ...Object.keys(raw)])], { secrets: false });
-    const byName = new Map(records.map((r) => [r.name, r]));
+    const [running, starting] = await Promise.all([this.deps.redis.hgetall(this.runningKey), this.deps.redis.hgetall(this.reservationsKey)]);
     const out = new Map<string, { name: string; owner: string; memory_mb: number; cpus: number }>();
-    for (const name of running) {
-      const record = byName.get(name);
-      if (name !== except && record) out.set(name, { name, owner: record.owner_id, ...this.limitsOf(record) });
+    for (const [name, json] of Object.entries(running)) {
+      const c = JSON.parse(json) as Counted;
+      if (name !== except) out.set(name, { name, owner: c.owner, memory_mb: c.memory_mb, cpus: c.cpus });
     }
     const now = Date.now();
-    for (const [name, json] of Object.entries(raw)) {
+    for (const [name, json] of Object.entries(starting)) {
       const r = JSON.parse(json) as Reservation;
       if (r.until < now) { void this.deps.redis.hdel(this.reservationsKey, name); continue; } // its process died mid-start
-      if (name !== except && !out.has(name)) out.set(name, { name, owner: r.owner, ...this.limitsOf(byName.get(name), r) });
+      if (name !== except && !out.has(name)) out.set(name, { name, owner: r.owner, memory_mb: r.memory_mb, cpus: r.cpus });
     }
     return [...out.values()];
   }

@@ -95,7 +95,7 @@ async function roleEdge(dir: string, appPort: number, blobPort: number, dataPlan
     resolveApp: async (label) =>
       label === 'svc-bench-web' ? { sandbox: 'svc-bench', status: 'running', target: { sandbox: 'svc-bench', host: '127.0.0.1', port: appPort } } : null,
     resolveSandbox: async (name) => (name === 'svc-bench' ? { status: 'running', address: '127.0.0.1' } : null),
-    requestWake: async () => {},
+    requestWake: async () => ({ running: Promise.resolve() }),
     recordActivity: () => {},
   };
   const edge = await startEdge({

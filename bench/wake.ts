@@ -57,8 +57,11 @@ try {
           await page.goto(`https://${sb.name}-web.${t.config.domain}:${t.config.httpsPort}/`, { waitUntil: 'commit' });
           break;
         } catch (err) {
+          const message = (err as Error).message;
+          // the waiting page reloaded itself before the first navigation committed: the app is on its way
+          if (message.includes(`interrupted by another navigation to "https://${sb.name}-web.`)) break;
           // (Playwright reports it as the error page's navigation interrupting ours)
-          if (attempt >= 3 || !/ERR_NETWORK_CHANGED|interrupted by another navigation to "chrome-error:/.test((err as Error).message)) throw err;
+          if (attempt >= 3 || !/ERR_NETWORK_CHANGED|interrupted by another navigation to "chrome-error:/.test(message)) throw err;
           networkChanges++;
         }
       }
@@ -107,14 +110,20 @@ try {
    * sent while the inner engine brings the container up goes unanswered and is sent again only a
    * second later: the difference is what that cost.
    */
-  const floorMs = async (): Promise<{ overlap: number; serial: number }> => {
+  const floorMs = async (): Promise<{ overlap: number; serial: number; running: number; done: number }> => {
     const began = Date.now();
+    let running = 0;
+    let done = 0;
     // a start that fails on a busy engine (it happens: EPIPE on its socket) is tried again, and counted
-    const start = (): Promise<unknown> => t.service.lifecycle.start(sb.name).catch((err) => {
-      console.error(`start failed (${(err as Error).message}); again`);
-      return start();
-    });
-    void start();
+    const start = (): Promise<unknown> => {
+      const wake = t.service.lifecycle.wake(sb.name);
+      void wake.running.then(() => { running ||= Date.now() - began; }, () => undefined);
+      return wake.done.then(() => { done = Date.now() - began; }, (err) => {
+        console.error(`start failed (${(err as Error).message}); again`);
+        return start();
+      });
+    };
+    const started = start();
     const look = async (overlap: boolean): Promise<number> => {
       let acceptedAt = 0;
       while (!acceptedAt) {
@@ -128,20 +137,27 @@ try {
       return acceptedAt - began;
     };
     const [overlap, serial] = await Promise.all([look(true), look(false)]);
-    return { overlap, serial };
+    await started;
+    return { overlap, serial, running, done };
   };
   const floors = { asleep: [] as number[], deep: [] as number[], asleepSerial: [] as number[], deepSerial: [] as number[] };
+  /** The service's wake (Lifecycle.wake) in the same runs: until its container runs at its address, until its engine answers. */
+  const phases = { asleep: { running: [] as number[], done: [] as number[] }, deep: { running: [] as number[], done: [] as number[] } };
   for (let i = 0; i < RUNS; i++) {
     await asleep();
     const f = await floorMs();
     floors.asleep.push(f.overlap);
     floors.asleepSerial.push(f.serial);
+    phases.asleep.running.push(f.running);
+    phases.asleep.done.push(f.done);
   }
   for (let i = 0; i < DEEP_RUNS; i++) {
     await deepAsleep();
     const f = await floorMs();
     floors.deep.push(f.overlap);
     floors.deepSerial.push(f.serial);
+    phases.deep.running.push(f.running);
+    phases.deep.done.push(f.done);
   }
   await eventually(async () => (await sb.curl(`${sb.name}-web`)).includes('hello-app'), 'the app', 60_000, 250);
 
@@ -158,6 +174,8 @@ try {
   console.log(`baseline: the app while its sandbox runs ${s(awake)}`);
   if (networkChanges) console.log(`(${networkChanges} navigations dropped by Chromium on a network change were started again)`);
   console.log(`floor: start until the app accepts at its address, no edge, no browser: asleep ${s(median(floors.asleep))}, deep sleep ${s(median(floors.deep))}`);
+  console.log(`  the wake's own phases in those runs (asleep / deep sleep): its container runs at its address ${s(median(phases.asleep.running))} / ${s(median(phases.deep.running))}; ` +
+    `the app accepts ${s(median(floors.asleep))} / ${s(median(floors.deep))}; its engine answers and the wake ends ${s(median(phases.asleep.done))} / ${s(median(phases.deep.done))}`);
   console.log(`  seen in the same wakes by attempts one after another (an unanswered SYN is sent again after 1 s): asleep ${s(median(floors.asleepSerial))}, deep sleep ${s(median(floors.deepSerial))}; later by (p50 / most) ${spread(floors.asleepSerial, floors.asleep)} and ${spread(floors.deepSerial, floors.deep)}\n`);
   console.log('| | asleep | deep sleep | asleep / old | deep / old | asleep / floor | deep / floor |');
   console.log('|---|---|---|---|---|---|---|');

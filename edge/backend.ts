@@ -33,6 +33,16 @@ export interface ResolvedSandbox {
   address?: string;
 }
 
+/** A wake under way (requestWake). */
+export interface WakeUnderWay {
+  /**
+   * Settles once the sandbox runs at its address (its apps may still be starting): whoever holds a
+   * request waits for it instead of asking for the sandbox's state. Rejects when the wake failed or
+   * cannot happen now (the sandbox is being moved).
+   */
+  running: Promise<void>;
+}
+
 export interface EdgeBackend {
   /**
    * Route an app host label (the part before `.<domain>`, e.g. `svc-foo-web` or
@@ -48,10 +58,11 @@ export interface EdgeBackend {
   /**
    * Wake for an HTTP request (counts against the owner's wake limit; throws an Error with
    * `code === 'SVC_TOO_MANY_WAKES'` when over; an optional numeric `retryAfter` in seconds is
-   * shown to the user). Returns at once; the wake runs in the background. Should be idempotent
-   * while a wake is under way (the edge already coalesces calls, see WakeGate).
+   * shown to the user). Resolves once the wake is under way, with what tells when the sandbox runs;
+   * the wake goes on in the background. Should be idempotent while a wake is under way (the edge
+   * already coalesces calls, see WakeGate).
    */
-  requestWake(sandbox: string): Promise<void>;
+  requestWake(sandbox: string): Promise<WakeUnderWay>;
   /** Bytes moved for this sandbox (either direction, any connection); the backend throttles renewals itself. */
   recordActivity(sandbox: string): void;
   /**

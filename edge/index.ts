@@ -10,7 +10,7 @@
  * - certs/     the service CA and the certificates the edge serves
  */
 export { startEdge, DEFAULT_TIMEOUTS, type Edge, type EdgeTimeouts, type StartEdgeOptions, type HttpHandler } from './edge.ts';
-export type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus } from './backend.ts';
+export type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus, WakeUnderWay } from './backend.ts';
 export { TOO_MANY_WAKES } from './backend.ts';
 export { routeFor, type Route } from './router/host-router.ts';
 export { serviceCaPem, loadEdgeCertificates, wildcardAccepted, type EdgeCertificates, type CertificateMode } from './certs/edge-certificates.ts';

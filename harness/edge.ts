@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import { pino } from 'pino';
-import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus } from '../edge/backend.ts';
+import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus, WakeUnderWay } from '../edge/backend.ts';
 import { dataPlaneMode } from '../core/config.ts';
 import { RuntimeApi } from '../edge/dataplane/runtime-api.ts';
 import { startEdge, type Edge, type StartEdgeOptions } from '../edge/index.ts';
@@ -37,12 +37,21 @@ export class TestBackend implements EdgeBackend {
   }
 
   private readonly sleepListeners = new Set<(sandbox: string) => void>();
+  /** Wakes asked for, told when their sandbox is set running. */
+  private readonly woken = new Map<string, Array<() => void>>();
 
-  /** A running sandbox set to another status went to sleep: listeners hear it, as the lifecycle tells its edge backend's. */
+  /**
+   * A running sandbox set to another status went to sleep: listeners hear it, as the lifecycle tells
+   * its edge backend's; one set running ends the wakes asked for it.
+   */
   setStatus(sandbox: string, status: SandboxStatus): void {
     const sb = this.sandboxes.get(sandbox);
     this.sandboxes.set(sandbox, { ...sb, status });
     if (sb?.status === 'running' && status !== 'running') for (const listener of this.sleepListeners) listener(sandbox);
+    if (status === 'running') {
+      for (const ran of this.woken.get(sandbox) ?? []) ran();
+      this.woken.delete(sandbox);
+    }
   }
 
   onSleeping(listener: (sandbox: string) => void): () => void {
@@ -70,7 +79,8 @@ export class TestBackend implements EdgeBackend {
     return sb.status === 'running' ? { status: sb.status, address: sb.address } : { status: sb.status };
   }
 
-  async requestWake(sandbox: string): Promise<void> {
+  /** The wake's `running` settles once a test sets the sandbox running (setStatus). */
+  async requestWake(sandbox: string): Promise<WakeUnderWay> {
     if (this.wakeLimitReached) {
       throw Object.assign(new Error('wake limit reached for this account (2 per hour); try again later or start the sandbox through the API'), {
         code: 'SVC_TOO_MANY_WAKES',
@@ -78,6 +88,8 @@ export class TestBackend implements EdgeBackend {
       });
     }
     this.wakeCalls.push(sandbox);
+    if (this.sandboxes.get(sandbox)?.status === 'running') return { running: Promise.resolve() };
+    return { running: new Promise<void>((resolve) => this.woken.set(sandbox, [...(this.woken.get(sandbox) ?? []), resolve])) };
   }
 
   recordActivity(sandbox: string): void {

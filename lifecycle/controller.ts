@@ -8,11 +8,12 @@ import type { LifecycleQueue } from '../queue/index.ts';
 import type { SandboxRecord, UserRecord, Store } from '../store/index.ts';
 import { normaliseDeepSleepAfter, normaliseIdleTimeout, parseDuration } from './durations.ts';
 import { issueEngineCerts } from './engine-certs.ts';
-import { KeyedLock, SingleFlight } from '../core/keyed-lock.ts';
+import { KeyedLock } from '../core/keyed-lock.ts';
 import type { RedisLeases } from '../core/redis-lease.ts';
 import { NAME_PREFIX, sandboxName } from './names.ts';
 import { observed, reachable, RuntimeUnreachable, type ContainerSpec, type RuntimeState, type SandboxRuntime, type SandboxState } from './runtime/sandbox-runtime.ts';
 import { containerSpec } from './container-spec.ts';
+import type { LifecycleNews } from './lifecycle-news.ts';
 import { waitForInnerEngine } from './runtime/inner-engine.ts';
 import type { IdleSessions } from './sessions.ts';
 import type { SshKeyMarks } from './ssh-key-marks.ts';
@@ -27,6 +28,7 @@ import { moveDeps } from './move-deps.ts';
 import { writeAuthorizedKeys } from './host-commands.ts';
 import { installManagerTool, managerAccess } from './manager-access.ts';
 import { reconcile } from './reconcile.ts';
+import { forkSandbox } from './fork.ts';
 import { recoverMoves, type MoveDeps } from './move.ts';
 import { HostSetRuntime } from './runtime/host-set-runtime.ts';
 import { SandboxViews } from './sandbox-views.ts';
@@ -66,7 +68,17 @@ export interface LifecycleDeps {
   logger: Logger;
   /** Quotas and the host guard: checked before a record or container is made. */
   admission: Admission;
+  /** What this process tells the others (a placement a move changed) and hears from them (lifecycle-news.ts). */
+  news: LifecycleNews;
   metrics?: ServiceMetrics;
+}
+
+/** A wake under way, shared by every caller while it runs. */
+export interface Wake {
+  /** Settles once the sandbox's container runs at its address (its apps and engine may still be starting); rejects when the wake failed. */
+  running: Promise<RuntimeState>;
+  /** Settles once its engine answers too: the whole wake. */
+  done: Promise<RuntimeState>;
 }
 
 /**
@@ -80,7 +92,7 @@ export interface LifecycleDeps {
  */
 export class Lifecycle {
   private readonly lock: KeyedLock;
-  private readonly wakes = new SingleFlight<RuntimeState>();
+  private readonly wakes = new Map<string, Wake>();
   /** Last renewal per sandbox and its idle timeout, for activity throttling. */
   private readonly renewals = new Map<string, { at: number; idleMs: number }>();
   private readonly log: Logger;
@@ -107,7 +119,8 @@ export class Lifecycle {
     return record;
   }
 
-  async create(owner: UserRecord, input: CreateSandboxInput): Promise<SandboxView> {
+  /** `fill`: under the new sandbox's lease, before its first start (a fork's copy of its source's volumes). */
+  async create(owner: UserRecord, input: CreateSandboxInput, fill?: (name: string) => Promise<void>): Promise<SandboxView> {
     const name = input.name ? sandboxName(input.name) : NAME_PREFIX + randomBytes(5).toString('hex');
     const template = input.template ?? 'default';
     this.deps.apps.checkNewName(name);
@@ -126,7 +139,8 @@ export class Lifecycle {
     this.log.info({ sandbox: name, owner: owner.name }, 'creating sandbox');
     try {
       await this.exclusive(name, async () => {
-        const state = await this.bringUp(record, true);
+        await fill?.(name);
+        const state = await this.bringUp(record, owner, { status: 'deep_sleep' }, { creating: true });
         if (record.manager_password) await installManagerTool({ ...this.deps, log: this.log }, record, state);
       });
     } catch (err) {
@@ -135,6 +149,7 @@ export class Lifecycle {
       // the next reconcile pass that can ask it take the container and volumes away.
       await this.deps.runtime.takeDown(name).catch(() => undefined);
       await this.deps.runtime.removeVolumes(name).catch(() => undefined);
+      await this.deps.admission.stopped(name);
       await this.deps.sessions.close(name);
       await this.deps.store.sandboxes.put({ ...record, archived_at: new Date().toISOString() });
       if (err instanceof RuntimeUnreachable) throw err; // 503, its fixed text: never the connect error
@@ -143,6 +158,13 @@ export class Lifecycle {
       await admitted();
     }
     return this.view(record);
+  }
+
+  /** A new sandbox of the source's owner, its volumes a copy of the source's (lifecycle/fork.ts). */
+  fork(owner: UserRecord, source: SandboxRecord, name: string): Promise<SandboxView> {
+    return forkSandbox({
+      runtime: this.deps.runtime, record: (n) => this.record(n), exclusive: (n, work) => this.exclusive(n, work), create: (o, i, fill) => this.create(o, i, fill),
+    }, owner, source, name);
   }
 
   async view(recordOrName: SandboxRecord | string): Promise<SandboxView> {
@@ -199,41 +221,72 @@ export class Lifecycle {
     return this.deps.runtime.hostOf(name);
   }
 
+  /** The sandbox's owner; SVC_SANDBOX_NOT_FOUND when the account is gone. */
+  async owner(record: SandboxRecord): Promise<UserRecord> {
+    const owner = await this.deps.store.users.get(record.owner_id);
+    if (!owner) throw new errors.SandboxNotFound(record.name);
+    return owner;
+  }
+
   /**
    * Wakes a sandbox from asleep or deep sleep and resolves once its engine answers.
    * Concurrent callers share one wake: a hundred requests start the container once.
    */
   start(name: string): Promise<RuntimeState> {
-    return this.wakes.do(name, async () => {
-      const record = await this.record(name);
-      return this.exclusive(name, async () => {
-        if ((await this.status(name)).status === 'running') return this.bringUp(record);
-        const admitted = await this.deps.admission.admitStart(record);
-        try {
-          return await this.bringUp(record);
-        } finally {
-          await admitted();
-        }
-      });
+    return this.wake(name).done;
+  }
+
+  /**
+   * The wake of a sandbox, shared by every caller while it runs (a hundred requests start the
+   * container once). `known`: the record and owner the caller read already (the edge, for the
+   * owner's wake limit), so that a wake reads each of them once.
+   */
+  wake(name: string, known: { record?: SandboxRecord; owner?: UserRecord } = {}): Wake {
+    const under = this.wakes.get(name);
+    if (under) return under;
+    let ran: (state: RuntimeState) => void = () => undefined;
+    const running = new Promise<RuntimeState>((resolve) => { ran = resolve; });
+    const done = this.wakeNow(name, known, (state) => ran(state)).finally(() => this.wakes.delete(name));
+    const wake: Wake = { running: Promise.race([running, done]), done };
+    wake.running.catch(() => undefined); // the failure is `done`'s to report
+    this.wakes.set(name, wake);
+    return wake;
+  }
+
+  private async wakeNow(name: string, known: { record?: SandboxRecord; owner?: UserRecord }, ran: (state: RuntimeState) => void): Promise<RuntimeState> {
+    const record = known.record ?? (await this.record(name));
+    const owner = known.owner ?? (await this.owner(record));
+    return this.exclusive(name, async () => {
+      // What the engine's events kept (the edge looked just before, as a rule), under the lease: a
+      // sandbox that runs is asked again before it is trusted; one that does not is started (the
+      // start answers its state), so a wake asks its engine once more at most.
+      const seen = reachable(await this.deps.runtime.read(name));
+      if (seen.status === 'running') return this.bringUp(record, owner, await this.status(name), { ran });
+      const admitted = await this.deps.admission.admitStart(record, owner);
+      try {
+        return await this.bringUp(record, owner, seen, { ran });
+      } finally {
+        await admitted();
+      }
     });
   }
 
-  /** `creating`: the first start of a new sandbox, which is not a wake. */
-  private async bringUp(record: SandboxRecord, creating = false): Promise<RuntimeState> {
+  /**
+   * Brings a sandbox from `state` (its engine's word, under its lease) to running with its engine
+   * answering. `creating`: the first start of a new sandbox, which is not a wake. `ran`: told as
+   * soon as its container runs at its address.
+   */
+  private async bringUp(record: SandboxRecord, owner: UserRecord, state: RuntimeState, opts: { creating?: boolean; ran?: (state: RuntimeState) => void } = {}): Promise<RuntimeState> {
     const { runtime } = this.deps;
     const began = Date.now();
-    let state = await this.status(record.name);
     const from: WakeKind | null = state.status === 'running' ? null : state.status === 'deep_sleep' ? 'deep_sleep' : 'asleep';
-    if (state.status === 'deep_sleep') {
-      await runtime.create(await this.containerSpec(record));
-    }
-    if (state.status !== 'running') {
-      await runtime.start(record.name);
-      state = await this.status(record.name);
-    }
+    if (state.status === 'deep_sleep') await runtime.create(containerSpec(record, owner, this.deps.config));
+    if (state.status !== 'running') state = await runtime.start(record.name);
     if (state.status !== 'running' || !state.address) {
       throw new Error(`the sandbox container is not running after start (exit code ${state.exitCode ?? 'unknown'})`);
     }
+    await this.deps.admission.ran(record);
+    opts.ran?.(state);
     // Its apps may answer before its engine does: no running sandbox is ever without a session,
     // even if this process dies in the wait below. Opened again once the engine answers, so the
     // countdown starts from a usable sandbox.
@@ -244,14 +297,14 @@ export class Lifecycle {
       await this.deps.apps.watch(record.name, engine);
     }
     await this.openSession(record);
-    await this.pushSshKeys(record);
+    await this.pushSshKeys(record, owner);
     this.log.info({ sandbox: record.name, ms: Date.now() - began }, 'sandbox running');
-    if (from && !creating) this.deps.metrics?.wakeDone(from, Date.now() - began);
+    if (from && !opts.creating) this.deps.metrics?.wakeDone(from, Date.now() - began);
     return state;
   }
 
-  private async pushSshKeys(record: SandboxRecord): Promise<void> {
-    const owner = await this.deps.store.users.get(record.owner_id);
+  private async pushSshKeys(record: SandboxRecord, known?: UserRecord): Promise<void> {
+    const owner = known ?? (await this.deps.store.users.get(record.owner_id));
     await writeAuthorizedKeys(this.deps.runtime.exec, record.name, (owner?.ssh_keys ?? []).map((k) => k.key).join('\n'));
   }
 
@@ -352,12 +405,31 @@ export class Lifecycle {
     await this.exclusive(name, () => this.sleepHeld(name, reason));
   }
 
+  /**
+   * The owner's account was disabled (by whichever process: lifecycle-news.ts, or a reconcile pass):
+   * each of its running sandboxes goes to sleep now. None is woken again (admission refuses a disabled owner).
+   */
+  async sleepOwner(ownerId: string): Promise<void> {
+    for (const record of await this.deps.store.sandboxes.listByOwner(ownerId, { secrets: false })) {
+      if (record.archived_at) continue;
+      await this.sleepIfRunning(record.name, 'owner disabled')
+        .catch((err) => this.log.warn({ sandbox: record.name, err }, 'a disabled owner\'s sandbox did not go to sleep; the next reconcile pass tries again'));
+    }
+  }
+
+  private sleepIfRunning(name: string, reason: string): Promise<void> {
+    return this.exclusive(name, async () => {
+      if ((await this.status(name)).status === 'running') await this.sleepHeld(name, reason);
+    });
+  }
+
   private async sleepHeld(name: string, reason: string): Promise<void> {
     const record = await this.deps.store.sandboxes.get(name);
     if (!record || record.archived_at) return;
     this.log.info({ sandbox: name, reason }, 'sandbox going to sleep');
     this.deps.apps.unwatch(name);
     await this.deps.runtime.stop(name);
+    await this.deps.admission.stopped(name);
     this.deps.metrics?.slept('sleep');
     await this.deps.sessions.close(name);
     this.renewals.delete(name);
@@ -402,6 +474,7 @@ export class Lifecycle {
       }
       this.log.info({ sandbox: name }, 'sandbox going into deep sleep');
       await this.deps.runtime.takeDown(name);
+      await this.deps.admission.stopped(name);
       this.deps.metrics?.slept('deep_sleep');
     });
   }
@@ -420,8 +493,10 @@ export class Lifecycle {
       goingDown: async (name) => {
         this.deps.apps.unwatch(name);
         await this.deps.sessions.close(name);
+        await this.deps.admission.stopped(name);
         this.renewals.delete(name);
       },
+      placed: (name) => this.deps.news.tell({ op: 'placed', sandbox: name }),
       logger: this.log,
     }, this.deps.config);
   }
@@ -444,6 +519,7 @@ export class Lifecycle {
       onDeepSleep: (name, at) => this.onDeepSleep(name, at),
       finishArchive: (record) => this.finishArchive(record),
       pushMarkedSshKeys: (record, running) => this.pushMarkedSshKeys(record, running),
+      sleepIfRunning: (name, reason) => this.sleepIfRunning(name, reason),
     });
   }
 
@@ -496,6 +572,7 @@ export class Lifecycle {
       const record: SandboxRecord = { ...current, archived_at: now.toISOString(), archive_path: newArchivePath(name, now) };
       await this.deps.store.sandboxes.put(record);
       this.log.info({ sandbox: name, archive: record.archive_path }, 'archiving sandbox');
+      await this.deps.admission.stopped(name);
       await this.deps.sessions.close(name);
       this.renewals.delete(name);
       try {

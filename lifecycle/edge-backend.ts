@@ -1,8 +1,8 @@
-import type { EdgeBackend, ResolvedApp, ResolvedSandbox } from '../edge/index.ts';
+import type { EdgeBackend, ResolvedApp, ResolvedSandbox, WakeUnderWay } from '../edge/index.ts';
 import type { Logger } from '../core/logger.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
 import type { Lifecycle } from './controller.ts';
-import type { SandboxState } from './runtime/sandbox-runtime.ts';
+import type { RuntimeState, SandboxState } from './runtime/sandbox-runtime.ts';
 import type { WakeLimits } from './wake-limits.ts';
 
 /**
@@ -13,7 +13,9 @@ const STATE_TTL_MS = 1_000;
 
 /**
  * The lifecycle core as the edge sees it: host labels to addresses, wakes within the owner's
- * limit, and activity. Answers from memory where it can: one engine inspect per sandbox per second.
+ * limit, and activity. Answers from memory where it can: a state for a second, read from what the
+ * engine's events kept (runtime.read: no inspect while they flow); `fresh` asks the engine itself.
+ * A wake it asks for puts the running state it ends with into that memory.
  */
 export class LifecycleEdgeBackend implements EdgeBackend {
   private readonly states = new Map<string, { at: number; state: Promise<SandboxState>; settled?: SandboxState }>();
@@ -36,7 +38,7 @@ export class LifecycleEdgeBackend implements EdgeBackend {
     // must not be refused, nor its apps shown the waiting page, for the rest of the second; one
     // `unavailable` is asked again at the next request, so it runs again as soon as its engine answers.
     if (!fresh && cached && Date.now() - cached.at < STATE_TTL_MS && (!cached.settled || cached.settled.status === 'running')) return cached.state;
-    const state = this.lifecycle.observe(sandbox);
+    const state = this.lifecycle.observe(sandbox, !fresh);
     const entry: { at: number; state: Promise<SandboxState>; settled?: SandboxState } = { at: Date.now(), state };
     this.states.set(sandbox, entry);
     state.then((s) => { entry.settled = s; }, () => this.states.delete(sandbox));
@@ -64,17 +66,26 @@ export class LifecycleEdgeBackend implements EdgeBackend {
     return state.status === 'running' && state.address ? { status: state.status, address: state.address } : { status: state.status };
   }
 
-  async requestWake(sandbox: string): Promise<void> {
+  /** The record and its owner are read once here, and handed to the wake. */
+  async requestWake(sandbox: string): Promise<WakeUnderWay> {
     const record = await this.lifecycle.record(sandbox);
     // being copied to another host (lifecycle/move.ts): it cannot start, and its waiting page must not
     // use up its owner's wakes; the page's next request after the move wakes it on its new host
-    if (await this.lifecycle.moving(sandbox)) return;
-    await this.limits.take(record.owner_id);
+    if (await this.lifecycle.moving(sandbox)) return { running: handled(Promise.reject(new Error('the sandbox is moving to another host'))) };
+    const owner = await this.lifecycle.owner(record);
+    await this.limits.take(owner);
     this.states.delete(sandbox);
-    void this.lifecycle.start(sandbox).then(
-      () => this.states.delete(sandbox),
-      (err) => this.log.error({ sandbox, err }, 'wake on request failed'),
-    );
+    const wake = this.lifecycle.wake(sandbox, { record, owner });
+    wake.done.catch((err) => {
+      this.states.delete(sandbox);
+      this.log.error({ sandbox, err }, 'wake on request failed');
+    });
+    return { running: handled(wake.running.then((state) => this.remember(sandbox, state))) };
+  }
+
+  /** The state a wake ended with: the held requests' next look finds it here, without asking the engine. */
+  private remember(sandbox: string, state: RuntimeState): void {
+    this.states.set(sandbox, { at: Date.now(), state: Promise.resolve(state), settled: state });
   }
 
   recordActivity(sandbox: string): void {
@@ -84,4 +95,10 @@ export class LifecycleEdgeBackend implements EdgeBackend {
   onSleeping(listener: (sandbox: string) => void): () => void {
     return this.apps.onSleeping(listener);
   }
+}
+
+/** A promise whose rejection its holder may never read (a request that left): not an unhandled one. */
+function handled<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
 }

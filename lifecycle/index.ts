@@ -1,4 +1,4 @@
-export { Lifecycle, type CreateSandboxInput, type SettingsPatch, DEFAULT_IDLE_TIMEOUT, DEFAULT_DEEP_SLEEP_AFTER } from './controller.ts';
+export { Lifecycle, type Wake, type CreateSandboxInput, type SettingsPatch, DEFAULT_IDLE_TIMEOUT, DEFAULT_DEEP_SLEEP_AFTER } from './controller.ts';
 export { startLifecycleWorker } from './worker.ts';
 export { applyRunnerPools, openDockerRuntime, openHostSet } from './runtime/open-docker-runtime.ts';
 export { procNetTcp } from './host-commands.ts';
@@ -20,3 +20,4 @@ export { evacuateHost, moveSandbox, type MoveDeps, type MoveProgress } from './m
 export { moveDeps } from './move-deps.ts';
 export { operatorHostSet } from './runtime/operator-hosts.ts';
 export { engineClient } from './runtime/engine-client.ts';
+export { LifecycleNews, tellNews, tellNewsOnce } from './lifecycle-news.ts';

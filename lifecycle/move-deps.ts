@@ -4,10 +4,10 @@ import type { MoveDeps } from './move.ts';
 /**
  * What a move needs (lifecycle/move.ts), built the one way for both processes that move sandboxes:
  * the service (Lifecycle, with its own lease and app table) and the operator's `svc hosts evacuate|move`
- * (its lease and unwatch through Redis). Only how the sandbox is held and let go differs.
+ * (its lease, unwatch and news through Redis). Only how the sandbox is held, let go and told of differs.
  */
 export function moveDeps(
-  parts: Pick<MoveDeps, 'store' | 'runtime' | 'exclusive' | 'goingDown' | 'logger'>,
+  parts: Pick<MoveDeps, 'store' | 'runtime' | 'exclusive' | 'goingDown' | 'placed' | 'logger'>,
   config: Pick<Config, 'moveDeadlineMs' | 'moveFreeReserveMb'>,
 ): MoveDeps {
   return { ...parts, deadlineMs: config.moveDeadlineMs, freeReserveBytes: config.moveFreeReserveMb * 1e6 };

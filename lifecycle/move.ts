@@ -51,6 +51,11 @@ export interface MoveDeps {
    * session and app watchers go (a wake on the target opens new ones).
    */
   goingDown(name: string): Promise<void>;
+  /**
+   * The sandbox's placement changed (its move committed): every service process is told, so each
+   * forgets the host it remembered for it at once (lifecycle-news.ts), not at its next miss.
+   */
+  placed(name: string): Promise<void>;
   logger: Logger;
   /** How long one attempt at a move may take, from its start to its commit, unless the move says (SVC_MOVE_DEADLINE). */
   deadlineMs: number;
@@ -275,6 +280,7 @@ async function copyAndCommit(deps: MoveDeps, move: MoveRecord, onProgress?: (p: 
     owned.stop();
     clearTimeout(timer);
     await deps.store.hosts.replace(name, move.to);
+    await deps.placed(name).catch((err) => log.warn({ err: (err as Error).message }, 'move: the other processes were not told of the new placement; they find it at their next miss'));
     log.info({ bytes, ms: Date.now() - began }, 'move: copy verified; the sandbox is on its new host');
     await cleanUp(deps, { ...move, phase: 'cleaning', leftover: move.from }).catch((err) =>
       log.warn({ err: (err as Error).message }, 'move: the source\'s volumes are not removed yet; a reconcile pass removes them'));
@@ -310,6 +316,7 @@ async function cleanUp(deps: MoveDeps, move: MoveRecord): Promise<void> {
   if (placed === host && host === move.from) {
     // committed (the phase is written first) but its process died before the placement followed
     await deps.store.hosts.replace(move.sandbox, move.to);
+    await deps.placed(move.sandbox);
     placed = move.to;
   }
   if (placed !== host) {

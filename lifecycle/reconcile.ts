@@ -1,3 +1,4 @@
+import type { Admission } from '../accounts/index.ts';
 import type { Logger } from '../core/logger.ts';
 import type { LifecycleQueue } from '../queue/index.ts';
 import type { Store, SandboxRecord } from '../store/index.ts';
@@ -21,20 +22,23 @@ export interface ReconcileTransitions {
   finishArchive(record: SandboxRecord): Promise<void>;
   /** Writes the owner's SSH keys into a sandbox a key change could not reach (SshKeyMarks). */
   pushMarkedSshKeys(record: SandboxRecord, running: boolean): Promise<void>;
+  /** Puts the sandbox to sleep if it runs (checked under its lease). */
+  sleepIfRunning(name: string, reason: string): Promise<void>;
 }
+
+type ReconcileParts = { runtime: SandboxRuntime; store: Store; sessions: IdleSessions; queue: LifecycleQueue; apps: AppDirectory; admission: Admission; log: Logger };
 
 /**
  * Compares what runs with sessions and timers (spec 3, rules 3 and 4): a sandbox started outside
  * the service gets an idle session; one stopped outside loses its session and gets its deep-sleep
  * timer; an archive a killed process left half done is finished; a sandbox an SSH key change could
- * not reach gets its owner's keys. Idempotent. An engine that cannot
+ * not reach gets its owner's keys; a running sandbox of a disabled owner goes to sleep (the news of
+ * the disabling, lifecycle-news.ts, may have been missed); the admission's kept count of what runs
+ * becomes what the engines list. Idempotent. An engine that cannot
  * be asked fails the pass (or that sandbox) and changes nothing: its sandboxes are never taken for
  * stopped or gone.
  */
-export async function reconcile(
-  parts: { runtime: SandboxRuntime; store: Store; sessions: IdleSessions; queue: LifecycleQueue; apps: AppDirectory; log: Logger },
-  machine: ReconcileTransitions,
-): Promise<void> {
+export async function reconcile(parts: ReconcileParts, machine: ReconcileTransitions): Promise<void> {
   // pub/sub is best-effort: every pass starts from the whole app table as Redis holds it
   await parts.apps.reload();
   const archived = new Set<string>();
@@ -42,12 +46,22 @@ export async function reconcile(
     const record = await parts.store.sandboxes.get(name);
     if (record?.archived_at) archived.add(name);
   }
+  const disabled = new Set((await parts.store.users.list()).filter((u) => u.disabled_at).map((u) => u.id));
+  const listedAt = Date.now();
+  const runs: SandboxRecord[] = [];
   for (const { name, running } of await parts.runtime.list()) {
     const record = await parts.store.sandboxes.get(name);
     if (record?.archived_at) archived.add(name);
     if (!record || record.archived_at) continue;
+    if (running && disabled.has(record.owner_id)) {
+      parts.log.info({ sandbox: name }, 'reconcile: the owner is disabled; putting the sandbox to sleep');
+      await machine.sleepIfRunning(name, 'owner disabled').catch((err) => parts.log.error({ sandbox: name, err }, 'reconcile: a disabled owner\'s sandbox did not go to sleep; next pass tries again'));
+      continue;
+    }
+    if (running) runs.push(record);
     await reconcileOne(parts, machine, record, running).catch((err) => parts.log.error({ sandbox: name, err }, 'reconcile: this sandbox failed; the others go on'));
   }
+  await parts.admission.recount(runs, listedAt);
   for (const name of archived) {
     parts.log.info({ sandbox: name }, 'finishing the archive of a sandbox (the service stopped during its DELETE)');
     await machine.exclusive(name, async () => {
@@ -63,7 +77,7 @@ export async function reconcile(
  * expires, and a new job with the same id is a no-op meanwhile).
  */
 async function reconcileOne(
-  parts: { runtime: SandboxRuntime; sessions: IdleSessions; queue: LifecycleQueue; apps: AppDirectory; log: Logger },
+  parts: ReconcileParts,
   machine: ReconcileTransitions,
   record: SandboxRecord,
   running: boolean,

@@ -3,6 +3,7 @@ import {
 } from '../accounts/index.ts';
 import { serviceCaPem } from '../edge/index.ts';
 import { exportSandbox, managerNotIncluded, writeFolder } from '../export/index.ts';
+import { tellNewsOnce } from '../lifecycle/index.ts';
 import type { TokenRecord } from '../store/index.ts';
 import { args, note, only, out, resolveSandbox, table, UsageError, type OnStore, type Options } from './command-line.ts';
 
@@ -62,9 +63,11 @@ export async function userCommand({ command, action, rest, options, config, stor
       const disable = action === 'disable';
       const user = await setDisabled(store, name!, disable);
       await audit(disable ? 'admin.user_disable' : 'admin.user_enable', user.name);
-      out(disable
-        ? `disabled ${user.name}: their tokens and sessions are refused from the next request; their sandboxes cannot be woken (running ones sleep at their idle timeout, or at once through POST /api/admin/users/${user.name}/disable)`
-        : `enabled ${user.name}`);
+      if (!disable) return void out(`enabled ${user.name}`);
+      // the running service processes put the user's running sandboxes to sleep (this process has no engine)
+      const told = await tellNewsOnce(config.redisUrl, config.redisPrefix, { op: 'owner-disabled', owner: user.id }).then(() => true, () => false);
+      out(`disabled ${user.name}: their tokens and sessions are refused from the next request and their sandboxes cannot be woken; ` +
+        (told ? 'the service puts their running sandboxes to sleep now' : 'Redis did not answer: the service\'s next reconcile pass (within 30 s of it answering) puts their running sandboxes to sleep'));
       return;
     }
     case 'list': {

@@ -9,7 +9,7 @@ import { generateKeys, privateKeyPem, x509 } from '../core/x509.ts';
 import { issueCert, loadOrCreateServiceCa } from '../edge/index.ts';
 import { KeyedLock } from '../core/keyed-lock.ts';
 import { RedisLeases } from '../core/redis-lease.ts';
-import { applyRunnerPools, IdleSessions, moveDeps, operatorHostSet, publishUnwatch, type MoveDeps, type MoveProgress } from '../lifecycle/index.ts';
+import { applyRunnerPools, IdleSessions, moveDeps, operatorHostSet, publishUnwatch, tellNews, type MoveDeps, type MoveProgress } from '../lifecycle/index.ts';
 import { createRedis } from '../queue/index.ts';
 import { LOCAL_HOST, type HostRecord, type Store } from '../store/index.ts';
 
@@ -159,6 +159,7 @@ export function openMoves(store: Store, config: Config): { deps: MoveDeps; close
         await sessions.close(name);
         await publishUnwatch(redis, config.redisPrefix, name);
       },
+      placed: (name) => tellNews(redis, config.redisPrefix, { op: 'placed', sandbox: name }),
       logger,
     }, config),
     close: async () => { await redis.quit().catch(() => redis.disconnect()); },

@@ -8,7 +8,7 @@ export const USAGE = `usage:
                                       set the user's quotas (N "default": back to the operator's default)
                                       and admin flag; prints the quotas in force
   svc user disable NAME               refuse the user's tokens and web sessions at once (their sandboxes
-                                      cannot be woken; the admin API also puts running ones to sleep)
+                                      cannot be woken; the service puts running ones to sleep)
   svc user enable NAME                let a disabled user in again
   svc audit [--user NAME] [--sandbox SANDBOX] [--action ACTION] [--since ISO] [--until ISO] [--limit N] [--json]
                                       the audit log, newest first (ACTION: sandbox.create, or a family: sandbox.)

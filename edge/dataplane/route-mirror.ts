@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import type { Logger } from '../../core/logger.ts';
-import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox } from '../backend.ts';
+import type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, WakeUnderWay } from '../backend.ts';
 import type { EdgeCertificates } from '../certs/edge-certificates.ts';
 import { ENGINE_CLIENTS, ENGINE_TABLE, SANDBOX_TUNNELS, type DataPlaneFiles } from './haproxy-config.ts';
 import type { RuntimeApi } from './runtime-api.ts';
@@ -118,7 +118,7 @@ export class RouteMirror implements EdgeBackend {
     return r;
   }
 
-  requestWake(sandbox: string): Promise<void> {
+  requestWake(sandbox: string): Promise<WakeUnderWay> {
     return this.inner.requestWake(sandbox);
   }
 

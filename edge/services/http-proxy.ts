@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
 import { retryAfterOf } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
-import { TOO_MANY_WAKES, type AppRoute, type EdgeBackend, type ResolvedApp } from '../backend.ts';
+import { TOO_MANY_WAKES, type AppRoute, type EdgeBackend, type ResolvedApp, type WakeUnderWay } from '../backend.ts';
 import {
   badGatewayPage,
   hostUnavailablePage,
@@ -149,31 +149,30 @@ export class AppHttpProxy {
       if (app.target) return { conn, decision: { kind: 'forward', sandbox: app.sandbox, target: app.target } };
       return { conn, decision: await this.holdOrWait(conn, app.sandbox, 'starting') };
     }
-    const refused = await this.wake(conn.serverName, app.sandbox);
-    return { conn, decision: refused ? { kind: 'page', page: refused } : await this.holdOrWait(conn, app.sandbox, 'waking') };
+    const woken = await this.wake(conn.serverName, app.sandbox);
+    return { conn, decision: 'page' in woken ? { kind: 'page', page: woken.page } : await this.holdOrWait(conn, app.sandbox, 'waking', woken.running) };
   }
 
   /**
-   * Holds the request while the sandbox wakes or its app starts: the app's answer if it comes
-   * within the hold, else the waiting page (which then notices by itself when the app answers).
+   * Holds the request while the sandbox wakes (`running`: the wake) or its app starts: the app's
+   * answer if it comes within the hold, else the waiting page (which then notices by itself when the app answers).
    */
-  private async holdOrWait(conn: AppConnection, sandbox: string, why: 'waking' | 'starting'): Promise<Decision> {
-    const target = await this.opts.holds.hold(conn.label);
+  private async holdOrWait(conn: AppConnection, sandbox: string, why: 'waking' | 'starting', running?: Promise<void>): Promise<Decision> {
+    const target = await this.opts.holds.hold(conn.label, running);
     if (!target) return { kind: 'page', page: waitingPage(conn.serverName, why) };
     this.opts.wakes.awake(sandbox);
     return { kind: 'forward', sandbox, target };
   }
 
-  /** Wakes an asleep sandbox (within the owner's limit): null while the wake is under way, or the page saying why not. */
-  private async wake(host: string, sandbox: string): Promise<Page | null> {
+  /** Wakes an asleep sandbox (within the owner's limit): the wake under way, or the page saying why not. */
+  private async wake(host: string, sandbox: string): Promise<WakeUnderWay | { page: Page }> {
     try {
-      await this.opts.wakes.wake(sandbox);
+      return await this.opts.wakes.wake(sandbox);
     } catch (err) {
-      if (err instanceof Error && 'code' in err && err.code === TOO_MANY_WAKES) return tooManyWakesPage(host, err.message, retryAfterOf(err) ?? 60);
+      if (err instanceof Error && 'code' in err && err.code === TOO_MANY_WAKES) return { page: tooManyWakesPage(host, err.message, retryAfterOf(err) ?? 60) };
       this.opts.logger.warn({ err, sandbox }, 'edge: requestWake failed');
-      return unavailablePage(host, 'the sandbox could not be woken');
+      return { page: unavailablePage(host, 'the sandbox could not be woken') };
     }
-    return null;
   }
 
   /** @internal The activity callback for a sandbox. */
@@ -188,23 +187,26 @@ export class AppHttpProxy {
   /**
    * The page for an app that could not be reached. When its address did not answer, the sandbox's
    * state is looked up afresh first: one stopped or removed since the last look gets the waiting
-   * page and a wake, like any asleep sandbox, rather than a 502.
+   * page and a wake, like any asleep sandbox, rather than a 502 (`running`: that wake).
    */
-  private async connectErrorPage(conn: AppConnection, target: AppRoute, err: Error & { code?: string }): Promise<Page> {
+  private async connectErrorPage(conn: AppConnection, target: AppRoute, err: Error & { code?: string }): Promise<{ page: Page; running?: Promise<void> }> {
     const host = conn.serverName;
     if (NO_ANSWER.has(err.code ?? '')) {
       const app = await this.opts.backend.resolveApp(conn.label, { fresh: true }).catch((e: unknown) => {
         this.opts.logger.warn({ err: e, label: conn.label }, 'edge: resolveApp failed');
         return undefined;
       });
-      if (app === null) return notFoundPage(host);
-      if (app?.status === 'unavailable') return hostUnavailablePage(host);
-      if (app && app.status !== 'running') return (await this.wake(host, app.sandbox)) ?? waitingPage(host, 'waking');
-      if (app?.status === 'running' && NO_HOST.has(err.code ?? '')) return waitingPage(host, 'starting');
+      if (app === null) return { page: notFoundPage(host) };
+      if (app?.status === 'unavailable') return { page: hostUnavailablePage(host) };
+      if (app && app.status !== 'running') {
+        const woken = await this.wake(host, app.sandbox);
+        return 'page' in woken ? woken : { page: waitingPage(host, 'waking'), running: woken.running };
+      }
+      if (app?.status === 'running' && NO_HOST.has(err.code ?? '')) return { page: waitingPage(host, 'starting') };
     }
-    if (err.code === 'ECONNREFUSED') return target.loopbackOnly ? loopbackOnlyPage(host, target.port) : waitingPage(host, 'starting');
+    if (err.code === 'ECONNREFUSED') return { page: target.loopbackOnly ? loopbackOnlyPage(host, target.port) : waitingPage(host, 'starting') };
     const timedOut = err.code === 'ETIMEDOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT';
-    return badGatewayPage(host, timedOut ? 'the connection timed out' : `the connection failed (${err.code ?? err.message})`);
+    return { page: badGatewayPage(host, timedOut ? 'the connection timed out' : `the connection failed (${err.code ?? err.message})`) };
   }
 
   private async onRequest(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -267,11 +269,11 @@ export class AppHttpProxy {
     if (!x.retried && !x.hasBody && RETRYABLE.has(x.req.method ?? '') && STALE_SOCKET.has(err.code ?? '')) {
       return this.forward(x.req, x.res, x.conn, x.sandbox, x.target, true);
     }
-    void this.connectErrorPage(x.conn, x.target, err).then(async (page) => {
+    void this.connectErrorPage(x.conn, x.target, err).then(async ({ page, running }) => {
       // stopped since the last look, or its app not up yet: a request without a body (nothing of
       // it was sent) is held like any request for a waking sandbox, and sent again once the app answers
       if (page.headers[WAITING_HEADER] && !x.retried && !x.hasBody && !x.res.destroyed) {
-        const target = await this.opts.holds.hold(x.conn.label);
+        const target = await this.opts.holds.hold(x.conn.label, running);
         // it runs again: its next sleep's first request must wake it, not join this finished wake
         if (target) this.opts.wakes.awake(x.sandbox);
         if (target && !x.res.destroyed) return this.forward(x.req, x.res, x.conn, x.sandbox, target, true);
@@ -298,7 +300,7 @@ export class AppHttpProxy {
       timeoutMs: this.opts.connectTimeoutMs,
       idleMs: this.opts.tunnelIdleMs,
       onBytes,
-      onError: (err) => void this.connectErrorPage(conn, target, err).then((page) => {
+      onError: (err) => void this.connectErrorPage(conn, target, err).then(({ page }) => {
         if (!socket.destroyed) writeRawPage(socket, page, req.method);
       }),
     });

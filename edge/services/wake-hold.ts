@@ -1,8 +1,6 @@
 import net from 'node:net';
 import type { AppRoute, EdgeBackend } from '../backend.ts';
 
-/** How often a held request's sandbox is looked up afresh while it wakes (an engine inspect). */
-const LOOK_EVERY_MS = 100;
 /**
  * How often its app is tried (a TCP connect) once its address is known: a try costs a SYN, not an
  * inspect, and a held request is answered on average half this after the app accepts.
@@ -16,28 +14,45 @@ const TRY_EVERY_MS = 25;
  */
 const PROBE_TIMEOUT_MS = 1_000;
 
+/** One look-out per app address, shared by the requests held for it. */
+interface Lookout {
+  waiting: number;
+  /** Resolves once no request waits any more (each gave up after its hold). */
+  deserted: Promise<void>;
+  desert(): void;
+  ready: Promise<AppRoute | null>;
+}
+
 /**
  * Holds app requests while their sandbox wakes: a wake of about a second is answered by the app
- * itself, and nobody sees the waiting page. All requests for one address share one look-out (a
- * fresh state every LOOK_EVERY_MS, a TCP connect to the app every TRY_EVERY_MS), which ends once the
- * app accepts a connection, the address disappears, or no request waits any more; each request gives
- * up after `holdMs` of its own and gets the waiting page (spec 7) instead.
+ * itself, and nobody sees the waiting page. All requests for one address share one look-out. It
+ * asks nothing while the sandbox wakes: the wake says when the sandbox runs (`running`, from the
+ * backend's requestWake), then the app's address is looked up once (from the backend's memory,
+ * which the wake filled) and tried with a TCP connect every TRY_EVERY_MS until the app accepts. The
+ * look-out ends then, when the address disappears, or when no request waits any more; each request
+ * gives up after `holdMs` of its own and gets the waiting page (spec 7) instead.
  */
 export class WakeHold {
-  private readonly lookouts = new Map<string, { waiting: number; ready: Promise<AppRoute | null> }>();
+  private readonly lookouts = new Map<string, Lookout>();
 
   constructor(
     private readonly backend: Pick<EdgeBackend, 'resolveApp'>,
     readonly holdMs: number,
   ) {}
 
-  /** The app's route once it accepts connections, or null after `holdMs` (or when it has none). */
-  async hold(label: string): Promise<AppRoute | null> {
+  /**
+   * The app's route once it accepts connections, or null after `holdMs` (or when it has none).
+   * `running`: the wake under way, which settles once the sandbox runs; without one the sandbox runs
+   * already and its app is starting (its address is then looked up afresh).
+   */
+  async hold(label: string, running?: Promise<unknown>): Promise<AppRoute | null> {
     if (this.holdMs <= 0) return null;
     let lookout = this.lookouts.get(label);
     if (!lookout) {
-      const fresh = { waiting: 0, ready: Promise.resolve<AppRoute | null>(null) };
-      fresh.ready = this.lookOut(label, fresh).finally(() => this.lookouts.delete(label));
+      let desert = () => undefined as void;
+      const deserted = new Promise<void>((resolve) => { desert = resolve; });
+      const fresh: Lookout = { waiting: 0, deserted, desert, ready: Promise.resolve(null) };
+      fresh.ready = this.lookOut(label, fresh, running).finally(() => this.lookouts.delete(label));
       this.lookouts.set(label, fresh);
       lookout = fresh;
     }
@@ -48,31 +63,29 @@ export class WakeHold {
       return await Promise.race([lookout.ready, givenUp]);
     } finally {
       clearTimeout(timer);
-      lookout.waiting--;
+      if (--lookout.waiting === 0) lookout.desert();
     }
   }
 
-  private async lookOut(label: string, lookout: { waiting: number }): Promise<AppRoute | null> {
+  private async lookOut(label: string, lookout: Lookout, running: Promise<unknown> | undefined): Promise<AppRoute | null> {
+    if (running) {
+      const ran = await Promise.race([running.then(() => true, () => false), lookout.deserted.then(() => false)]);
+      if (!ran && lookout.waiting === 0) return null;
+    }
+    // after the wake, what it told the backend; without a wake, the sandbox's state as its engine has it now
+    const app = await this.backend.resolveApp(label, { fresh: !running }).catch(() => undefined);
+    const target = app?.status === 'running' && app.target && !app.target.loopbackOnly ? app.target : undefined;
+    if (!target) return null;
     let connected: AppRoute | undefined;
     let onConnect: () => void = () => undefined;
     const won = new Promise<void>((resolve) => { onConnect = resolve; });
-    let target: AppRoute | undefined;
-    let lookedAt = 0;
-    for (;;) {
-      if (Date.now() - lookedAt >= LOOK_EVERY_MS) {
-        lookedAt = Date.now();
-        const app = await this.backend.resolveApp(label, { fresh: true }).catch(() => undefined);
-        if (connected) return connected;
-        if (app === null) return null;
-        target = app?.status === 'running' && app.target && !app.target.loopbackOnly ? app.target : undefined;
-      }
+    while (lookout.waiting > 0) {
       // not awaited: at most PROBE_TIMEOUT_MS / TRY_EVERY_MS attempts are in flight per address
-      const tried = target;
-      if (tried) void accepts(tried).then((ok) => { if (ok && !connected) { connected = tried; onConnect(); } });
-      await Promise.race([won, new Promise((r) => setTimeout(r, TRY_EVERY_MS))]);
+      void accepts(target).then((ok) => { if (ok && !connected) { connected = target; onConnect(); } });
+      await Promise.race([won, lookout.deserted, new Promise((r) => setTimeout(r, TRY_EVERY_MS))]);
       if (connected) return connected;
-      if (lookout.waiting === 0) return null;
     }
+    return null;
   }
 }
 

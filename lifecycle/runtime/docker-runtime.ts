@@ -17,7 +17,8 @@ import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
 import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
 import { innerEngine } from './inner-engine.ts';
 import { SandboxExec } from './sandbox-exec.ts';
-import type { ContainerSpec, DiskUse, Inspection, ListOptions, ResourceUse, SandboxRuntime } from './sandbox-runtime.ts';
+import type { ContainerSpec, DiskUse, Inspection, ListOptions, ResourceUse, RuntimeState, SandboxRuntime } from './sandbox-runtime.ts';
+import { copySandboxVolumes, resumeLeftPause } from './volume-copy.ts';
 
 /** How long an inspect waits for the engine before it answers "unreachable". */
 const INSPECT_TIMEOUT_MS = 10_000;
@@ -124,6 +125,9 @@ export interface EngineCapacity {
 /** The container events that change what inspect answers (state, address; `create`: no longer deep sleep). */
 const STATE_EVENTS = ['create', 'start', 'restart', 'die', 'stop', 'oom', 'pause', 'unpause', 'destroy', 'rename', 'update'];
 
+/** How long a start of this runtime's own stands for the engine's start event that follows it (whose settle it makes). */
+const OWN_START_MS = 10_000;
+
 /** A sandbox container's own limits, as labels, so a capacity count needs no inspect of each. */
 const LABEL_MEMORY_MB = 'svc.memory-mb';
 const LABEL_CPUS = 'svc.cpus';
@@ -146,6 +150,8 @@ export class DockerRuntime implements SandboxRuntime {
   /** Counts the event streams begun and ended: an inspect from before the current stream is not kept. */
   private epoch = 0;
   private eventsUp = false;
+  /** Sandboxes this runtime started, settles and keeps the state of itself: their start event changes nothing more. */
+  private readonly ownStarts = new Map<string, number>();
 
   constructor(
     private readonly docker: Docker,
@@ -170,6 +176,9 @@ export class DockerRuntime implements SandboxRuntime {
       return null;
     }
   }
+
+  /** One engine: there is no other host to have moved to. */
+  placementChanged(_name: string): void {}
 
   /**
    * inspect()'s answer for reads (lists, records): while the engine's events are watched, what they
@@ -210,26 +219,30 @@ export class DockerRuntime implements SandboxRuntime {
 
   async inspect(name: string): Promise<Inspection> {
     try {
-      const info = await this.docker.getContainer(resourceNames(name).container).inspect({ abortSignal: AbortSignal.timeout(INSPECT_TIMEOUT_MS) });
-      const running = info.State.Running && !info.State.Restarting;
-      const net = info.NetworkSettings.Networks[resourceNames(name).network];
-      return {
-        status: running ? 'running' : 'exited',
-        // the engine may be another machine's: only an address goes on (to the edge, HAProxy's maps)
-        address: running && isIPv4(net?.IPAddress ?? '') ? net!.IPAddress : undefined,
-        startedAt: info.State.StartedAt,
-        finishedAt: info.State.FinishedAt,
-        exitCode: info.State.ExitCode,
-        // an engine of another machine shares no folder with this one: a path it reports is never
-        // used here (pipes made in it, removed with the container)
-        ...(this.opts.transferRoot === undefined ? {} : transferOf(info.Mounts.find((m) => m.Destination === TRANSFER_MOUNT)?.Source)),
-      };
+      return this.stateOf(name, await this.docker.getContainer(resourceNames(name).container).inspect({ abortSignal: AbortSignal.timeout(INSPECT_TIMEOUT_MS) }));
     } catch (err) {
       if (statusCode(err) === 404) return { status: 'deep_sleep' };
       const reason = unreachableReason(err);
       if (reason) return { status: 'unreachable', reason };
       throw err;
     }
+  }
+
+  /** What an inspect of the sandbox's container says of it. */
+  private stateOf(name: string, info: Docker.ContainerInspectInfo): RuntimeState {
+    const running = info.State.Running && !info.State.Restarting;
+    const net = info.NetworkSettings.Networks[resourceNames(name).network];
+    return {
+      status: running ? 'running' : 'exited',
+      // the engine may be another machine's: only an address goes on (to the edge, HAProxy's maps)
+      address: running && isIPv4(net?.IPAddress ?? '') ? net!.IPAddress : undefined,
+      startedAt: info.State.StartedAt,
+      finishedAt: info.State.FinishedAt,
+      exitCode: info.State.ExitCode,
+      // an engine of another machine shares no folder with this one: a path it reports is never
+      // used here (pipes made in it, removed with the container)
+      ...(this.opts.transferRoot === undefined ? {} : transferOf(info.Mounts.find((m) => m.Destination === TRANSFER_MOUNT)?.Source)),
+    };
   }
 
   /** Creates volumes (kept), network and container of a sandbox; does not start it. */
@@ -282,37 +295,75 @@ export class DockerRuntime implements SandboxRuntime {
     });
   }
 
-  start(name: string): Promise<void> {
-    return this.changing(name, () => guarded(async () => {
+  /**
+   * Starts the container and settles it with the one inspect that follows (its pid for the cgroups,
+   * its address for the answer), which reads then keep: the engine's start event that comes after
+   * neither settles it again nor makes reads ask again.
+   */
+  start(name: string): Promise<RuntimeState> {
+    return guarded(async () => {
       // set at every start: the bridge may predate this setting, or the engine made it again at its restart
       if (this.opts.hostDuties !== false) await shortenArpRetries(sandboxBridge(resourceNames(name).network));
+      const container = this.docker.getContainer(resourceNames(name).container);
+      this.ownStarts.set(name, Date.now());
       try {
-        await this.docker.getContainer(resourceNames(name).container).start();
+        try {
+          await container.start();
+        } catch (err) {
+          this.ownStarts.delete(name); // it ran already (304): no start event follows
+          if (statusCode(err) !== 304) throw err;
+        }
+        const [epoch, changes] = [this.epoch, this.changes.get(name) ?? 0];
+        const info = await container.inspect({ abortSignal: AbortSignal.timeout(INSPECT_TIMEOUT_MS) });
+        await this.settleWith(info);
+        const state = this.stateOf(name, info);
+        // kept as read() keeps an answer: only when no event of another change came meanwhile
+        const unchanged = this.eventsUp && epoch === this.epoch && (this.changes.get(name) ?? 0) === changes;
+        this.changed(name);
+        if (unchanged) this.seen.set(name, state);
+        return state;
       } catch (err) {
-        if (statusCode(err) !== 304) throw err;
+        this.changed(name);
+        throw err;
       }
-      await this.settle(name);
-    }));
+    });
   }
 
   /**
    * What a running sandbox container needs from the host once it runs, whoever started it (a wake,
-   * its restart policy, an engine restart): in a user namespace, its own cgroups. Idempotent and cheap;
-   * reconcile calls it for every running sandbox.
+   * its restart policy, an engine restart): in a user namespace, its own cgroups; a pause of a fork's copy
+   * whose process is gone, ended. Idempotent and cheap; reconcile calls it for every running sandbox.
    */
   settle(name: string): Promise<void> {
     return guarded(async () => {
-      if (this.opts.runtime !== 'userns' || this.opts.hostDuties === false) return;
       const info = await this.docker.getContainer(resourceNames(name).container).inspect().catch((err) => {
         if (statusCode(err) === 404) return null;
         throw err;
       });
-      if (!info?.State.Running || !info.State.Pid) return;
-      await delegateCgroups(info.State.Pid).catch((err: NodeJS.ErrnoException) => {
-        // the container stopped meanwhile: its cgroups are gone
-        if (err.code !== 'ENOENT' && err.code !== 'ESRCH') throw err;
-      });
+      // a fork's pause that its process did not end (volume-copy.ts)
+      if (info?.State.Paused) await resumeLeftPause(this.docker, `${LABEL_INSTANCE}=${this.opts.instance}`, name, this.opts.logger);
+      if (info) await this.settleWith(info);
     });
+  }
+
+  /** Whether this runtime hands sandboxes their cgroups (userns, on this machine). */
+  private get settles(): boolean {
+    return this.opts.runtime === 'userns' && this.opts.hostDuties !== false;
+  }
+
+  private async settleWith(info: Docker.ContainerInspectInfo): Promise<void> {
+    if (!this.settles || !info.State.Running || !info.State.Pid) return;
+    await delegateCgroups(info.State.Pid).catch((err: NodeJS.ErrnoException) => {
+      // the container stopped meanwhile: its cgroups are gone
+      if (err.code !== 'ENOENT' && err.code !== 'ESRCH') throw err;
+    });
+  }
+
+  /** Whether a start event of the sandbox is the one of a start this runtime made (and settles) itself. */
+  private ownStart(name: string): boolean {
+    const at = this.ownStarts.get(name);
+    this.ownStarts.delete(name);
+    return at !== undefined && Date.now() - at < OWN_START_MS;
   }
 
   stop(name: string): Promise<void> {
@@ -332,7 +383,7 @@ export class DockerRuntime implements SandboxRuntime {
    * the stream is up. Returns a function that stops watching.
    */
   watchStarts(): () => void {
-    const settles = this.opts.runtime === 'userns' && this.opts.hostDuties !== false;
+    const settles = this.settles;
     let stopped = false;
     let stream: NodeJS.ReadableStream | undefined;
     let again: NodeJS.Timeout | undefined;
@@ -348,6 +399,8 @@ export class DockerRuntime implements SandboxRuntime {
           const e = event as { Action?: string; Actor?: { Attributes?: Record<string, unknown> } } | null;
           const name = e?.Actor?.Attributes?.[LABEL_SANDBOX];
           if (typeof name !== 'string') return;
+          // the start of a start() of this runtime's own: that call settled it and keeps its state
+          if (e?.Action === 'start' && this.ownStart(name)) return;
           this.changed(name);
           if (settles && e?.Action === 'start') onStart(name);
         });
@@ -401,6 +454,15 @@ export class DockerRuntime implements SandboxRuntime {
     return guarded(async () => {
       const labels = { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance };
       await Promise.all(Object.values(resourceNames(name).volumes).map((volume) => this.docker.createVolume({ Name: volume, Labels: labels })));
+    });
+  }
+
+  /** A fork's volumes: made for `to` and filled with a copy of `from`'s, `from` paused meanwhile if it runs (volume-copy.ts). */
+  copyVolumes(from: string, to: string): Promise<void> {
+    return guarded(async () => {
+      await this.createVolumes(to);
+      const helperLabels = { [LABEL_SANDBOX]: to, [LABEL_INSTANCE]: this.opts.instance, [LABEL_ROLE]: ROLE_MOVER };
+      await copySandboxVolumes({ docker: this.docker, image: this.opts.image, helperLabels, logger: this.opts.logger }, from, to);
     });
   }
 

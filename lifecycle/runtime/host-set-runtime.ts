@@ -7,7 +7,7 @@ import { LOCAL_HOST, type HostStore, type EngineCerts, type HostRecord } from '.
 import type { DockerRuntime, EngineCapacity } from './docker-runtime.ts';
 import { ImageSync } from './image-sync.ts';
 import {
-  RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ListOptions, type ResourceUse, type SandboxExecutor, type SandboxRuntime,
+  RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ListOptions, type ResourceUse, type RuntimeState, type SandboxExecutor, type SandboxRuntime,
 } from './sandbox-runtime.ts';
 
 /** How long placement waits for a host's figures before it leaves that host out. */
@@ -99,7 +99,10 @@ export class HostSetRuntime implements SandboxRuntime {
   private readonly images: ImageSync;
   /** Runtimes of registered hosts, made once per record (a record changed by `hosts add` again makes a new one). */
   private readonly engines = new Map<string, { record: HostRecord; runtime: DockerRuntime; unwatch?: () => void }>();
-  /** Placements seen: they change only when a sandbox's volumes go (removeVolumes), or through another process. */
+  /**
+   * Placements seen: they change only when a sandbox's volumes go (removeVolumes), or by a move, in
+   * this process or another (lifecycle-news.ts tells placementChanged).
+   */
   private readonly placed = new Map<string, string>();
   private watching = false;
   private machinesSeen?: { at: number; figures: Awaited<ReturnType<HostSetRuntime['machines']>> };
@@ -292,13 +295,13 @@ export class HostSetRuntime implements SandboxRuntime {
    * compromised) is used only inside that host's recorded pool, never 127.0.0.1 nor another host's
    * sandbox. One outside (or from a host with no pool recorded) leaves the sandbox without an address.
    */
-  private withinPool(host: string, name: string, answer: Inspection): Inspection {
+  private withinPool<T extends Inspection>(host: string, name: string, answer: T): T {
     if (answer.status === 'unreachable' || answer.address === undefined) return answer;
     const pool = host === LOCAL_HOST ? this.opts.localPool : this.engines.get(host)?.record.pool;
     if (pool === undefined ? host === LOCAL_HOST : inPool(answer.address, pool)) return answer;
     this.opts.logger.warn({ host, sandbox: name, address: answer.address, pool: pool ?? null }, 'a host reported a sandbox address outside its pool: not used');
     const { address: _outside, ...rest } = answer;
-    return rest;
+    return rest as T;
   }
 
   /**
@@ -357,9 +360,14 @@ export class HostSetRuntime implements SandboxRuntime {
     return chosen;
   }
 
-  async start(name: string): Promise<void> {
+  async start(name: string): Promise<RuntimeState> {
     await this.notMoving(name);
-    await (await this.runtimeOf(name)).start(name);
+    const state = await (await this.runtimeOf(name)).start(name);
+    return this.withinPool(await this.hostNameOf(name), name, state);
+  }
+
+  placementChanged(name: string): void {
+    this.placed.delete(name);
   }
 
   async stop(name: string): Promise<void> {
@@ -395,6 +403,19 @@ export class HostSetRuntime implements SandboxRuntime {
   async archiveVolumes(name: string, dir: string): Promise<void> {
     await this.notMoving(name);
     await (await this.runtimeOf(name)).archiveVolumes(name, dir);
+  }
+
+  /**
+   * A fork is placed on its source's host (a copy within one engine, no transfer between hosts; a move
+   * takes it elsewhere later), then its volumes are copied there.
+   */
+  async copyVolumes(from: string, to: string): Promise<void> {
+    await this.notMoving(from);
+    const host = await this.hostNameOf(from);
+    const placedOn = await this.opts.hosts.place(to, host);
+    if (placedOn !== host) throw new Error(`sandbox "${to}" is placed on "${placedOn}", not on its source's host "${host}"`);
+    this.placed.set(to, host);
+    await (await this.runtimeOf(from)).copyVolumes(from, to);
   }
 
   /** Removes the volumes, then the placement: nothing holds the sandbox to its host any more. */

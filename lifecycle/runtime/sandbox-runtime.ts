@@ -24,8 +24,8 @@ export interface SandboxRuntime extends ToolImages {
   read(name: string): Promise<Inspection>;
   /** Volumes (kept), network and container of a sandbox; does not start it. */
   create(spec: ContainerSpec): Promise<void>;
-  /** Starts the container, then settles it. */
-  start(name: string): Promise<void>;
+  /** Starts the container, then settles it; answers its state then (its address: a start asks nothing more). */
+  start(name: string): Promise<RuntimeState>;
   /** Sleep: the whole container stops, everything stays. */
   stop(name: string): Promise<void>;
   /**
@@ -56,10 +56,21 @@ export interface SandboxRuntime extends ToolImages {
   ping(): Promise<void>;
   /** The host a sandbox runs on, by the name its engine gives (admins see it); null when the engine did not say in time. */
   hostOf(name: string): Promise<string | null>;
+  /**
+   * Another process changed where the sandbox lives (a move committed: lifecycle-news.ts): what this
+   * runtime remembers of its host is dropped, so the next call asks the store.
+   */
+  placementChanged(name: string): void;
   /** CPU and memory a running sandbox uses now (inner containers included); undefined when it does not run. */
   resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined>;
   /** Disk its persistent folders take, and the space left where they live (a running sandbox). */
   diskUse(name: string): Promise<DiskUse>;
+  /**
+   * A fork (lifecycle/fork.ts): the volumes of `to` (a sandbox not made yet) made where `from`'s are and
+   * filled with a consistent copy of them; `from` (running, asleep or in deep sleep) is left as it was.
+   * Absent on a runtime that cannot copy a sandbox's storage: forks answer 409 there.
+   */
+  copyVolumes?(from: string, to: string): Promise<void>;
 }
 
 export interface ListOptions {

@@ -281,9 +281,10 @@ describe('error contract: every code, its status and what triggers it', () => {
   it('SVC_TOO_MANY_WAKES: the owner past the wake limit, with the seconds to the next hour', async () => {
     const redis = new Redis(t.config.redisUrl);
     try {
-      const limits = new WakeLimits(redis, t.config.redisPrefix, async () => 1);
-      await limits.take(alice.id);
-      const err = await limits.take(alice.id).then(() => assert.fail('the second wake in the hour passes'), (e: unknown) => e);
+      const limits = new WakeLimits(redis, t.config.redisPrefix, () => 1);
+      const owner = (await t.service.store.users.get(alice.id))!;
+      await limits.take(owner);
+      const err = await limits.take(owner).then(() => assert.fail('the second wake in the hour passes'), (e: unknown) => e);
       assert.ok(err instanceof errors.TooManyWakes);
       assert.equal(err.code, 'SVC_TOO_MANY_WAKES');
       assert.equal(err.statusCode, statusOf.get('SVC_TOO_MANY_WAKES'));

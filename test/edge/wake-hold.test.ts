@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, test } from 'node:test';
-import { WAITING_HEADER } from '../../edge/index.ts';
+import { WAITING_HEADER, type WakeUnderWay } from '../../edge/index.ts';
 import { launchChromium } from '../../harness/browser.ts';
 import { curl, freePort, startApp, startTestEdge, TestBackend, type TestEdge } from '../../harness/edge.ts';
 
@@ -10,10 +10,11 @@ class WakingBackend extends TestBackend {
   wakeMs = 300;
   private readonly timers = new Set<NodeJS.Timeout>();
 
-  override async requestWake(sandbox: string): Promise<void> {
-    await super.requestWake(sandbox);
+  override async requestWake(sandbox: string): Promise<WakeUnderWay> {
+    const wake = await super.requestWake(sandbox);
     const timer = setTimeout(() => { this.timers.delete(timer); this.setStatus(sandbox, 'running'); }, this.wakeMs);
     this.timers.add(timer);
+    return wake;
   }
 
   dispose(): void {

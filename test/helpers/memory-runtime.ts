@@ -3,6 +3,7 @@ import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import {
+  reachable,
   RuntimeUnreachable,
   type ContainerSpec,
   type DiskUse,
@@ -11,6 +12,7 @@ import {
   type ListOptions,
   type SandboxExecutor,
   type ResourceUse,
+  type RuntimeState,
   type SandboxRuntime,
 } from '../../lifecycle/runtime/sandbox-runtime.ts';
 
@@ -86,12 +88,15 @@ export class MemoryRuntime implements SandboxRuntime {
     if (!s?.container) this.sandboxes.set(spec.name, { container: true, running: false, spec });
   }
 
-  async start(name: string): Promise<void> {
+  async start(name: string): Promise<RuntimeState> {
     await this.reach(`start ${name}`);
     const s = this.sandboxes.get(name);
     if (!s?.container) throw Object.assign(new Error(`no such container: ${name}`), { statusCode: 404 });
     this.startOutside(name);
+    return reachable(await this.inspect(name));
   }
+
+  placementChanged(): void {}
 
   async stop(name: string): Promise<void> {
     await this.reach(`stop ${name}`);

@@ -26,6 +26,7 @@ const FIXTURE = path.resolve('fixtures/busybox');
 describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
   let t: TestService;
   let alice: { id: string; token: string };
+  let root: { id: string; token: string };
   const made = new Map<string, { record: any; cli: EngineCli }>();
   const names = { running: '', asleep: '', empty: '', big: '' };
   let bigSum = '';
@@ -40,6 +41,7 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
     await testHostsUp(2, t.config);
     for (const host of ['local', 'test-2']) assert.equal((await cli('hosts', 'drain', host)).code, 0);
     alice = await t.user('alice');
+    root = await t.user('root', { admin: true });
     const prefix = t.config.redisPrefix;
     // sorted by name, as evacuate moves them: the big one last, so the kill comes after the others moved
     Object.assign(names, { running: `svc-a-${prefix}`, asleep: `svc-b-${prefix}`, empty: `svc-c-${prefix}`, big: `svc-z-${prefix}` });
@@ -115,6 +117,11 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
     const output = evacuation.output();
     for (const name of [names.running, names.asleep, names.empty]) assert.match(output, new RegExp(`${name}: moved test-1 → test-2`), output);
     assert.doesNotMatch(output, new RegExp(`${names.big}: moved`), `killed before the big copy ended: ${output}`);
+    // a placement changed by another process reaches this one at once (as the app table does), not at its next miss
+    const listed = await t.api('GET', '/api/admin/sandboxes', root.token);
+    assert.equal(listed.status, 200, answerOf(listed));
+    const hostOf = (name: string) => (listed.body as Array<{ name: string; host: string | null }>).find((s) => s.name === name)?.host;
+    assert.deepEqual([names.running, names.asleep, names.empty].map(hostOf), ['test-2', 'test-2', 'test-2'], 'the admin list names the new host');
     const [move] = (await t.service.store.hosts.moves()).map((m) => m.move);
     assert.deepEqual([move?.sandbox, move?.phase, move?.from, move?.to], [names.big, 'copying', 'test-1', 'test-2']);
 

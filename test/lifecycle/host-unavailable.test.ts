@@ -76,7 +76,7 @@ describe('a sandbox whose engine does not answer is unavailable, then back as it
   const wakesUsed = async () => {
     const redis = new Redis(t.config.redisUrl);
     try {
-      return await new WakeLimits(redis, t.config.redisPrefix, async () => 0).used(owner.id);
+      return await new WakeLimits(redis, t.config.redisPrefix, () => 0).used(owner.id);
     } finally {
       redis.disconnect();
     }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { createUser, setDisabled } from '../../accounts/index.ts';
 import { archiveFolder } from '../../lifecycle/archive.ts';
 import { sandboxName } from '../../lifecycle/names.ts';
 import { RuntimeUnreachable } from '../../lifecycle/runtime/sandbox-runtime.ts';
@@ -280,6 +281,35 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     assert.ok(m.runtime.hasVolumes(name), 'the engine kept its part');
     await m.lifecycle.reconcile();
     assert.ok(!m.runtime.hasVolumes(name) && !(await m.runtime.list()).some((c) => c.name === name), 'reconcile took it away');
+  });
+
+  it('keeps the admission\'s count of what runs: counted as it runs, not once it sleeps; a reconcile pass sets it to what runs', async () => {
+    const runs = async () => (await m.admission.usage(m.owner)).running;
+    const before = await runs();
+    const name = await running();
+    assert.equal(await runs(), before + 1, 'counted once it runs');
+    await m.lifecycle.sleep(name, 'test');
+    assert.equal(await runs(), before, 'not counted once asleep');
+    await m.lifecycle.start(name);
+    assert.equal(await runs(), before + 1);
+    m.runtime.stopOutside(name); // it stopped by itself: the count learns it at the next pass
+    assert.equal(await runs(), before + 1);
+    await m.lifecycle.reconcile();
+    assert.equal(await runs(), before);
+    m.runtime.startOutside(name);
+    await m.lifecycle.reconcile();
+    assert.equal(await runs(), before + 1, 'started outside the service: counted by the pass');
+  });
+
+  it('a reconcile pass puts a disabled owner\'s running sandboxes to sleep (a disabling whose news was missed)', async () => {
+    const { user } = await createUser(m.store, { name: `disabled-${m.config.redisPrefix}` });
+    const name = (await m.lifecycle.create(user, { name: `sm${++n}`, idle_timeout: 'off' })).name;
+    const other = await running();
+    await setDisabled(m.store, user.name, true);
+    await m.lifecycle.reconcile();
+    assert.equal((await m.lifecycle.status(name)).status, 'exited');
+    assert.equal((await m.lifecycle.status(other)).status, 'running', 'another owner\'s sandbox is left alone');
+    await assert.rejects(m.lifecycle.start(name), /disabled/);
   });
 
   it('refuses an archive path that is absolute or leaves the archive folder (a restored record may carry one)', () => {

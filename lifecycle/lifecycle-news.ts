@@ -1,0 +1,82 @@
+import { Redis } from 'ioredis';
+import type { Logger } from '../core/logger.ts';
+
+/**
+ * What one process (a service process, or `svc` on the command line) tells every service process of
+ * a change it made in the store that they act on or keep a copy of, on `<prefix>:lifecycle:news`.
+ * Pub/sub is best-effort: a process that missed a message learns the change at its next reconcile
+ * pass (a disabled owner's running sandboxes) or at its next miss (a placement), as before the news.
+ */
+export type LifecycleNewsItem =
+  /** The sandbox's placement changed (a move committed): the host each process remembers for it is stale. */
+  | { op: 'placed'; sandbox: string }
+  /** The account was disabled: its running sandboxes go to sleep. */
+  | { op: 'owner-disabled'; owner: string };
+
+export interface LifecycleNewsHandlers {
+  placed(sandbox: string): void;
+  ownerDisabled(ownerId: string): void;
+}
+
+const channel = (prefix: string) => `${prefix}:lifecycle:news`;
+
+/** Tells every service process (this one too) over `redis`. */
+export async function tellNews(redis: Redis, prefix: string, news: LifecycleNewsItem): Promise<void> {
+  await redis.publish(channel(prefix), JSON.stringify(news));
+}
+
+/** The same from a short-lived process without a connection of its own (the command line): one connection for one message. */
+export async function tellNewsOnce(redisUrl: string, prefix: string, news: LifecycleNewsItem): Promise<void> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
+  redis.on('error', () => undefined); // the publish below rejects with the reason
+  try {
+    await redis.connect();
+    await tellNews(redis, prefix, news);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** A message as sent: anything else on the channel (another version, garbage) is dropped. */
+function parse(message: string): LifecycleNewsItem | undefined {
+  try {
+    const news = JSON.parse(message) as Partial<LifecycleNewsItem> & Record<string, unknown>;
+    if (news.op === 'placed' && typeof news.sandbox === 'string') return { op: 'placed', sandbox: news.sandbox };
+    if (news.op === 'owner-disabled' && typeof news.owner === 'string') return { op: 'owner-disabled', owner: news.owner };
+  } catch {
+    // not JSON
+  }
+  return undefined;
+}
+
+/** A service process's ear on the channel: each message goes to its handler as it comes. */
+export class LifecycleNews {
+  private subscriber?: Redis;
+
+  constructor(private readonly redis: Redis, private readonly prefix: string, private readonly log: Logger) {}
+
+  /** Tells every process, this one included. */
+  tell(news: LifecycleNewsItem): Promise<void> {
+    return tellNews(this.redis, this.prefix, news);
+  }
+
+  async listen(handlers: LifecycleNewsHandlers): Promise<void> {
+    const subscriber = this.redis.duplicate();
+    this.subscriber = subscriber;
+    subscriber.on('error', () => undefined); // ioredis reconnects by itself
+    subscriber.on('message', (_channel: string, message: string) => {
+      const news = parse(message);
+      if (!news) return;
+      this.log.debug({ news }, 'lifecycle news');
+      if (news.op === 'placed') handlers.placed(news.sandbox);
+      else handlers.ownerDisabled(news.owner);
+    });
+    await subscriber.subscribe(channel(this.prefix));
+  }
+
+  async close(): Promise<void> {
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
+  }
+}

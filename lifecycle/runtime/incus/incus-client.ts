@@ -103,6 +103,30 @@ export class IncusClient {
     return { metadata: env.metadata as T };
   }
 
+  /**
+   * A file of an instance as Incus serves it (`/1.0/instances/{name}/files`): its type, owner and mode
+   * from the headers, and its body (a file's bytes, a symlink's target; a folder's entries are JSON).
+   */
+  async file(instance: string, path: string): Promise<{ type: string; uid: number; gid: number; mode: number; body: AsyncIterable<Buffer> }> {
+    const url = new URL(`/1.0/instances/${encodeURIComponent(instance)}/files`, this.origin);
+    url.searchParams.set('path', path);
+    url.searchParams.set('project', this.project);
+    let res;
+    try {
+      res = await request(url, { dispatcher: this.dispatcher, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS });
+    } catch (err) {
+      throw new IncusUnreachable(`${this.where}: ${(err as Error).message}`);
+    }
+    if (res.statusCode >= 400) {
+      const text = await readBounded(res.body);
+      let message = `HTTP ${res.statusCode}`;
+      try { message = String((JSON.parse(text) as Envelope).error ?? message); } catch { /* not JSON: the status says it */ }
+      throw new IncusError(res.statusCode, message.slice(0, 500));
+    }
+    const header = (h: string) => String(res.headers[h] ?? '');
+    return { type: header('x-incus-type'), uid: Number(header('x-incus-uid')), gid: Number(header('x-incus-gid')), mode: Number(header('x-incus-mode')), body: res.body };
+  }
+
   async get<T>(path: string, opts?: { timeoutMs?: number }): Promise<T> {
     return (await this.call<T>('GET', path, undefined, opts)).metadata;
   }
@@ -136,7 +160,7 @@ export class IncusClient {
   }
 }
 
-async function readBounded(body: AsyncIterable<Buffer>): Promise<string> {
+export async function readBounded(body: AsyncIterable<Buffer>): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of body) {

@@ -37,22 +37,34 @@ export async function incusStart(
   });
   if (!operation) throw new Error('Incus started no exec operation');
   const fds = (operation.metadata?.fds ?? {}) as Record<string, string>;
-  // the readers listen from the start: a quick command's output can come before every socket is open
-  const sockets = { out: connect(client, operation, fds['1']), err: connect(client, operation, fds['2']),
-    in: connect(client, operation, fds['0']), control: connect(client, operation, fds.control) };
-  const stdout = readable(sockets.out);
-  const stderr = collect(sockets.err, MAX_STDERR, opts.onStderr);
-  const closeAll = () => { for (const ws of Object.values(sockets)) ws.close(); };
+  // Control first: without a terminal Incus starts the command once 0, 1 and 2 are connected, and a
+  // quick command's operation (and its sockets) ends before a control socket connected after them.
+  // The readers listen from their socket's creation on.
+  const control = connect(client, operation, fds.control);
+  const sockets: WebSocket[] = [control];
+  const closeAll = () => { for (const ws of sockets) ws.close(); };
+  let stdout: Readable;
+  let stderr: Promise<Buffer>;
+  let stdinSocket: WebSocket;
   try {
-    await Promise.all(Object.values(sockets).map(opened));
+    await opened(control);
+    const out = connect(client, operation, fds['1']);
+    const err = connect(client, operation, fds['2']);
+    sockets.push(out, err);
+    stdout = readable(out);
+    stderr = collect(err, MAX_STDERR, opts.onStderr);
+    await Promise.all([opened(out), opened(err)]);
+    stdinSocket = connect(client, operation, fds['0']);
+    sockets.push(stdinSocket);
+    await opened(stdinSocket);
   } catch (err) {
     closeAll();
     throw err;
   }
-  const endStdin = () => { if (sockets.in.readyState === sockets.in.OPEN) sockets.in.send('', { binary: false }); };
+  const endStdin = () => { if (stdinSocket.readyState === stdinSocket.OPEN) stdinSocket.send('', { binary: false }); };
   const stdin = opts.stdin
     ? new Writable({
-      write(chunk: Buffer, _enc, cb) { sockets.in.send(chunk, { binary: true }, cb); },
+      write(chunk: Buffer, _enc, cb) { stdinSocket.send(chunk, { binary: true }, cb); },
       final(cb) { endStdin(); cb(); },
       destroy(_err, cb) { endStdin(); cb(null); },
     })

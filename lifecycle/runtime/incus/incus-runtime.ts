@@ -7,6 +7,7 @@ import {
   type ResourceUse, type RuntimeState, type SandboxExecutor, type SandboxRuntime,
 } from '../sandbox-runtime.ts';
 import { IncusError, IncusUnreachable, type IncusClient } from './incus-client.ts';
+import { archiveInstance } from './incus-archive.ts';
 import { incusRun, incusStart } from './incus-exec.ts';
 
 /**
@@ -17,8 +18,8 @@ import { incusRun, incusStart } from './incus-exec.ts';
  *
  * Begun, not finished: not wired into the service. Deep sleep is a stopped container marked
  * `user.svc.deep` (a stopped LXC container costs only its disk, and its root volume is its volumes);
- * archives of a stopped sandbox, terminals, the inner engine's client, the events watch and the tool
- * images are not done yet and say so. Addresses come from a pool the runtime scans (one service process; the address table in the
+ * terminals, the inner engine's client, the events watch and the tool images are not done yet and
+ * say so. Addresses come from a pool the runtime scans (one service process; the address table in the
  * store of issue §3 replaces it).
  */
 export interface IncusRuntimeOptions {
@@ -117,7 +118,10 @@ export class IncusRuntime implements SandboxRuntime {
   async start(name: string): Promise<RuntimeState> {
     await guarded(async () => {
       const i = await this.mustExist(name);
-      if (i.status !== 'Running') await this.incus.act('PUT', `/1.0/instances/${encodeURIComponent(name)}/state`, { action: 'start' });
+      if (i.status !== 'Running') {
+        await this.incus.act('PUT', `/1.0/instances/${encodeURIComponent(name)}/state`, { action: 'start' });
+        await this.acceptsCommands(name);
+      }
     });
     return reachable(await this.inspect(name));
   }
@@ -131,6 +135,21 @@ export class IncusRuntime implements SandboxRuntime {
         await this.setConfig(i, { [KEY_FINISHED]: new Date().toISOString() });
       }
     });
+  }
+
+  /**
+   * Waits until a command can run in the sandbox: for a few tens of ms after a start, Incus's exec
+   * fails (`Failed to retrieve PID of executing child process`, 3 of 10 execs right after a start).
+   */
+  private async acceptsCommands(name: string): Promise<void> {
+    for (let i = 0; ; i++) {
+      try {
+        if ((await incusRun(this.incus, name, ['true'])).exitCode === 0) return;
+      } catch (err) {
+        if (i >= 100 || !(err instanceof IncusError)) throw err;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
 
   /** Nothing to settle: LXC gives a container its cgroups and network as it starts. */
@@ -149,8 +168,11 @@ export class IncusRuntime implements SandboxRuntime {
     });
   }
 
-  archiveVolumes(_name: string, _dir: string): Promise<void> {
-    return Promise.reject(new Error('IncusRuntime.archiveVolumes is not done yet'));
+  async archiveVolumes(name: string, dir: string): Promise<void> {
+    await guarded(async () => {
+      await this.mustHaveVolumes(name);
+      await archiveInstance(this.incus, name, dir);
+    });
   }
 
   async removeVolumes(name: string): Promise<void> {
@@ -229,6 +251,12 @@ export class IncusRuntime implements SandboxRuntime {
 
   private async ours(name: string): Promise<Instance | undefined> {
     return (await this.all()).find((i) => i.name === name);
+  }
+
+  private async mustHaveVolumes(name: string): Promise<Instance> {
+    const i = await this.ours(name);
+    if (!i) throw new Error(`no volumes for sandbox ${name}`);
+    return i;
   }
 
   private async mustExist(name: string): Promise<Instance> {

@@ -19,7 +19,8 @@
 #   scripts/test-cluster.sh incus M ... the incus CLI on member M (`... incus m1 list`)
 #
 # Network: bridge svcic0 at 100.64.0.1/16 on this machine; member i is 100.64.1.<i> (its eth0, default
-# route through the bridge), its API on 8443. Only this machine and the members reach those addresses:
+# route through the bridge), its API on 8443; sandboxes take routed addresses from 100.64.128.0/17 with
+# parent eth0 (proxy ARP on the bridge), so this machine reaches each at its own address. Only this machine and the members reach those addresses:
 # forwarding is allowed on the bridge alone, and the members' traffic out is NATed (rules commented
 # svc-test-cluster). Storage: a `dir` pool `data` per member (SVC_TEST_CLUSTER_POOL=btrfs: a 5 GiB btrfs
 # loop file per member instead, copy-on-write). cluster.offline_threshold is 11 s (the minimum is 10),
@@ -326,6 +327,8 @@ export SVC_INCUS_CLIENT_CERT=$DATA/client.crt
 export SVC_INCUS_CLIENT_KEY=$DATA/client.key
 export SVC_INCUS_SERVER_CERT=$DATA/m1/cluster.crt
 export SVC_INCUS_UNIX_SOCKET=$DATA/m1/unix.socket
+export SVC_INCUS_ADDRESS_POOL=$NET.128.0/17
+export SVC_INCUS_NIC_PARENT=eth0
 EOF
 }
 

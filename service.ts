@@ -18,7 +18,7 @@ import {
 } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
 import { SandboxFiles, TransferPipes } from './files/index.ts';
-import { SandboxCommands } from './exec/index.ts';
+import { deliveringSecrets, SandboxCommands, SecretDelivery } from './exec/index.ts';
 import { RedisLeases } from './core/redis-lease.ts';
 import { requireHaproxy, serviceCaPem, startEdge, type Edge } from './edge/index.ts';
 import { openStore, type Store } from './store/index.ts';
@@ -102,7 +102,9 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const wakeLimits = new WakeLimits(redis, config.redisPrefix, (owner) => admission.quotasOf(owner).wakes_per_hour, metrics);
   const sshKeyMarks = new SshKeyMarks(redis, config.redisPrefix);
   const news = new LifecycleNews(redis, config.redisPrefix, logger);
-  const lifecycle = new Lifecycle({ config, store, runtime, sessions, sshKeyMarks, leases, queue, apps, logger, admission, news, metrics });
+  // users' secrets go into a sandbox through its exec: after each start the lifecycle makes, at each change, before sessions
+  const secrets: SecretDelivery = new SecretDelivery({ store, exec: runtime.exec, lifecycle: { status: (name) => lifecycle.status(name) }, logger });
+  const lifecycle: Lifecycle = new Lifecycle({ config, store, runtime: deliveringSecrets(runtime, secrets, logger), sessions, sshKeyMarks, leases, queue, apps, logger, admission, news, metrics });
   await news.listen({ placed: (sandbox) => runtime.placementChanged(sandbox), ownerDisabled: (owner) => void lifecycle.sleepOwner(owner) });
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   const stopWatchingStarts = runtime.watchStarts();
@@ -118,7 +120,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   });
   const api = await buildApi({
     config, store, lifecycle, files, logger,
-    commands: new SandboxCommands(runtime.exec, lifecycle),
+    commands: new SandboxCommands(runtime.exec, lifecycle, secrets),
+    secrets,
     usage: new SandboxUsage(runtime),
     sessions: new WebSessions(redis, config.redisPrefix),
     signInGuard: new SignInGuard(redis, config.redisPrefix),

@@ -40,6 +40,7 @@ import { opsRoutes } from './routes/ops.ts';
 import type { Readiness } from '../monitoring/index.ts';
 import type { ServiceMetrics } from '../core/metrics.ts';
 import { oidcRoutes } from './routes/oidc.ts';
+import { secretRoutes, type SecretsChanged } from './routes/secrets.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -73,6 +74,8 @@ export interface ApiDeps {
   passwordSignIn?: boolean;
   /** The web UI's build (ui/dist when absent). */
   uiDir?: string;
+  /** Puts changed secrets into the owner's running sandboxes (exec/secret-delivery.ts). */
+  secrets: SecretsChanged;
   /** /readyz's checks, and the metrics behind /metrics (absent with metrics off). */
   ops: { readiness: () => Promise<Readiness>; metrics?: ServiceMetrics };
 }
@@ -121,6 +124,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(sandboxRoutes, { store: deps.store, lifecycle: deps.lifecycle, auditOnce: deps.auditOnce });
       await api.register(adminRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, sessions: deps.sessions, usage: deps.usage });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, wakeLimits: deps.wakeLimits });
+      await api.register(secretRoutes, { store: deps.store, delivery: deps.secrets });
       await api.register(registryRoutes, { store: deps.store });
       const { files } = deps;
       await api.register(fileRoutes, { store: deps.store, files });

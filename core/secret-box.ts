@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -56,6 +56,16 @@ export class SecretBox {
     cipher.setAAD(Buffer.from(context));
     const body = Buffer.concat([cipher.update(value, 'utf8'), cipher.final()]);
     return `${PREFIX}${[iv, body, cipher.getAuthTag()].map((b) => b.toString('base64url')).join('.')}`;
+  }
+
+  /**
+   * A keyed hash (HMAC-SHA256) for `purpose`, under a key derived from the service key (HKDF): finds
+   * a value again (users' secrets in pushed images) without keeping it in clear, and a copy of the
+   * database alone cannot test guesses against it.
+   */
+  keyedHash(purpose: string): (value: Buffer | string) => string {
+    const key = Buffer.from(hkdfSync('sha256', this.key, Buffer.alloc(0), `svc-keyed-hash:${purpose}`, 32));
+    return (value) => createHmac('sha256', key).update(value).digest('base64url');
   }
 
   /** Opens a sealed value; a plain one (written before sealing) is returned as it is. */

@@ -2,6 +2,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { Lifecycle } from '../lifecycle/index.ts';
 import type { SandboxExecutor } from '../lifecycle/index.ts';
+import { WITH_SECRETS } from './secret-delivery.ts';
 
 export const DEFAULT_TIMEOUT_S = 60;
 export const MAX_TIMEOUT_S = 3600;
@@ -43,6 +44,11 @@ export interface CommandResult extends CommandEnd {
   truncated: boolean;
 }
 
+/** Puts a sandbox's secrets in place before a session (exec/secret-delivery.ts). */
+export interface SessionSecrets {
+  ensure(sandbox: string): Promise<void>;
+}
+
 export interface RunningCommand {
   stdout: Readable;
   stderr: Readable;
@@ -59,6 +65,8 @@ export class SandboxCommands {
   constructor(
     private readonly exec: SandboxExecutor,
     private readonly lifecycle: Lifecycle,
+    /** With it, sessions get the owner's secrets as environment variables (issue 35). */
+    private readonly secrets?: SessionSecrets,
   ) {}
 
   /** Runs to the end and answers with both streams, each cut at OUTPUT_LIMIT. */
@@ -83,7 +91,8 @@ export class SandboxCommands {
     const stderr = new PassThrough();
     const began = Date.now();
     this.lifecycle.recordActivity(sandbox);
-    const proc = await this.exec.start(sandbox, ['timeout', '-k', String(KILL_AFTER_S), String(timeoutS), ...argv], {
+    const withSecrets = await this.secretsFor(sandbox, (line) => stderr.write(line));
+    const proc = await this.exec.start(sandbox, [...withSecrets, 'timeout', '-k', String(KILL_AFTER_S), String(timeoutS), ...argv], {
       stdin: input.stdin !== undefined,
       workingDir: '/root',
       onStderr: (chunk) => stderr.write(chunk),
@@ -120,8 +129,23 @@ export class SandboxCommands {
    */
   async terminal(sandbox: string, size: { cols: number; rows: number }) {
     await this.wakeIfAsleep(sandbox);
-    const term = await this.exec.startTerminal(sandbox, ['sh', '-c', 'command -v bash >/dev/null && exec bash -l || exec sh -l'], size);
+    const withSecrets = await this.secretsFor(sandbox, () => undefined);
+    const term = await this.exec.startTerminal(sandbox, [...withSecrets, 'sh', '-c', 'command -v bash >/dev/null && exec bash -l || exec sh -l'], size);
     return { ...term, typed: () => this.lifecycle.recordActivity(sandbox) };
+  }
+
+  /**
+   * The sandbox's secrets in place, and the command prefix that puts them in the session's
+   * environment. A write that fails is said on the session's stderr: the command runs without them.
+   */
+  private async secretsFor(sandbox: string, say: (line: string) => void): Promise<string[]> {
+    if (!this.secrets) return [];
+    try {
+      await this.secrets.ensure(sandbox);
+    } catch (err) {
+      say(`svc: the secrets could not be put in place (${(err as Error).message}); this command runs without the new ones\n`);
+    }
+    return WITH_SECRETS;
   }
 
   private async wakeIfAsleep(sandbox: string): Promise<boolean> {

@@ -8,9 +8,11 @@ import { serviceKeyStore, type ServiceKeyStore } from './service-keys.ts';
 import { storeLock } from './lock.ts';
 import { auditStore, type AuditStore } from './audit.ts';
 import { hostStore, type HostStore } from './hosts.ts';
+import { secretStore, type SecretStore } from './secrets.ts';
 
 export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts, HostRecord, MoveRecord, QuotaValues } from './records.ts';
-export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore, HostStore };
+export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore, HostStore, SecretStore };
+export type { SecretMeta, SecretScope, SecretHash } from './secrets.ts';
 export { LOCAL_HOST } from './hosts.ts';
 export type { ServiceKeyName } from './service-keys.ts';
 export type { AuditStore, AuditRow, AuditFilter, AuditPage } from './audit.ts';
@@ -30,6 +32,8 @@ export interface Store {
   audit: AuditStore;
   /** Runner hosts and the host of each sandbox (issue 20). */
   hosts: HostStore;
+  /** Users' secrets (issue 35), sealed; their keyed hashes for the registry's scan. */
+  secrets: SecretStore;
   /**
    * Runs `work` while no other writer, in this process or another on the same database, holds any
    * of `keys`: for a read-modify-write of a record (accounts' user changes).
@@ -62,6 +66,7 @@ export async function openStore(url: string, options: StoreOptions): Promise<Sto
       serviceKeys: await serviceKeyStore(backend, box),
       audit: await auditStore(backend),
       hosts: await hostStore(backend, box),
+      secrets: await secretStore(backend, box),
       exclusive: (keys, work) => locks.run(keys, work),
       close: () => backend.close(),
     };

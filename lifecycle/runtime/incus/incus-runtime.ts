@@ -45,6 +45,7 @@ interface Instance {
   name: string;
   status: string;
   location: string;
+  /** null for an instance of a member that does not answer */
   config: Record<string, string>;
   devices: Record<string, Record<string, string>>;
   last_used_at?: string;
@@ -75,8 +76,9 @@ export class IncusRuntime implements SandboxRuntime {
       if (err instanceof IncusUnreachable) return { status: 'unreachable', reason: err.reason };
       throw err;
     }
+    // a lost member's instance lists as Error with no config (whose it is cannot be told): unreachable
+    if (found?.status === 'Error') return { status: 'unreachable', reason: `Incus member ${found.location} does not answer` };
     if (!found || found.config[KEY_INSTANCE] !== this.opts.instance || found.config[KEY_DEEP] === 'true') return { status: 'deep_sleep' };
-    if (found.status === 'Error') return { status: 'unreachable', reason: `Incus member ${found.location} does not answer` };
     const running = found.status === 'Running';
     const address = running ? found.state?.network?.eth0?.addresses.find((a) => a.family === 'inet')?.address : undefined;
     return {
@@ -245,8 +247,12 @@ export class IncusRuntime implements SandboxRuntime {
     return Promise.reject(new Error('IncusRuntime.saveImage is not done yet'));
   }
 
+  /**
+   * This service's instances. A lost member's are left out (Incus lists them as Error without their
+   * config), as the runner hosts' runtime leaves out the sandboxes of a host that does not answer.
+   */
   private async all(): Promise<Instance[]> {
-    return (await this.incus.get<Instance[]>(LIST)).filter((i) => i.config[KEY_INSTANCE] === this.opts.instance);
+    return (await this.incus.get<Instance[]>(LIST)).filter((i) => i.config?.[KEY_INSTANCE] === this.opts.instance);
   }
 
   private async ours(name: string): Promise<Instance | undefined> {
@@ -276,7 +282,10 @@ export class IncusRuntime implements SandboxRuntime {
 
   /** The lowest address of the pool that no instance of the daemon (or cluster) holds. */
   private async freeAddress(): Promise<string> {
-    const taken = new Set((await this.incus.get<Instance[]>(LIST)).map((i) => i.devices.eth0?.['ipv4.address']).filter(Boolean));
+    // a lost member's instances list without devices: their addresses are unknown, so none is handed out then
+    const all = await this.incus.get<Instance[]>(LIST);
+    if (all.some((i) => !i.devices)) throw new RuntimeUnreachable('an Incus member does not answer: the addresses its sandboxes hold are unknown');
+    const taken = new Set(all.map((i) => i.devices.eth0?.['ipv4.address']).filter(Boolean));
     const [base, bits] = this.opts.addressPool.split('/');
     const start = base!.split('.').reduce((n, o) => n * 256 + Number(o), 0);
     const size = 2 ** (32 - Number(bits));

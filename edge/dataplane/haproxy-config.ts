@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { EdgeLimits, EdgeTimeouts } from '../limits.ts';
 
 /** Where the data plane keeps its sockets, maps and pages: one private folder per run. */
 export interface DataPlaneFiles {
@@ -63,23 +64,9 @@ export interface HaproxyConfigOptions {
   host?: string;
   /** Port of each sandbox's dockerd (--tlsverify). */
   enginePort: number;
-  connectionsPerClient: number;
-  tunnelsPerSandbox: number;
-  /** Tunnels one client address may hold to one sandbox before they are carried (docs/data-plane.md). */
-  tunnelHandshakesPerClient: number;
-  /** The sandbox's places shells and TCP twins may hold together; carried ones per client address; engine ones HAProxy carries per client address. */
-  shellTunnelsPerSandbox: number;
-  shellTunnelsPerClient: number;
-  engineTunnelsPerClient: number;
-  clientHelloMs: number;
-  /** A shell's or TCP twin's TLS handshake must end within this (app and registry ones: see apps_tls). */
-  handshakeMs: number;
-  headersMs: number;
-  keepAliveMs: number;
-  /** A request body's first 16 KiB (or the whole body if shorter) must arrive within this. */
-  bodyIdleMs: number;
-  upstreamConnectMs: number;
-  tunnelIdleMs: number;
+  /** The edge's limits and deadlines (edge/limits.ts), as Node's edge holds them. */
+  limits: EdgeLimits;
+  timeouts: EdgeTimeouts;
   /**
    * The upstream registry's unix socket: blob bytes the registry front allows go there straight
    * (registry-bypass.lua). Without it every registry request goes to the front.
@@ -168,13 +155,13 @@ ${o.registryUpstream ? `    lua-load "${REGISTRY_BYPASS_LUA}"
 defaults
     log global
     option dontlog-normal
-    timeout connect ${ms(o.upstreamConnectMs)}
-    timeout client ${ms(o.tunnelIdleMs)}
-    timeout server ${ms(o.tunnelIdleMs)}
-    timeout tunnel ${ms(o.tunnelIdleMs)}
+    timeout connect ${ms(o.timeouts.upstreamConnectMs)}
+    timeout client ${ms(o.timeouts.tunnelIdleMs)}
+    timeout server ${ms(o.timeouts.tunnelIdleMs)}
+    timeout tunnel ${ms(o.timeouts.tunnelIdleMs)}
     timeout client-fin 30s
-    timeout http-request ${ms(o.headersMs)}
-    timeout http-keep-alive ${ms(o.keepAliveMs)}
+    timeout http-request ${ms(o.timeouts.headersMs)}
+    timeout http-keep-alive ${ms(o.timeouts.keepAliveMs)}
 
 frontend public
     mode tcp
@@ -182,11 +169,11 @@ frontend public
     bind ${bind}
     stick-table type ipv6 size 1m expire 10m store conn_cur
     tcp-request connection track-sc0 src
-    tcp-request connection reject if { sc0_conn_cur gt ${o.connectionsPerClient} }
-    tcp-request inspect-delay ${ms(o.clientHelloMs)}
+    tcp-request connection reject if { sc0_conn_cur gt ${o.limits.connectionsPerClient} }
+    tcp-request inspect-delay ${ms(o.timeouts.clientHelloMs)}
     tcp-request content set-var(sess.sni) req.ssl_sni,lower if { req.ssl_hello_type 1 }
     # Tunnels (docs/data-plane.md, rules of the edge): only carried ones take a place of the
-    # sandbox's ${o.tunnelsPerSandbox}; one still in its TLS handshake holds one of its client's ${o.tunnelHandshakesPerClient} for that
+    # sandbox's ${o.limits.tunnelsPerSandbox}; one still in its TLS handshake holds one of its client's ${o.limits.tunnelHandshakesPerClient} for that
     # sandbox (st_client_tunnels counts them from here, st_client_carried once tunnels_tls ended TLS).
     tcp-request content set-var(sess.tunnel) var(sess.sni),map(${f.tunnelsMap}) if { var(sess.sni) -m found }
     tcp-request content set-var(sess.sandbox) var(sess.tunnel),field(1,|) if { var(sess.tunnel) -m found }
@@ -195,17 +182,17 @@ frontend public
     tcp-request content set-var(sess.client_of) src,regsub(^::ffff:,),concat(|,sess.sandbox) if { var(sess.sandbox) -m found }
     tcp-request content track-sc2 var(sess.client_of) table ${CLIENT_TUNNELS} if { var(sess.tunnel) -m found }
     tcp-request content set-var(sess.carried) var(sess.client_of),table_conn_cur(${CLIENT_CARRIED}) if { var(sess.tunnel) -m found }
-    tcp-request content reject if { var(sess.tunnel) -m found } { sc2_conn_cur,sub(sess.carried) gt ${o.tunnelHandshakesPerClient} }
+    tcp-request content reject if { var(sess.tunnel) -m found } { sc2_conn_cur,sub(sess.carried) gt ${o.limits.tunnelHandshakesPerClient} }
     # An engine's TLS is dockerd's: HAProxy cannot see when it accepted a client. It carries the
     # connections of client addresses dockerd accepted through Node, counted at once, at most
-    # ${o.engineTunnelsPerClient} per address (another client behind the owner's NAT shares it); Node takes the others,
+    # ${o.limits.engineTunnelsPerClient} per address (another client behind the owner's NAT shares it); Node takes the others,
     # and counts each once dockerd accepted it.
     tcp-request content set-var(sess.engine) bool(1) if !{ var(sess.tunnel) -m found } { var(sess.client_of),in_table(${ENGINE_CLIENTS}) }
     tcp-request content track-sc2 var(sess.client_of) table ${CLIENT_ENGINES} if { var(sess.engine) -m found }
-    tcp-request content reject if { var(sess.engine) -m found } { sc2_conn_cur gt ${o.engineTunnelsPerClient} }
+    tcp-request content reject if { var(sess.engine) -m found } { sc2_conn_cur gt ${o.limits.engineTunnelsPerClient} }
     tcp-request content set-var(sess.engines) var(sess.sandbox),table_conn_cur(${ENGINE_TABLE}) if { var(sess.engine) -m found }
     tcp-request content set-var(sess.node_tunnels) var(sess.sandbox),table_gpc0(${SANDBOX_TUNNELS}) if { var(sess.engine) -m found }
-    tcp-request content reject if { var(sess.engine) -m found } { var(sess.sandbox),table_conn_cur(${SANDBOX_TUNNELS}),add(sess.engines),add(sess.node_tunnels) ge ${o.tunnelsPerSandbox} }
+    tcp-request content reject if { var(sess.engine) -m found } { var(sess.sandbox),table_conn_cur(${SANDBOX_TUNNELS}),add(sess.engines),add(sess.node_tunnels) ge ${o.limits.tunnelsPerSandbox} }
     tcp-request content accept if { req.ssl_hello_type 1 }
     use_backend ${PUBLIC_BACKENDS['app-tcp']} if { var(sess.tunnel),field(4,|) -m str tcp }
     use_backend ${PUBLIC_BACKENDS.shell} if { var(sess.tunnel) -m found }
@@ -256,21 +243,21 @@ frontend tunnels_tls
     # HAProxy 2.6 bounds a TLS handshake by the client timeout (2.8 has client-hs): a stalled one
     # would hold its client's place for the sandbox for the tunnel idle. Once carried, the
     # connection is a tunnel, and the tunnel timeout takes over.
-    timeout client ${ms(o.handshakeMs)}
+    timeout client ${ms(o.timeouts.handshakeMs)}
     tcp-request content set-var(sess.route) ssl_fc_sni,lower,map(${f.tunnelsMap})
     tcp-request content reject unless { var(sess.route) -m found }
     # TLS ended: carried. It leaves its client's handshake places for the sandbox and takes one of
-    # its client's ${o.shellTunnelsPerClient} carried ones, one of the ${o.shellTunnelsPerSandbox} of the sandbox's places shells and TCP twins
+    # its client's ${o.limits.shellTunnelsPerClient} carried ones, one of the ${o.limits.shellTunnelsPerSandbox} of the sandbox's places shells and TCP twins
     # share (this TLS asks no credential) and one of the sandbox's.
     tcp-request content set-var(sess.sandbox) var(sess.route),field(1,|)
     tcp-request content track-sc0 src,regsub(^::ffff:,),concat(|,sess.sandbox) table ${CLIENT_CARRIED}
-    tcp-request content reject if { sc0_conn_cur gt ${o.shellTunnelsPerClient} }
+    tcp-request content reject if { sc0_conn_cur gt ${o.limits.shellTunnelsPerClient} }
     tcp-request content track-sc2 var(sess.sandbox) table ${SANDBOX_TUNNELS}
     tcp-request content set-var(sess.node_shells) sc2_get_gpc1
-    tcp-request content reject if { sc2_conn_cur,add(sess.node_shells) gt ${o.shellTunnelsPerSandbox} }
+    tcp-request content reject if { sc2_conn_cur,add(sess.node_shells) gt ${o.limits.shellTunnelsPerSandbox} }
     tcp-request content set-var(sess.engines) var(sess.sandbox),table_conn_cur(${ENGINE_TABLE})
     tcp-request content set-var(sess.node_tunnels) sc2_get_gpc0
-    tcp-request content reject if { sc2_conn_cur,add(sess.engines),add(sess.node_tunnels) gt ${o.tunnelsPerSandbox} }
+    tcp-request content reject if { sc2_conn_cur,add(sess.engines),add(sess.node_tunnels) gt ${o.limits.tunnelsPerSandbox} }
     default_backend ${TCP_TABLE}
 
 backend ${TCP_TABLE}
@@ -303,7 +290,7 @@ frontend apps_tls
     # The client timeout bounds the TLS handshake here too (see tunnels_tls), and a client that reads
     # nothing of an answer: the body deadline, not the handshake's, lest a client whose disk is slow
     # to take a layer be cut. Headers and keep-alive have their own; a websocket is a tunnel.
-    timeout client ${ms(o.bodyIdleMs)}
+    timeout client ${ms(o.timeouts.bodyIdleMs)}
     http-request set-var(txn.sni) ssl_fc_sni,lower
     http-request set-var(txn.host) req.hdr(host),lower,field(1,:)
     http-request set-var(txn.route) var(txn.sni),map(${f.appsMap})
@@ -335,7 +322,7 @@ backend ${APP_TABLE}
     # clients), so a client that announced a body and went silent would hold the app's connection
     # for the tunnel idle. The body's first 16 KiB (or all of a shorter one) are awaited here,
     # before the app is connected: 408 if they take longer. A stall after them is not cut.
-    http-request wait-for-body time ${ms(o.bodyIdleMs)} at-least 16k
+    http-request wait-for-body time ${ms(o.timeouts.bodyIdleMs)} at-least 16k
     errorfile 503 ${f.waitingPage}
     errorfile 502 ${f.badGatewayPage}
     errorfile 504 ${f.badGatewayPage}
@@ -358,7 +345,7 @@ backend ${REGISTRY_UPSTREAM_BACKEND}
     # The edge's body deadline for uploads: bytes written to the upstream restart this timer, so an
     # upload is cut (504) once its client sent nothing for that long, and a steady one of any length
     # is not; a client slow to read a pull is not cut either (HAProxy stops reading the upstream).
-    timeout server ${ms(o.bodyIdleMs)}
+    timeout server ${ms(o.timeouts.bodyIdleMs)}
     server registry unix@${o.registryUpstream}
 ` : ''}`;
 }

@@ -33,8 +33,6 @@ export interface HaproxyDataPlaneOptions extends Omit<HaproxyConfigOptions, 'fil
   backend: EdgeBackend;
   certificates: EdgeCertificates;
   logger: Logger;
-  /** A shell's bytes count once it is this old (sshd's login grace). */
-  shellProofMs: number;
 }
 
 /**
@@ -54,7 +52,7 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
     mirror,
     backend: o.backend,
     enginePort: o.enginePort,
-    shellProofMs: o.shellProofMs,
+    shellProofMs: o.timeouts.shellProofMs,
     logger: log,
   });
   const traffic = new DataPlaneTrafficReader(() => proc?.api ?? null, () => proc?.pid);

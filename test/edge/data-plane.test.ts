@@ -14,7 +14,7 @@ import { eventually } from '../../harness/service.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
 import { haproxyDataPlane } from '../../edge/dataplane/haproxy-data-plane.ts';
 import type { EdgeCertificates } from '../../edge/certs/edge-certificates.ts';
-import { DEFAULT_LIMITS, DEFAULT_TIMEOUTS } from '../../edge/edge.ts';
+import { DEFAULT_LIMITS, DEFAULT_TIMEOUTS } from '../../edge/limits.ts';
 import { pino } from 'pino';
 
 /**
@@ -493,11 +493,9 @@ describe('the HAProxy data plane\'s certificates', () => {
     };
     let pem = issue('first.op.test');
     const certificates: EdgeCertificates = { mode: 'files', caPem: null, contextFor: () => { throw new Error('HAProxy ends TLS here'); }, pemFor: async () => pem, close: () => undefined };
-    const t = DEFAULT_TIMEOUTS;
     const dp = haproxyDataPlane({
       domain: 'op.test', backend: new TestBackend(), certificates, logger: pino({ level: 'silent' }), port: 0, host: '127.0.0.1',
-      enginePort: 2376, ...DEFAULT_LIMITS, clientHelloMs: t.clientHelloMs, handshakeMs: t.handshakeMs, headersMs: t.headersMs,
-      keepAliveMs: t.keepAliveMs, bodyIdleMs: t.bodyIdleMs, upstreamConnectMs: t.upstreamConnectMs, tunnelIdleMs: t.tunnelIdleMs, shellProofMs: t.shellProofMs,
+      enginePort: 2376, limits: DEFAULT_LIMITS, timeouts: DEFAULT_TIMEOUTS,
     });
     // registry.<domain> has its TLS ended by HAProxy itself, with the default certificate
     const servedName = (port: number) => new Promise<string>((resolve, reject) => {

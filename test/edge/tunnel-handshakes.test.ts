@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { issueEngineCerts } from '../../lifecycle/engine-certs.ts';
 import type { EngineCerts } from '../../store/records.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
-import { DEFAULT_LIMITS } from '../../edge/edge.ts';
+import { DEFAULT_LIMITS } from '../../edge/limits.ts';
 import { clientHello, freePort, startTestEdge, TestBackend, tlsConnect, type TestEdge } from '../../harness/edge.ts';
 import { eventually } from '../../harness/service.ts';
 

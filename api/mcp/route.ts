@@ -14,10 +14,10 @@ const MCP_BODY_LIMIT = 16 * 1024 * 1024;
  * tools then act as that caller (a limited token: only its sandbox).
  */
 export const mcpRoutes: FastifyPluginAsyncTypebox<McpDeps> = async (app, deps) => {
-  const description = 'Tools: list_sandboxes, get_sandbox_status, start_sandbox, keep_sandbox_awake, run_sandbox_command, read_sandbox_logs, list_sandbox_files, read_sandbox_file, write_sandbox_file, create_sandbox_folder, delete_sandbox_file, list_sandbox_volumes. Send `Authorization: Bearer <svc_ token>` and `Accept: application/json, text/event-stream`.';
+  const description = 'Tools: list_sandboxes, get_sandbox_status, start_sandbox, keep_sandbox_awake, fork_sandbox, run_sandbox_command, read_sandbox_logs, list_sandbox_files, read_sandbox_file, write_sandbox_file, create_sandbox_folder, delete_sandbox_file, list_sandbox_volumes. Send `Authorization: Bearer <svc_ token>` and `Accept: application/json, text/event-stream`.';
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const principal = request.principal;
-    const server = buildMcpServer(deps, principal);
+    const server = buildMcpServer(deps, principal, (action, entry) => request.audit(action, entry));
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     reply.hijack();
     reply.raw.on('close', () => {

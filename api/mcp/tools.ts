@@ -24,7 +24,7 @@ const PATH_HELP = 'Absolute path in /root (default), /home, /srv, /opt, or a vol
  * for a whole session. Every tool calls the same operations as the HTTP routes, under the same
  * authorisation, so the rules (paths, links, limits, asleep = 409) are the same.
  */
-export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
+export function buildMcpServer(deps: McpDeps, principal: Caller, audit: (action: string, entry: { sandbox: string; detail: string }) => Promise<void>): McpServer {
   const { store, lifecycle, files, commands } = deps;
   const server = new McpServer(
     { name: 'svc-sandboxes', version: '1.0.0' },
@@ -66,6 +66,17 @@ export function buildMcpServer(deps: McpDeps, principal: Caller): McpServer {
     description: 'Restart the idle countdown of a running sandbox (never wakes a sleeping one).',
     inputSchema: { sandbox: sandboxArg },
   }, ({ sandbox }) => result(async () => withoutSecrets(await lifecycle.keepAwake(await sandboxOf(sandbox)))));
+
+  server.registerTool('fork_sandbox', {
+    description: 'Fork a sandbox: a new sandbox with a copy of its files, inner images and containers (restartable ones run in the fork), its own engine certificates and addresses. A running source pauses for the copy (seconds per GB) and goes on; returns the fork once it runs. Not with a token limited to one sandbox.',
+    inputSchema: { sandbox: sandboxArg, name: z.string().min(1).max(64).describe('The fork\'s name, e.g. demo-2 (becomes svc-demo-2)') },
+  }, ({ sandbox, name }) => result(async () => {
+    if (principal.sandbox) throw new errors.Forbidden('a token limited to one sandbox cannot fork sandboxes (a fork is a new sandbox)');
+    const source = await lifecycle.record(await sandboxOf(sandbox));
+    const view = await lifecycle.fork(await lifecycle.owner(source), source, name);
+    await audit('sandbox.fork', { sandbox: view.name, detail: JSON.stringify({ from: source.name }) });
+    return withoutSecrets(view);
+  }));
 
   server.registerTool('run_sandbox_command', {
     description: `Run a command as root in the sandbox (in /root) and get { exit_code, stdout, stderr, truncated, timed_out }. Wakes an asleep sandbox first. Each output is cut at ${OUTPUT_LIMIT} bytes.`,

@@ -6,7 +6,7 @@ import type { Store } from '../../store/index.ts';
 import { authorizeSandbox, forbidLimited } from '../../accounts/index.ts';
 import type { AuditOnce } from '../audit-once.ts';
 import { errorResponses, SandboxParams } from '../schemas/common.ts';
-import { ArchiveResult, CreateSandboxBody, PatchSandboxBody, Sandbox, SandboxSummary } from '../schemas/sandbox.ts';
+import { ArchiveResult, CreateSandboxBody, ForkSandboxBody, PatchSandboxBody, Sandbox, SandboxSummary } from '../schemas/sandbox.ts';
 
 export interface SandboxRoutesOptions {
   store: Store;
@@ -59,6 +59,24 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     await request.audit('sandbox.create', { sandbox: view.name, detail: JSON.stringify(settings) });
     reply.status(201);
     return view;
+  });
+
+  app.post('/sandboxes/:name/fork', {
+    schema: {
+      tags, params, body: ForkSandboxBody,
+      summary: 'Fork the sandbox: a new sandbox of its owner with a copy of its volumes',
+      description: 'Files, the inner engine\'s images, containers and volumes are copied (a running source is paused for the copy, '
+        + 'then resumes; docs/lifecycle.md, "Forks"); the fork has its own certificates, addresses and timers and is running when this answers. '
+        + 'A token limited to one sandbox answers 403, as for a create.',
+      response: { 201: Type.Ref('Sandbox'), ...errorResponses(400, 401, 403, 404, 409, 410, 429, 502, 503) },
+    },
+  }, async (request, reply) => {
+    forbidLimited(request.principal, 'fork sandboxes (a fork is a new sandbox)');
+    const source = await authorizeSandbox(store, request.principal, request.params.name, 'use');
+    const view = await lifecycle.fork(await lifecycle.owner(source), source, request.body.name);
+    await request.audit('sandbox.fork', { sandbox: view.name, detail: JSON.stringify({ from: source.name }) });
+    reply.status(201);
+    return view; // its fork row stands for a reveal of a manager's password, as a create's does
   });
 
   app.get('/sandboxes/:name', {

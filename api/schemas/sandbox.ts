@@ -64,6 +64,11 @@ export const CreateSandboxBody = Type.Object(
 );
 export type CreateSandboxBody = Static<typeof CreateSandboxBody>;
 
+export const ForkSandboxBody = Type.Object(
+  { name: Type.String({ maxLength: 64, description: "The fork's name: `foo` becomes `svc-foo`." }) },
+  { additionalProperties: false },
+);
+
 export const PatchSandboxBody = Type.Object(
   { idle_timeout: Type.Optional(Duration), deep_sleep_after: Type.Optional(Duration) },
   { additionalProperties: false, minProperties: 1 },

@@ -8,6 +8,7 @@ import { LogView } from './logs.tsx';
 import { Terminal } from './terminal.tsx';
 import { Containers } from './containers.tsx';
 import { UsageView } from './usage.tsx';
+import { Fork } from './fork.tsx';
 
 /** How often the panel of an unavailable sandbox asks again whether its host answers. */
 const UNAVAILABLE_LOOK_MS = 10_000;
@@ -56,6 +57,7 @@ export function SandboxPanel({ name }: { name: string }) {
       <Section title="Logs" id="logs">{running ? <LogView path={path} /> : stopped("follow its apps' logs")}</Section>
       <Section title="Files" id="files">{running ? <FileBrowser path={path} /> : stopped('browse its files')}</Section>
       <Registry path={path} />
+      <Fork name={record.name} path={path} />
       <Delete name={record.name} path={path} />
     </>
   );

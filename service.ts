@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import { buildApi } from './api/app.ts';
 import { SignInGuard } from './api/sign-in-guard.ts';
 import { AuditOnce } from './api/audit-once.ts';
-import { Admission, AuditLog, OidcSignIn, quotaDefaults, WebSessions } from './accounts/index.ts';
+import { Admission, AuditLog, OidcSignIn, ownerSecretHashes, quotaDefaults, WebSessions } from './accounts/index.ts';
 import { addressesOf } from './core/addresses.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
@@ -113,7 +113,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const rearm = rearmReconciling(queue, lifecycle, logger);
   const files = new SandboxFiles(runtime.exec, lifecycle, await TransferPipes.open(transferRoot), config.filesMaxUpload);
   const registry: Registry = await startRegistry({ config, store, logger, metrics });
-  const scanning = startScanning({ config, store, versions: registry.catalog, blobs: registry.upstream, logger, metrics, ...(scanRules ? { rules: scanRules } : {}) });
+  const scanning = startScanning({ config, store, versions: registry.catalog, blobs: registry.upstream, ownerSecrets: ownerSecretHashes(store), logger, metrics, ...(scanRules ? { rules: scanRules } : {}) });
   metrics?.observe({
     sandboxes: () => sandboxCounts(store, runtime),
     scanQueue: () => registry.queue.queue.getJobCounts('waiting', 'active', 'delayed', 'failed'),

@@ -17,4 +17,4 @@ export { Admission, type AdmissionDeps, type HostCapacity, type Usage } from './
 export { QUOTA_NAMES, describeQuota, quotaDefaults, effectiveQuotas, checkQuota, setQuotas, type QuotaName, type QuotaValues } from './quotas.ts';
 export { AuditLog, actorOf, withAuditActor, type AuditActor, type AuditEntry } from './audit.ts';
 export { OidcSignIn, SsoRefused } from './oidc.ts';
-export { setSecret, removeSecret, validateSecretName, SECRET_NAME, MAX_SECRET_BYTES, MAX_SECRETS_PER_ACCOUNT } from './secrets.ts';
+export { setSecret, removeSecret, ownerSecretHashes, validateSecretName, SECRET_NAME, MAX_SECRET_BYTES, MAX_SECRETS_PER_ACCOUNT } from './secrets.ts';

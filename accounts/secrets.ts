@@ -1,5 +1,5 @@
 import { errors } from '../core/errors.ts';
-import type { SecretMeta, SecretScope, Store } from '../store/index.ts';
+import { splitRepo, type SecretMeta, type SecretScope, type Store } from '../store/index.ts';
 
 /** A secret's name is the environment variable it becomes (and its file's name under /run/svc/secrets/). */
 export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
@@ -57,4 +57,22 @@ export async function removeSecret(store: Store, ownerId: string, name: string):
   const removed = await store.exclusive([`user-secrets:${ownerId}`], () => store.secrets.remove(ownerId, name));
   if (!removed) throw new errors.NotFound(`no secret named "${name}"`);
   return removed;
+}
+
+/**
+ * The registry scan's port for the owner's secrets (scanner/owner-secrets.ts): the keyed hashes of
+ * the secrets of the owner of a repository's sandbox (`<sandbox>/<image>`), and a lookup that hashes
+ * a candidate the same way. No value is opened.
+ */
+export function ownerSecretHashes(store: Store) {
+  return {
+    async forRepo(repo: string) {
+      const record = await store.sandboxes.get(splitRepo(repo)[0]);
+      if (!record) return undefined;
+      const hashes = await store.secrets.hashes(record.owner_id);
+      if (!hashes.length) return undefined;
+      const names = new Map(hashes.map((h) => [h.hash, h.name]));
+      return { lengths: hashes.map((h) => h.bytes), find: (candidate: Buffer) => names.get(store.secrets.hash(candidate)) };
+    },
+  };
 }

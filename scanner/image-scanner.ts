@@ -8,6 +8,7 @@ import type { Finding, LayerScanRecord, Store, VersionRecord } from '../store/in
 import { scanText } from './content-scanner.ts';
 import { scanLayer, type LayerLimits } from './layer-reader.ts';
 import { builtInRules, type ContentHit, type RuleSet } from './rule-set.ts';
+import { ownerSecretFindings, type OwnerSecretHashes } from './owner-secrets.ts';
 
 /** Largest image config read (a config is a few KB; Docker refuses far smaller ones than this). */
 const MAX_CONFIG_BYTES = 8 * 1024 * 1024;
@@ -48,6 +49,8 @@ export interface ImageScannerOptions {
   limits?: Partial<LayerLimits>;
   /** The rules (default: the built-in ones; with an operator's file, operator-rules.ts). */
   rules?: RuleSet;
+  /** The keyed hashes of each image owner's secrets, looked for in their images (owner-secrets.ts). */
+  ownerSecrets?: OwnerSecretHashes;
 }
 
 /**
@@ -180,6 +183,7 @@ export class ImageScanner {
       findings.push(...result.findings.map((f) => ({ ...f, layer: layer.digest })));
       if (!child) await this.progress(repo, digest, { layers_total: total, layers_done: done, bytes_read: bytes });
     }
+    if (this.opts.ownerSecrets) findings.push(...(await ownerSecretFindings(this.opts.ownerSecrets, repo, manifest, (blob) => this.blob(repo, blob))));
     return { state: findings.length ? 'flagged' : 'clean', findings, bytes };
   }
 
@@ -263,6 +267,16 @@ export class ImageScanner {
       entries: r.entries, mb: +(r.compressedBytes / 1e6).toFixed(1), mbPerS: +(r.compressedBytes / 1e6 / seconds).toFixed(1), ms: record.ms, archives: r.archives,
     }, 'layer scanned');
     return record;
+  }
+
+  /** A blob's bytes as a stream; undefined when the storage does not have it. */
+  private async blob(repo: string, digest: string): Promise<Readable | undefined> {
+    const res = await this.fetch(repo, `blobs/${digest}`);
+    if (res.status === 404 || !res.body) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    return Readable.fromWeb(res.body as unknown as WebReadableStream<Uint8Array>, { highWaterMark: 1024 * 1024 });
   }
 
   private async progress(repo: string, digest: string, progress: VersionRecord['progress']): Promise<void> {

@@ -5,6 +5,7 @@ import type { ServiceMetrics } from '../core/metrics.ts';
 import { createRedis, type ScanJob } from '../queue/index.ts';
 import type { Store } from '../store/index.ts';
 import { ImageScanner, type BlobSource, type VersionSink } from './image-scanner.ts';
+import type { OwnerSecretHashes } from './owner-secrets.ts';
 import type { RuleSet } from './rule-set.ts';
 import { startScanWorkers } from './worker.ts';
 
@@ -12,6 +13,7 @@ export { ImageScanner, type BlobSource, type VersionSink } from './image-scanner
 export { builtInRuleList, type RuleSet } from './rule-set.ts';
 export { PATH_RULES } from './rules.ts';
 export { loadRulesFile } from './operator-rules.ts';
+export { findSecrets, MIN_SECRET_BYTES, type OwnerSecretHashes, type SecretLookup } from './owner-secrets.ts';
 
 export interface Scanning {
   scanner: ImageScanner;
@@ -24,9 +26,9 @@ export interface Scanning {
  * The scanner part of the service: an image scanner that reads from `blobs` and records into
  * `versions`, and this process's workers on the scan queue the registry front fills.
  */
-export function startScanning(opts: { config: Config; store: Store; versions: VersionSink; blobs: BlobSource; logger: Logger; rules?: RuleSet; metrics?: ServiceMetrics }): Scanning {
-  const { config, store, versions, blobs, logger, rules, metrics } = opts;
-  const scanner = new ImageScanner({ store, versions, blobs, logger, ...(rules ? { rules } : {}) });
+export function startScanning(opts: { config: Config; store: Store; versions: VersionSink; blobs: BlobSource; ownerSecrets?: OwnerSecretHashes; logger: Logger; rules?: RuleSet; metrics?: ServiceMetrics }): Scanning {
+  const { config, store, versions, blobs, ownerSecrets, logger, rules, metrics } = opts;
+  const scanner = new ImageScanner({ store, versions, blobs, logger, ...(rules ? { rules } : {}), ...(ownerSecrets ? { ownerSecrets } : {}) });
   const redis = config.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;
   const worker = redis ? startScanWorkers(scanner, redis, config.redisPrefix, logger, config.scanConcurrency, metrics) : null;
   return {

@@ -20,6 +20,10 @@ export interface Finding {
   confidence?: 'low';
   /** For an index: the digest of the child manifest the finding came from. */
   manifest?: string;
+  /** Rule `owner-secret`: the name of the owner's secret whose value stands there (issue 35). */
+  secret?: string;
+  /** Rule `owner-secret` in a layer: the layer's place in the image, 1-based. */
+  layer_index?: number;
 }
 
 /** The result of scanning one layer blob, kept by digest and reused by every image that has it. */

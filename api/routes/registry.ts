@@ -12,6 +12,9 @@ const Finding = Type.Object({
   fingerprint: Type.Optional(Type.String({ description: 'Short hash of the secret (of the whole file for a file-name rule), never the secret: the same secret in several versions has the same fingerprint.' })),
   vendored: Type.Optional(Type.Boolean({ description: 'The file is in a package folder (node_modules, site-packages, vendor…): likely a package\'s fixture, judged by the same rules.' })),
   manifest: Type.Optional(Type.String({ description: 'For an index: the platform image the finding is in.' })),
+  secret: Type.Optional(Type.String({ description: "Rule owner-secret: the name of the owner's secret (PUT /api/me/secrets) whose exact value stands there; never the value." })),
+  layer_index: Type.Optional(Type.Integer({ minimum: 1, description: 'Rule owner-secret in a layer: the layer\'s place in the image, 1-based.' })),
+  message: Type.Optional(Type.String({ description: 'Rule owner-secret: the finding in a sentence ("your secret DB_PASSWORD is in app/config.py, layer 3").' })),
 }, { additionalProperties: false });
 
 const ScanState = Type.Union(['pending', 'scanning', 'clean', 'flagged', 'unscannable'].map((s) => Type.Literal(s)), {
@@ -68,6 +71,8 @@ function version(v: VersionRecord) {
       path: f.path, layer: f.layer, rule: f.rule,
       ...(f.line ? { line: f.line } : {}), ...(f.fingerprint ? { fingerprint: f.fingerprint } : {}), ...(f.vendored ? { vendored: true } : {}),
       ...(f.manifest ? { manifest: f.manifest } : {}),
+      ...(f.secret ? { secret: f.secret, message: `your secret ${f.secret} is in ${f.path}${f.line ? `:${f.line}` : ''}${f.layer_index ? `, layer ${f.layer_index}` : ''}` } : {}),
+      ...(f.layer_index ? { layer_index: f.layer_index } : {}),
     })),
   };
 }

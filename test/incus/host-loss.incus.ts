@@ -75,6 +75,9 @@ describe('IncusRuntime on a cluster: a member lost and back', () => {
     const t1 = Date.now();
     while ((await runtime.inspect(lost)).status !== 'running') await sleep(200);
     console.log(`# ${lost} running again ${Date.now() - t1} ms after up`);
+    // the member answers before it is ready for commands (`Server isn't ready yet`)
+    while (!(await runtime.exec.run(lost, ['true']).then((r) => r.exitCode === 0, () => false))) await sleep(200);
+    console.log(`# ${lost} runs commands again ${Date.now() - t1} ms after up`);
     assert.equal((await runtime.exec.run(lost, ['sha256sum', '/root/kept.txt'])).stdout.toString(), before);
   });
 });

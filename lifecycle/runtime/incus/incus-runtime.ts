@@ -140,16 +140,18 @@ export class IncusRuntime implements SandboxRuntime {
   }
 
   /**
-   * Waits until a command can run in the sandbox: for a few tens of ms after a start, Incus's exec
-   * fails (`Failed to retrieve PID of executing child process`, 3 of 10 execs right after a start).
+   * Waits until the sandbox's own engine answers a command run in it. Until then Incus's exec fails now
+   * and then (`Failed to retrieve PID of executing child process`: 3 of 10 execs right after a start,
+   * and 1 of 10 after a first `true` had run), seemingly while the inner dockerd sets up its cgroups.
    */
   private async acceptsCommands(name: string): Promise<void> {
     for (let i = 0; ; i++) {
       try {
-        if ((await incusRun(this.incus, name, ['true'])).exitCode === 0) return;
+        if ((await incusRun(this.incus, name, ['docker', 'version', '--format', '{{.Server.Version}}'])).exitCode === 0) return;
       } catch (err) {
-        if (i >= 100 || !(err instanceof IncusError)) throw err;
+        if (!(err instanceof IncusError)) throw err;
       }
+      if (i >= 400) throw new Error(`the engine in sandbox ${name} did not answer within 20 s of its start`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }

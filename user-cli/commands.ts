@@ -13,7 +13,7 @@ export interface Command {
   usage: string;
   help: string;
   /** Options it takes (`--name` → has a value). */
-  options?: Record<string, { type: 'string' | 'boolean'; short?: string }>;
+  options?: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>;
   run(ctx: Context): Promise<number | void>;
 }
 
@@ -21,7 +21,7 @@ export interface Context {
   api: Api;
   settings: Settings;
   args: string[];
-  options: Record<string, string | boolean | undefined>;
+  options: Record<string, string | string[] | boolean | undefined>;
   /** This CLI's own file (ssh's ProxyCommand runs it again). */
   self: string;
 }
@@ -335,6 +335,34 @@ export const commands: Record<string, Command> = {
         '-o', `UserKnownHostsFile=${known}`, '-o', 'StrictHostKeyChecking=accept-new',
         ...ctx.args, `root@${shell}`,
       ]);
+    },
+  },
+  secret: {
+    usage: 'svc secret set NAME [--sandbox S]… | list | rm NAME',
+    help: "Your secrets: `set` reads the value from stdin (never from an argument: it would stand in your shell's history), for all your sandboxes or those named by --sandbox; `list` shows names and scopes, never values; `rm` removes one. Running sandboxes have the change when the command returns.",
+    options: { sandbox: { type: 'string', multiple: true } },
+    async run(ctx) {
+      const [verb, name] = ctx.args;
+      if (verb === 'list' && ctx.args.length === 1) {
+        for (const s of await ctx.api.json<Array<{ name: string; scope: 'all' | string[]; updated_at: string }>>('me/secrets')) {
+          out(`${s.name.padEnd(32)} ${(s.scope === 'all' ? 'all sandboxes' : s.scope.join(',')).padEnd(40)} ${s.updated_at}`);
+        }
+        return;
+      }
+      if (verb === 'set' && name && ctx.args.length === 2) {
+        if (process.stdin.isTTY) note(`type the value of ${name}, then Ctrl-D (a final newline is dropped)`);
+        const value = (await readAll(process.stdin)).replace(/\r?\n$/, '');
+        const sandboxes = ctx.options.sandbox as string[] | undefined;
+        const s = await ctx.api.json(`me/secrets/${encodeURIComponent(name)}`, { method: 'PUT', json: { value, ...(sandboxes?.length ? { scope: sandboxes } : {}) } });
+        out(`${s.name} set for ${s.scope === 'all' ? 'all sandboxes' : s.scope.join(', ')}`);
+        return;
+      }
+      if (verb === 'rm' && name && ctx.args.length === 2) {
+        await ctx.api.json(`me/secrets/${encodeURIComponent(name)}`, { method: 'DELETE' });
+        out(`${name} removed`);
+        return;
+      }
+      throw new UsageError('expected: svc secret set NAME [--sandbox S]… (value on stdin) | svc secret list | svc secret rm NAME');
     },
   },
   'tls-pipe': {

@@ -37,7 +37,7 @@ async function main(argv: string[], self: string): Promise<number> {
   const mine = [...argv.slice(0, at), ...argv.slice(at + 1, dashes >= 0 ? dashes : undefined)];
   const rest = dashes >= 0 ? argv.slice(dashes + 1) : [];
   const parsed = parseArgs({ args: mine, options: { ...GLOBAL, ...command.options }, allowPositionals: true, strict: true });
-  const options = parsed.values as Record<string, string | boolean | undefined>;
+  const options = parsed.values as Record<string, string | string[] | boolean | undefined>;
   if (options.help) {
     process.stdout.write(`usage: ${command.usage}\n\n${command.help}\n`);
     return 0;

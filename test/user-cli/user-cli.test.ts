@@ -146,6 +146,23 @@ describe('user CLI (svc.mjs) with only an export folder', () => {
     assert.deepEqual([checkout.code, checkout.stdout], [4, 'from-checkout\n']);
   });
 
+  it('secret set takes the value on stdin, list never shows it, exec sees it, rm removes it; the folder\'s limited token is refused with the reason', async () => {
+    const full = { SVC_TOKEN: alice.token };
+    const refused = await svc(['secret', 'list']);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /secrets.*SVC_FORBIDDEN/);
+    const set = await svc(['secret', 'set', 'API_KEY', '--sandbox', name], { env: full, input: 'quiet harbour lamp\n' });
+    assert.equal(set.code, 0, shown(set));
+    assert.equal(set.stdout, `API_KEY set for ${name}\n`);
+    const list = await svc(['secret', 'list'], { env: full });
+    assert.match(list.stdout, new RegExp(`^API_KEY +${name} +\\d{4}-`));
+    assert.ok(!list.stdout.includes('harbour'));
+    assert.equal((await svc(['exec', '--', 'printenv', 'API_KEY'])).stdout, 'quiet harbour lamp\n');
+    assert.equal((await svc(['secret', 'rm', 'API_KEY'], { env: full })).stdout, 'API_KEY removed\n');
+    assert.equal((await svc(['exec', '--', 'sh', '-c', 'printenv API_KEY || echo unset'])).stdout, 'unset\n');
+    assert.equal((await svc(['secret', 'set'], { env: full })).code, 2);
+  });
+
   it('cp copies 50 MB into the sandbox and back, the same bytes', async () => {
     const data = randomBytes(50 * 1024 * 1024);
     fs.writeFileSync(path.join(folder, 'big.bin'), data);

@@ -6,11 +6,16 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { createUser } from '../../accounts/index.ts';
 import { setQuotas } from '../../accounts/quotas.ts';
+import { launchChromium } from '../../harness/browser.ts';
 import { EngineCli } from '../../harness/engine-cli.ts';
 import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
 import { SANDBOX_CLI } from '../../harness/sandbox-engine.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { navigate } from '../helpers/navigate.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -140,6 +145,64 @@ describe('fork a sandbox', () => {
     assert.equal(over.body.error.code, 'SVC_QUOTA_EXCEEDED');
     await setQuotas(t.service.store, `alice-${t.config.redisPrefix}`, { max_sandboxes: 10 });
     for (const n of ['fkl', 'fkb', 'fkq']) assert.equal((await t.api('GET', `/api/sandboxes/svc-${n}-${t.config.redisPrefix}`, alice.token)).status, 404);
+  });
+
+  it('forks through MCP (fork_sandbox) with a full token; a limited token gets the API\'s 403 as a tool error', async () => {
+    const connect = async (token: string) => {
+      const client = new Client({ name: 'fork-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${t.url}/api/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      return client;
+    };
+    const text = (res: Awaited<ReturnType<Client['callTool']>>) => (res.content as Array<{ text: string }>)[0]!.text;
+    const agent = await connect(alice.token);
+    const limitedAgent = await connect(await t.limitedToken(alice.id, source));
+    try {
+      const made = await agent.callTool({ name: 'fork_sandbox', arguments: { sandbox: source, name: `fkm-${t.config.redisPrefix}` } });
+      assert.ok(!made.isError, text(made));
+      const fork = JSON.parse(text(made));
+      assert.equal(fork.status, 'running');
+      assert.equal(fork.client_key, undefined, 'no engine key in a tool\'s answer');
+      assert.equal(await inSandbox(fork.name, 'cat /root/after-source'), 'from-source\n');
+      const refused = await limitedAgent.callTool({ name: 'fork_sandbox', arguments: { name: `fkn-${t.config.redisPrefix}` } });
+      assert.ok(refused.isError);
+      assert.match(text(refused), /^SVC_FORBIDDEN: /);
+      assert.ok((await t.service.store.audit.query({ action: 'sandbox.fork' })).rows.some((r) => r.sandbox === fork.name));
+    } finally {
+      await agent.close();
+      await limitedAgent.close();
+    }
+    await t.service.lifecycle.sleep(`svc-fkm-${t.config.redisPrefix}`, 'test: done with it');
+  });
+
+  it('forks from the sandbox panel in Chromium (an admin: the fork is the owner\'s) and opens the fork\'s panel', async () => {
+    const admin = await createUser(t.service.store, { name: `fka-${t.config.redisPrefix}`, admin: true });
+    const site = `https://localhost:${t.config.httpsPort}`;
+    const browser = await launchChromium('localhost');
+    try {
+      const context = await browser.newContext({ ignoreHTTPSErrors: true });
+      const signIn = await fetch(`${t.url}/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: admin.user.name, password: admin.password }) });
+      const cookie = /^__Host-svc_session=([^;]+)/.exec(signIn.headers.get('set-cookie') ?? '')?.[1];
+      assert.ok(cookie, `sign-in failed: ${signIn.status}`);
+      await context.addCookies([{ name: '__Host-svc_session', value: cookie, url: site, secure: true, httpOnly: true, sameSite: 'Strict' }]);
+      const page = await context.newPage();
+      await navigate(page, () => page.goto(`${site}/#/sandboxes/${source}`));
+      await page.getByRole('heading', { level: 1, name: new RegExp(source) }).waitFor({ timeout: 60_000 });
+      await page.getByLabel('Name of the fork').fill(`fku-${t.config.redisPrefix}`);
+      await page.getByRole('button', { name: 'Fork', exact: true }).click();
+      const fork = `svc-fku-${t.config.redisPrefix}`;
+      await page.getByRole('heading', { level: 1, name: new RegExp(fork) }).waitFor({ timeout: 120_000 });
+      const record = await t.api('GET', `/api/sandboxes/${fork}`, alice.token);
+      assert.equal(record.status, 200, answerOf(record));
+      assert.equal(record.body.status, 'running');
+      // a taken name: the panel says why
+      await navigate(page, () => page.goto(`${site}/#/sandboxes/${source}`));
+      await page.getByLabel('Name of the fork').fill(`fku-${t.config.redisPrefix}`);
+      await page.getByRole('button', { name: 'Fork', exact: true }).click();
+      await page.getByRole('alert').filter({ hasText: 'already taken' }).waitFor({ timeout: 60_000 });
+    } finally {
+      await browser.close();
+    }
+    await t.service.lifecycle.sleep(`svc-fku-${t.config.redisPrefix}`, 'test: done with it');
   });
 
   it('forks a source in deep sleep from its volumes, and leaves it in deep sleep', async () => {

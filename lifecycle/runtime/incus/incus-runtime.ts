@@ -1,7 +1,7 @@
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import type { EngineCerts } from '../../../store/records.ts';
+import type { EngineCerts } from '../../../store/index.ts';
 import {
   reachable, RuntimeUnreachable, type ContainerSpec, type DiskUse, type ExecProcess, type ExecResult, type Inspection, type ListOptions,
   type ResourceUse, type RuntimeState, type SandboxExecutor, type SandboxRuntime,

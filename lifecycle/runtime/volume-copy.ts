@@ -18,6 +18,12 @@ import { statusCode } from './engine-client.ts';
 /** On the copy's helper: the sandbox it copies from, so that a pause it left is known (resumeLeftPause). */
 export const LABEL_FORK_SOURCE = 'svc.fork-source';
 
+/**
+ * What makes a sandbox itself, kept on its /var/lib/docker volume, left out of a fork's copy so that its
+ * first start makes its own: the SSH host keys (sandbox-image/entrypoint.sh) and the inner engine's ID.
+ */
+const OWN_IDENTITY = ['.svc-ssh-host-keys', 'engine-id'];
+
 /** Longest a copy may run (its helper is removed then and the fork fails): 20 GB at the machine's slowest disk. */
 const COPY_DEADLINE_MS = 15 * 60_000;
 
@@ -46,7 +52,7 @@ export async function copySandboxVolumes(deps: VolumeCopyDeps, from: string, to:
     .concat(Object.entries(resourceNames(to).volumes).map(([key, volume]) => `${volume}:/to/${key}`));
   // -a with xattr asked for by name: a lost extended attribute fails the copy (with -a alone cp goes on)
   const script = `rc=0; pids=''; for k in ${keys.join(' ')}; do cp -a --preserve=xattr /from/$k/. /to/$k/ & pids="$pids $!"; done; ` +
-    'for p in $pids; do wait $p || rc=1; done; exit $rc';
+    `for p in $pids; do wait $p || rc=1; done; [ $rc = 0 ] && rm -rf ${OWN_IDENTITY.map((p) => `/to/docker/${p}`).join(' ')}; exit $rc`;
   const helper = await deps.docker.createContainer({
     name: `${to}-mover-${Date.now()}`,
     Image: deps.image,
@@ -81,7 +87,9 @@ export async function copySandboxVolumes(deps: VolumeCopyDeps, from: string, to:
         if (statusCode(err) !== 409 && statusCode(err) !== 404) deps.logger.error({ sandbox: from, err: (err as Error).message }, 'fork: the source did not resume; a reconcile pass resumes it');
       });
     }
-    await helper.remove({ force: true }).catch((err) => {
+    // not waited for: the fork starts meanwhile (a removal takes a few hundred ms); one that fails is
+    // the fork's clean-up's (removeHelpers), as is one still under way when a failed fork is rolled back
+    void helper.remove({ force: true }).catch((err) => {
       if (statusCode(err) !== 404) deps.logger.warn({ sandbox: to, err: (err as Error).message }, 'fork: the copy helper stays; the fork\'s clean-up removes it');
     });
   }

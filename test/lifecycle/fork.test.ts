@@ -87,6 +87,12 @@ describe('fork a sandbox', () => {
     assert.notEqual(fork.ca_cert, src.ca_cert);
     assert.notEqual(fork.client_key, src.client_key);
     assert.notEqual(fork.engine_access.host, src.engine_access.host);
+    // and its own SSH host key and inner engine ID, where the copy had the source's
+    const identity = 'cat /var/lib/docker/.svc-ssh-host-keys/ssh_host_ed25519_key.pub /var/lib/docker/engine-id';
+    const [srcId, forkId] = [await inSandbox(source, identity), await inSandbox(fork.name, identity)];
+    assert.match(forkId, /^ssh-ed25519 /);
+    assert.notEqual(forkId.split('\n')[0], srcId.split('\n')[0]);
+    assert.notEqual(forkId.split('\n')[1], srcId.split('\n')[1]);
     // its engine, through its own address, with the docker CLI: the image, the restartable container running again, the exited one kept
     forkCli = new EngineCli(fork.engine_access.host, '127.0.0.1', t.config.httpsPort, fork);
     assert.match((await forkCli.docker(['images', '--format', '{{.Repository}}:{{.Tag}}'])).stdout, /^fork-app:1$/m);

@@ -79,6 +79,8 @@ export async function secretFiles(secrets: ReadonlyArray<{ name: string; value: 
 export class SecretDelivery {
   /** The version written to each running sandbox by this process since it started. */
   private readonly written = new Map<string, string>();
+  /** Each sandbox's owner, as its record says. */
+  private readonly owners = new Map<string, string>();
   /** One write at a time per sandbox, each of the version current when it begins. */
   private readonly writes = new KeyedLock();
 
@@ -88,12 +90,21 @@ export class SecretDelivery {
 
   /** Before a session: writes the sandbox's secrets if they are not the current ones. */
   async ensure(sandbox: string): Promise<void> {
-    const record = await this.deps.store.sandboxes.get(sandbox);
-    if (!record) return;
-    const version = await this.deps.store.secrets.versionFor(record.owner_id, sandbox);
+    const ownerId = await this.ownerOf(sandbox);
+    if (!ownerId) return;
+    const version = await this.deps.store.secrets.versionFor(ownerId, sandbox);
     // nothing written and nothing to write: a sandbox of an owner without secrets costs no exec
     if ((this.written.get(sandbox) ?? '') === version) return;
-    await this.write(sandbox, record.owner_id);
+    await this.write(sandbox, ownerId);
+  }
+
+  /** A sandbox's owner never changes: its record is read once per process, not at every start (a wake reads it once: issue 33). */
+  private async ownerOf(sandbox: string): Promise<string | undefined> {
+    const known = this.owners.get(sandbox);
+    if (known) return known;
+    const record = await this.deps.store.sandboxes.get(sandbox);
+    if (record) this.owners.set(sandbox, record.owner_id);
+    return record?.owner_id;
   }
 
   /** After a start: the container's tmpfs is new. Only an owner with secrets costs an exec. */

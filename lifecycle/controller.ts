@@ -368,6 +368,7 @@ export class Lifecycle {
    * short-timeout sandbox awake. Activity never wakes a sandbox.
    */
   recordActivity(name: string): void {
+    if (this.wakes.has(name)) return; // the wake opens the session itself, once its container runs and again at its end
     const now = Date.now();
     const last = this.renewals.get(name);
     const interval = last ? Math.min(MAX_RENEWAL_INTERVAL_MS, last.idleMs / 4) : 0;

@@ -148,14 +148,16 @@ export class ContentScanner {
       const secret = m.groups?.secret ?? (rule.secretGroup !== undefined ? m[rule.secretGroup] : m.find((g, i) => i > 0 && g)) ?? m[0];
       const at = from + m.index;
       const line = () => view.lineText(at);
+      const fp = fingerprint(secret, rule.family);
+      const seen = this.hits.get(fp);
+      // The same secret found again by the same rule (a file repeating one line): judged once.
+      if (seen && seen.rule === rule.id && !seen.confidence) continue;
       const confidence = this.rules.accepts(rule, secret, m, line, this.opts.path);
       if (!confidence || (confidence === 'low' && this.vendored)) {
         // `key = process.env.API_KEY || "…"`: a rejected assignment may hold the one that counts.
         if (rule.family === 'generic') re.lastIndex = m.index + 1;
         continue;
       }
-      const fp = fingerprint(secret, rule.family);
-      const seen = this.hits.get(fp);
       // A specific rule says more than the generic one, a sure finding more than a weak one (a key block read whole
       // after its window came in, where the weak rule saw it first).
       if (seen && !(seen.rule === 'generic-secret' && rule.id !== 'generic-secret') && !(seen.confidence === 'low' && confidence !== 'low')) continue;
@@ -197,19 +199,23 @@ class TextView {
     private readonly linesBefore: number,
   ) {}
 
-  /** Absolute offset where the line holding `at` starts (or the first byte kept). */
+  /**
+   * Absolute offset where the line holding `at` starts, looking back at most LINE_REACH bytes (a
+   * line of megabytes is not searched again for every keyword on it); else the earliest byte looked at.
+   */
   lineStart(at: number): number {
     const i = at - this.base;
     if (i <= 0) return this.base;
-    const feed = this.text.lastIndexOf(10, i - 1);
-    return feed < 0 ? this.base : this.base + feed + 1;
+    const from = Math.max(0, i - LINE_REACH);
+    const feed = this.text.subarray(from, i).lastIndexOf(10);
+    return this.base + (feed < 0 ? from : from + feed + 1);
   }
 
   /** Absolute offset of the line feed ending the line at `at`, if one comes before `limit`; else -1. */
   lineEnd(at: number, limit: number): number {
     const i = at - this.base;
-    const feed = this.text.indexOf(10, i);
-    return feed >= 0 && this.base + feed < limit ? this.base + feed : -1;
+    const feed = this.text.subarray(i, Math.max(i, limit - this.base)).indexOf(10);
+    return feed >= 0 ? this.base + i + feed : -1;
   }
 
   /** 1-based line number of absolute offset `at`. */
@@ -219,10 +225,12 @@ class TextView {
     return this.linesBefore + 1 - countFeeds(this.text, i, this.chunkAt);
   }
 
+  /** The line holding `at`, at most LINE_REACH bytes either side. */
   lineText(at: number): string {
     const start = this.lineStart(at) - this.base;
-    const end = this.text.indexOf(10, at - this.base);
-    return this.text.toString('latin1', start, end < 0 ? this.text.length : end);
+    const limit = Math.min(this.text.length, at - this.base + LINE_REACH);
+    const end = this.lineEnd(at, this.base + limit);
+    return this.text.toString('latin1', start, end < 0 ? limit : end - this.base);
   }
 }
 

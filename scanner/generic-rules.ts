@@ -7,10 +7,15 @@ import { entropy, GENERIC_KEYWORDS, isWordy, judgeAssignment, type Confidence } 
 import { isPlaceholder } from './placeholders.ts';
 import type { CheckContext, ContentRule } from './provider-rules.ts';
 
-/** A name holding a keyword (bounded both ways; the judgement reads its words). */
-const NAME = '[A-Za-z0-9_.$-]{0,40}?(?:key|token|secret|passw|pass|pwd|auth|credential|creds|client|api|access|private)[A-Za-z0-9_.-]{0,30}';
-/** A value: no spaces, quotes, or the brackets and separators that end an expression. */
-const VALUE = '[^\\s"\'`\\\\;,<>(){}\\[\\]|]{8,200}';
+/**
+ * A name holding a keyword (bounded both ways; the judgement reads its words). Its tail and the
+ * values below are matched atomically (`(?=(…))\k<…>`: JavaScript has no possessive quantifier), so
+ * a failed match is given up at once instead of retried at every shorter length: a hostile line of
+ * `api_key=api_key=…` costs a few steps per byte, not tens of thousands.
+ */
+const NAME = '[A-Za-z0-9_.$-]{0,40}?(?:key|token|secret|passw|pass|pwd|auth|credential|creds|client|api|access|private)(?=(?<tail>[A-Za-z0-9_.-]{0,30}))\\k<tail>';
+/** A value: no spaces, quotes, or the brackets and separators that end an expression; matched atomically. */
+const VALUE = '(?=(?<secret>[^\\s"\'`\\\\;,<>(){}\\[\\]|]{8,200}))\\k<secret>';
 
 /**
  * Assignments: `=`, `:`, `:=`, `::=`, `?=`, `+=`, `.=`, `||=`, `=>`, `<-`, typed declarations
@@ -20,7 +25,9 @@ const VALUE = '[^\\s"\'`\\\\;,<>(){}\\[\\]|]{8,200}';
  * notebook's JSON, a string in a string).
  */
 const ASSIGNMENT = new RegExp(
-  `(?<![A-Za-z0-9_$.-])(?<q0>\\\\?["'\`]?)(?<name>${NAME})\\k<q0>\\]?`
+  // A name starts after what cannot be part of one, nor after `=` or `:` but PowerShell's `$env:` (`a=b_key=…`
+  // is one value; and a line of `key=key=…` would otherwise start a match, and read a value, every few bytes).
+  `(?<![A-Za-z0-9_$.=-])(?<!(?<!\\$env):)(?<q0>\\\\?["'\`]?)(?<name>${NAME})\\k<q0>\\]?`
   + '(?<op>'
   + `[ \\t]*:[ \\t]*&?'?[A-Za-z_][\\w<>\\[\\]&.]{0,30}[ \\t]*=(?![=>~])` // typed declaration
   + '|[ \\t]+[A-Za-z_][\\w.*]{0,20}[ \\t]*=(?![=>~])' // Go: var name type =
@@ -28,17 +35,17 @@ const ASSIGNMENT = new RegExp(
   + '|\\)?[ \\t]*(?:\\|\\||\\?\\?|\\bor\\b|:-)'
   + '|[ \\t]*,'
   + ')'
-  + `[ \\t]*(?<q>\\\\?["'\`]?)(?<secret>${VALUE})\\k<q>(?=[\\s"'\`;,)\\]}<>\\\\|]|$)`,
+  + `[ \\t]*(?<q>\\\\?["'\`]?)${VALUE}\\k<q>(?=[\\s"'\`;,)\\]}<>\\\\|]|$)`,
   'i',
 );
 
 /** Dockerfile `ENV KEY value` / `ARG`, csh `setenv KEY value`, Apache `SetEnv`, a flag `--api-key value`. */
-const SPACED = new RegExp(`(?:(?:^|[\\s;])(?:ENV|ARG|setenv|SetEnv)[ \\t]+|(?<![\\w-])--)(?<name>${NAME})[ \\t]+(?<q>["']?)(?<secret>${VALUE})\\k<q>(?=[\\s;]|$)`, 'i');
+const SPACED = new RegExp(`(?:(?:^|[\\s;])(?:ENV|ARG|setenv|SetEnv)[ \\t]+|(?<![\\w-])--)(?<name>${NAME})[ \\t]+(?<q>["']?)${VALUE}\\k<q>(?=[\\s;]|$)`, 'i');
 
 /** XML: `<apiKey>…</apiKey>`, and `<add key="ApiKey" value="…"/>` (also `name=`, `<entry key=…>…</entry>`). */
-const XML_ELEMENT = new RegExp(`<(?<name>[\\w.:-]{0,40}(?:key|token|secret|passw|pwd|auth|credential|client|api|access|private)[\\w.:-]{0,30})>[ \\t\\r\\n]{0,40}(?<secret>[^\\s<>"']{8,200})[ \\t\\r\\n]{0,40}</\\k<name>>`, 'i');
-const XML_PAIR = new RegExp(`\\b(?:key|name)[ \\t]*=[ \\t]*["'](?<name>${NAME})["'][ \\t]+(?:value|defaultValue)[ \\t]*=[ \\t]*["'](?<secret>${VALUE})["']`, 'i');
-const XML_ENTRY = new RegExp(`<entry[ \\t]+key[ \\t]*=[ \\t]*["'](?<name>${NAME})["'][ \\t]*>(?<secret>${VALUE})</entry>`, 'i');
+const XML_ELEMENT = new RegExp(`<(?<name>[\\w.:-]{0,40}(?:key|token|secret|passw|pwd|auth|credential|client|api|access|private)[\\w.:-]{0,30})>[ \\t\\r\\n]{0,40}(?=(?<secret>[^\\s<>"']{8,200}))\\k<secret>[ \\t\\r\\n]{0,40}</\\k<name>>`, 'i');
+const XML_PAIR = new RegExp(`\\b(?:key|name)[ \\t]*=[ \\t]*["'](?<name>${NAME})["'][ \\t]+(?:value|defaultValue)[ \\t]*=[ \\t]*["']${VALUE}["']`, 'i');
+const XML_ENTRY = new RegExp(`<entry[ \\t]+key[ \\t]*=[ \\t]*["'](?<name>${NAME})["'][ \\t]*>${VALUE}</entry>`, 'i');
 
 /** Source files: an unquoted value there is an expression (a variable, a call), never a literal secret. */
 const SOURCE = /\.(?:py|pyi|js|mjs|cjs|jsx|ts|tsx|mts|cts|go|rb|java|kt|kts|scala|groovy|cs|fs|vb|php|rs|swift|c|h|cc|cpp|hpp|m|mm|ps1|psm1|lua|pl|pm|r|dart|vue|svelte|ex|exs|erl|clj|jl)$/i;
@@ -67,7 +74,7 @@ function judge(secret: string, m: RegExpExecArray, ctx: CheckContext): Confidenc
 }
 
 /** An HTTP Authorization header with its credential: in a curl command, an .http file, a config or docs. */
-const AUTHORIZATION = /authorization["']?[ \t]*[:=][ \t]*["']?(?<scheme>Bearer|Basic|Token|SSWS|Bot|token|bearer|basic)[ \t]+(?<secret>[A-Za-z0-9._~+/=-]{16,2000})(?![A-Za-z0-9._~+/=-])/i;
+const AUTHORIZATION = /authorization["']?[ \t]*[:=][ \t]*["']?(?<scheme>Bearer|Basic|Token|SSWS|Bot|token|bearer|basic)[ \t]+(?=(?<secret>[A-Za-z0-9._~+/=-]{16,2000}))\k<secret>(?![A-Za-z0-9._~+/=-])/i;
 
 function judgeAuthorization(secret: string, m: RegExpExecArray): Confidence | undefined {
   if (isPlaceholder(secret) || isWordy(secret)) return undefined;

@@ -123,6 +123,13 @@ describe('scan rules', () => {
     assert.deepEqual(of('private_key = "-----BEGIN PRIVATE KEY-----\nanything\n-----END PRIVATE KEY-----"'), [['private-key', 'low']]);
   });
 
+  it('reads hostile lines of assignment words in linear time (the runner\'s timeout is the bound)', () => {
+    for (const text of ['api_key='.repeat(800_000), 'key:'.repeat(1_500_000), `${'a'.repeat(39)}key=`.repeat(150_000), 'api_key=Hk4Jr8Tw2Lq9Zm5Xn7Bv\n'.repeat(100_000), '<apiKey>'.repeat(750_000)]) {
+      const hits = scanText(rules, text, { path: 'app/flood.txt' });
+      assert.ok(hits.length <= 1, `${text.slice(0, 20)}…: ${hits.length} findings`);
+    }
+  });
+
   it('reads assignments whole even across chunks', () => {
     const text = Buffer.from('# settings\n' + 'a=b\n'.repeat(3000) + 'DB_PASSWORD=q8Zr2vLx9TfW3mKp7NcY\nPORT=8080\n');
     for (const step of [7, 1000, text.length]) {

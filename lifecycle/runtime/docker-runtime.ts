@@ -16,6 +16,7 @@ import { guarded, statusCode, unreachableReason } from './engine-client.ts';
 import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
 import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
 import { innerEngine } from './inner-engine.ts';
+import { KeptStates } from './kept-states.ts';
 import { SandboxExec } from './sandbox-exec.ts';
 import type { ContainerSpec, DiskUse, Inspection, ListOptions, ResourceUse, RuntimeState, SandboxRuntime } from './sandbox-runtime.ts';
 import { copySandboxVolumes, resumeLeftPause } from './volume-copy.ts';
@@ -125,9 +126,6 @@ export interface EngineCapacity {
 /** The container events that change what inspect answers (state, address; `create`: no longer deep sleep). */
 const STATE_EVENTS = ['create', 'start', 'restart', 'die', 'stop', 'oom', 'pause', 'unpause', 'destroy', 'rename', 'update'];
 
-/** How long a start of this runtime's own stands for the engine's start event that follows it (whose settle it makes). */
-const OWN_START_MS = 10_000;
-
 /** A sandbox container's own limits, as labels, so a capacity count needs no inspect of each. */
 const LABEL_MEMORY_MB = 'svc.memory-mb';
 const LABEL_CPUS = 'svc.cpus';
@@ -139,19 +137,8 @@ const LABEL_CPUS = 'svc.cpus';
 export class DockerRuntime implements SandboxRuntime {
   readonly exec: SandboxExec;
   private engineName?: Promise<string>;
-  /**
-   * What reads (read()) take a sandbox's state to be, kept while the engine's container events are
-   * watched (watchStarts): an entry goes at the sandbox's next event, or this runtime's own change of
-   * it. With 500 sandboxes a listing that inspected each took more than the API's 100 ms.
-   */
-  private readonly seen = new Map<string, Inspection>();
-  /** Changes per sandbox: an inspect that overlapped one is not kept. */
-  private readonly changes = new Map<string, number>();
-  /** Counts the event streams begun and ended: an inspect from before the current stream is not kept. */
-  private epoch = 0;
-  private eventsUp = false;
-  /** Sandboxes this runtime started, settles and keeps the state of itself: their start event changes nothing more. */
-  private readonly ownStarts = new Map<string, number>();
+  /** What reads take each sandbox's state to be, while the engine's events are watched (watchStarts). */
+  private readonly kept = new KeptStates();
 
   constructor(
     private readonly docker: Docker,
@@ -185,27 +172,12 @@ export class DockerRuntime implements SandboxRuntime {
    * kept of the sandbox since its last inspect. Transitions use inspect().
    */
   async read(name: string): Promise<Inspection> {
-    const kept = this.eventsUp ? this.seen.get(name) : undefined;
+    const kept = this.kept.get(name);
     if (kept) return kept;
-    const epoch = this.epoch;
-    const changes = this.changes.get(name) ?? 0;
+    const unchanged = this.kept.asking(name);
     const answer = await this.inspect(name);
-    if (answer.status !== 'unreachable' && this.eventsUp && epoch === this.epoch && (this.changes.get(name) ?? 0) === changes) this.seen.set(name, answer);
+    if (unchanged()) this.kept.keep(name, answer);
     return answer;
-  }
-
-  /** The sandbox changed (an event, or a call of this runtime that may have changed it): reads ask its engine again. */
-  private changed(name: string): void {
-    this.changes.set(name, (this.changes.get(name) ?? 0) + 1);
-    this.seen.delete(name);
-  }
-
-  /** The events stream began or ended: nothing kept before holds. */
-  private eventsNow(up: boolean): void {
-    this.eventsUp = up;
-    this.epoch++;
-    this.seen.clear();
-    this.changes.clear();
   }
 
   /** Runs a call that changes a sandbox, then forgets what reads kept of it (its events may come after the call returns). */
@@ -213,7 +185,7 @@ export class DockerRuntime implements SandboxRuntime {
     try {
       return await call();
     } finally {
-      this.changed(name);
+      this.kept.changed(name);
     }
   }
 
@@ -305,25 +277,25 @@ export class DockerRuntime implements SandboxRuntime {
       // set at every start: the bridge may predate this setting, or the engine made it again at its restart
       if (this.opts.hostDuties !== false) await shortenArpRetries(sandboxBridge(resourceNames(name).network));
       const container = this.docker.getContainer(resourceNames(name).container);
-      this.ownStarts.set(name, Date.now());
+      this.kept.ownStart(name);
       try {
         try {
           await container.start();
         } catch (err) {
-          this.ownStarts.delete(name); // it ran already (304): no start event follows
+          this.kept.ownStart(name, false); // it ran already (304): no start event follows
           if (statusCode(err) !== 304) throw err;
         }
-        const [epoch, changes] = [this.epoch, this.changes.get(name) ?? 0];
+        const unchanged = this.kept.asking(name);
         const info = await container.inspect({ abortSignal: AbortSignal.timeout(INSPECT_TIMEOUT_MS) });
         await this.settleWith(info);
         const state = this.stateOf(name, info);
         // kept as read() keeps an answer: only when no event of another change came meanwhile
-        const unchanged = this.eventsUp && epoch === this.epoch && (this.changes.get(name) ?? 0) === changes;
-        this.changed(name);
-        if (unchanged) this.seen.set(name, state);
+        const keep = unchanged();
+        this.kept.changed(name);
+        if (keep) this.kept.keep(name, state);
         return state;
       } catch (err) {
-        this.changed(name);
+        this.kept.changed(name);
         throw err;
       }
     });
@@ -359,13 +331,6 @@ export class DockerRuntime implements SandboxRuntime {
     });
   }
 
-  /** Whether a start event of the sandbox is the one of a start this runtime made (and settles) itself. */
-  private ownStart(name: string): boolean {
-    const at = this.ownStarts.get(name);
-    this.ownStarts.delete(name);
-    return at !== undefined && Date.now() - at < OWN_START_MS;
-  }
-
   stop(name: string): Promise<void> {
     return this.changing(name, () => guarded(async () => {
       try {
@@ -394,20 +359,20 @@ export class DockerRuntime implements SandboxRuntime {
       try {
         stream = await this.docker.getEvents({ filters: { type: ['container'], event: STATE_EVENTS, label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
         if (stopped) return (stream as unknown as { destroy(): void }).destroy();
-        this.eventsNow(true);
+        this.kept.eventsNow(true);
         onJsonLines(stream, (event) => {
           const e = event as { Action?: string; Actor?: { Attributes?: Record<string, unknown> } } | null;
           const name = e?.Actor?.Attributes?.[LABEL_SANDBOX];
           if (typeof name !== 'string') return;
           // the start of a start() of this runtime's own: that call settled it and keeps its state
-          if (e?.Action === 'start' && this.ownStart(name)) return;
-          this.changed(name);
+          if (e?.Action === 'start' && this.kept.startedByUs(name)) return;
+          this.kept.changed(name);
           if (settles && e?.Action === 'start') onStart(name);
         });
         stream.on('error', () => undefined);
         // 'close', not 'end': a stream the engine's side reset (it went away) never ends
         stream.on('close', () => {
-          this.eventsNow(false);
+          this.kept.eventsNow(false);
           if (!stopped) again = setTimeout(subscribe, 1000);
         });
       } catch {
@@ -418,7 +383,7 @@ export class DockerRuntime implements SandboxRuntime {
     return () => {
       stopped = true;
       clearTimeout(again);
-      this.eventsNow(false);
+      this.kept.eventsNow(false);
       (stream as unknown as { destroy?(): void } | undefined)?.destroy?.();
     };
   }
@@ -725,7 +690,7 @@ export class DockerRuntime implements SandboxRuntime {
         this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] }, abortSignal: signal } as Docker.ContainerListOptions),
       ]);
       const sandboxes = containers.filter((c) => !isHelper(c));
-      const running = sandboxes.filter((c) => c.State === 'running');
+      const running = sandboxes.filter((c) => c.State === 'running' || c.State === 'paused'); // paused: a fork's copy, its memory held
       const label = (c: Docker.ContainerInfo, key: string, fallback: number) => Number(c.Labels[key]) || fallback;
       return {
         memoryBytes: machine.MemTotal,
@@ -798,11 +763,12 @@ export class DockerRuntime implements SandboxRuntime {
     return guarded(async () => {
       const containers = await this.docker.listContainers({
         all: !opts.running,
-        filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`], ...(opts.running ? { status: ['running'] } : {}) },
+        // paused (a fork's copy, volume-copy.ts) is running, as inspect says: its session and watchers stay
+        filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`], ...(opts.running ? { status: ['running', 'paused'] } : {}) },
       });
       return containers
         .filter((c) => !isHelper(c))
-        .map((c) => ({ name: c.Labels[LABEL_SANDBOX]!, running: c.State === 'running' }));
+        .map((c) => ({ name: c.Labels[LABEL_SANDBOX]!, running: c.State === 'running' || c.State === 'paused' }));
     });
   }
 }

@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import { buildApi } from './api/app.ts';
 import { SignInGuard } from './api/sign-in-guard.ts';
 import { AuditOnce } from './api/audit-once.ts';
-import { Admission, AuditLog, OidcSignIn, ownerSecretHashes, quotaDefaults, WebSessions } from './accounts/index.ts';
+import { Admission, AppPasses, AuditLog, OidcSignIn, ownerSecretHashes, quotaDefaults, WebSessions } from './accounts/index.ts';
 import { addressesOf } from './core/addresses.ts';
 import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
@@ -118,8 +118,9 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     sandboxes: () => sandboxCounts(store, runtime),
     scanQueue: () => registry.queue.queue.getJobCounts('waiting', 'active', 'delayed', 'failed'),
   });
+  const appPasses = await AppPasses.open(store, addressesOf(config).site);
   const api = await buildApi({
-    config, store, lifecycle, files, logger,
+    config, store, lifecycle, files, logger, appPasses,
     commands: new SandboxCommands(runtime.exec, lifecycle, secrets),
     secrets,
     usage: new SandboxUsage(runtime),
@@ -149,6 +150,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     backend: new LifecycleEdgeBackend(lifecycle, apps, wakeLimits, logger),
     api: api.server,
     registry: registry.front.app.server,
+    appAccess: appPasses,
     // the spawned upstream's socket: HAProxy sends it the blob bytes the front allows (an operator's upstream gets them from the front)
     registryBypass: registry.upstream.socketPath ? { upstreamSocket: registry.upstream.socketPath, mayBypass: registry.front.mayBypass } : undefined,
     logger,

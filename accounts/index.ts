@@ -18,3 +18,4 @@ export { QUOTA_NAMES, describeQuota, quotaDefaults, effectiveQuotas, checkQuota,
 export { AuditLog, actorOf, withAuditActor, type AuditActor, type AuditEntry } from './audit.ts';
 export { OidcSignIn, SsoRefused } from './oidc.ts';
 export { setSecret, removeSecret, ownerSecretHashes, validateSecretName, SECRET_NAME, MAX_SECRET_BYTES, MAX_SECRETS_PER_ACCOUNT } from './secrets.ts';
+export { AppPasses, PASS_TTL_S, TICKET_TTL_S } from './app-passes.ts';

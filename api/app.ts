@@ -27,7 +27,7 @@ import type { Config } from '../core/config.ts';
 import { errors } from '../core/errors.ts';
 import { managerNotIncluded, type ManagerAccessProvider } from '../export/index.ts';
 import { ErrorBody } from './schemas/common.ts';
-import type { WebSessions, Admission, AuditLog, OidcSignIn } from '../accounts/index.ts';
+import type { WebSessions, Admission, AuditLog, OidcSignIn, AppPasses } from '../accounts/index.ts';
 import type { SignInGuard } from './sign-in-guard.ts';
 import type { AuditOnce } from './audit-once.ts';
 import { sessionRoutes } from './routes/session.ts';
@@ -41,6 +41,7 @@ import type { Readiness } from '../monitoring/index.ts';
 import type { ServiceMetrics } from '../core/metrics.ts';
 import { oidcRoutes } from './routes/oidc.ts';
 import { secretRoutes, type SecretsChanged } from './routes/secrets.ts';
+import { appEntryRoutes } from './routes/app-entry.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -74,6 +75,8 @@ export interface ApiDeps {
   passwordSignIn?: boolean;
   /** The web UI's build (ui/dist when absent). */
   uiDir?: string;
+  /** Tickets and passes of private app addresses (the sign-in bounce at /api/apps/enter). */
+  appPasses: AppPasses;
   /** Puts changed secrets into the owner's running sandboxes (exec/secret-delivery.ts). */
   secrets: SecretsChanged;
   /** /readyz's checks, and the metrics behind /metrics (absent with metrics off). */
@@ -125,6 +128,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       await api.register(adminRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, sessions: deps.sessions, usage: deps.usage });
       await api.register(meRoutes, { store: deps.store, lifecycle: deps.lifecycle, admission: deps.admission, wakeLimits: deps.wakeLimits });
       await api.register(secretRoutes, { store: deps.store, delivery: deps.secrets });
+      await api.register(appEntryRoutes, { store: deps.store, sessions: deps.sessions, passes: deps.appPasses, domain: addresses.domain, port: addresses.port });
       await api.register(registryRoutes, { store: deps.store });
       const { files } = deps;
       await api.register(fileRoutes, { store: deps.store, files });

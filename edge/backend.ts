@@ -7,6 +7,7 @@
  */
 
 import type { SandboxStatus } from '../core/sandbox-status.ts';
+import type { AppVisibility } from './app-access.ts';
 
 export type { SandboxStatus };
 
@@ -18,6 +19,8 @@ export interface AppRoute {
   port: number;
   /** True if the app listens only on 127.0.0.1 inside its container (spec 4.3.3: its address answers with an error). */
   loopbackOnly?: boolean;
+  /** Its `tunnel.visibility` when not public: Node checks each request; HAProxy never carries it. */
+  visibility?: AppVisibility;
 }
 
 export interface ResolvedApp {
@@ -25,6 +28,8 @@ export interface ResolvedApp {
   status: SandboxStatus;
   /** Present when the sandbox runs and the app's address is known. */
   target?: AppRoute;
+  /** Its `tunnel.visibility` when not public (known asleep too: a stranger's request wakes nothing). */
+  visibility?: AppVisibility;
 }
 
 export interface ResolvedSandbox {

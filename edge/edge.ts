@@ -23,6 +23,7 @@ import { WakeHold } from './services/wake-hold.ts';
 import type { ServiceMetrics } from '../core/metrics.ts';
 import { REGISTRY_VERDICT_HEADER } from './dataplane/haproxy-config.ts';
 import type { RegistryBypassAnswer } from './registry-bypass.ts';
+import type { AppAccess } from './app-access.ts';
 import { haproxyDataPlane, type HaproxyDataPlane } from './dataplane/haproxy-data-plane.ts';
 import { readProxyHeader } from './listener/proxy-header.ts';
 import { bindPort, type BoundPort } from './listener/bound-port.ts';
@@ -44,6 +45,8 @@ export interface StartEdgeOptions {
    * allows; every other registry request, and every refused one, goes to `registry` as before.
    */
   registryBypass?: { upstreamSocket: string; mayBypass(method: string, url: string, authorization: string | undefined): Promise<RegistryBypassAnswer> };
+  /** Who may reach a private app address (tunnel.visibility); without it such apps answer 403. */
+  appAccess?: AppAccess;
   logger?: Logger;
   /** Listen address of both ports (default: all interfaces). */
   host?: string;
@@ -150,6 +153,7 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
     logger: log,
     metrics: opts.metrics,
     onAnswered: dataPlane ? (label, target) => dataPlane.backend.appAnswered(label, target) : undefined,
+    access: opts.appAccess,
   });
   opts.metrics?.edgeHttpServer('api', apiServer);
   opts.metrics?.edgeHttpServer('registry', registryServer);
@@ -365,7 +369,8 @@ export async function startEdge(opts: StartEdgeOptions): Promise<Edge> {
           return null;
         });
         dataPlane?.backend.tcpResolved(route.label, app);
-        if (!app) return reset(socket);
+        // a private app's twin is refused: raw TCP carries no user to check (docs/apps-and-edge.md)
+        if (!app || (app.visibility !== undefined && app.visibility !== 'public')) return reset(socket);
         if (app.status !== 'running' || !app.target) {
           // asleep: woken for the retry; unavailable: its host does not answer, nothing to wake
           if (app.status === 'exited' || app.status === 'deep_sleep') {

@@ -19,3 +19,4 @@ export { UNAVAILABLE_HEADER, WAITING_HEADER } from './pages/pages.ts';
 export { requireHaproxy, findHaproxy, HAPROXY_SETUP } from './dataplane/haproxy-process.ts';
 export { REGISTRY_VERDICT_HEADER } from './dataplane/haproxy-config.ts';
 export type { RegistryBypassAnswer } from './registry-bypass.ts';
+export { APP_ENTRY_PATH, APP_PASS_COOKIE, visibilityOf, type AppAccess, type AppAccessAnswer, type AppAccessQuestion, type AppVisibility } from './app-access.ts';

@@ -49,10 +49,12 @@ export class LifecycleEdgeBackend implements EdgeBackend {
     const entry = this.apps.resolve(label);
     if (!entry) return null;
     const state = await this.state(entry.sandbox, opts.fresh);
+    const gated = entry.visibility ? { visibility: entry.visibility } : {};
     return {
       sandbox: entry.sandbox,
       status: state.status,
-      ...(state.status === 'running' && state.address ? { target: { sandbox: entry.sandbox, host: state.address, port: entry.hostPort, loopbackOnly: entry.loopbackOnly } } : {}),
+      ...gated,
+      ...(state.status === 'running' && state.address ? { target: { sandbox: entry.sandbox, host: state.address, port: entry.hostPort, loopbackOnly: entry.loopbackOnly, ...gated } } : {}),
     };
   }
 

@@ -1,8 +1,8 @@
 import type { SecretBox } from '../core/secret-box.ts';
 import type { Backend, Collection } from './kv.ts';
 
-/** The service's own keys, each kept by the module that owns it (edge/certs/service-ca.ts, registry/auth.ts). */
-export type ServiceKeyName = 'service-ca' | 'registry-token-key';
+/** The service's own keys, each kept by the module that owns it (edge/certs/service-ca.ts, registry/auth.ts, accounts/app-passes.ts). */
+export type ServiceKeyName = 'service-ca' | 'registry-token-key' | 'app-pass-key';
 
 export interface ServiceKeyStore {
   get(name: ServiceKeyName): Promise<string | undefined>;

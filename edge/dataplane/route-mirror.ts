@@ -20,6 +20,12 @@ export const UNUSED_ROUTE_MS = 5 * 60_000;
  */
 export const CERT_REFRESH_MS = 60_000;
 
+/** An app whose `tunnel.visibility` is not public: never in HAProxy's maps. */
+function isPrivate(r: ResolvedApp): boolean {
+  const v = r.visibility ?? r.target?.visibility;
+  return v !== undefined && v !== 'public';
+}
+
 /** A shell (`<sb>-shell-tcp`) or TCP twin (`<label>-tcp`) name whose TLS HAProxy ends, then raw TCP to the sandbox. */
 interface MirroredTunnel {
   kind: 'shell' | 'tcp';
@@ -156,7 +162,7 @@ export class RouteMirror implements EdgeBackend {
   /** Node resolved a TCP twin name `<label>-tcp` (null: unknown). */
   tcpResolved(label: string, r: ResolvedApp | null): void {
     const sni = `${label}-tcp.${this.opts.domain}`;
-    const t = r?.status === 'running' ? r.target : undefined;
+    const t = r?.status === 'running' && !isPrivate(r) ? r.target : undefined;
     const value = t && !t.loopbackOnly && !this.isDraining(t.sandbox) ? `${t.sandbox}|${t.host}|${t.port}|tcp` : null;
     this.observeTunnel(sni, { kind: 'tcp', name: label, sandbox: r?.sandbox ?? '' }, value);
   }
@@ -287,7 +293,8 @@ export class RouteMirror implements EdgeBackend {
 
   private observeApp(label: string, r: ResolvedApp | null): void {
     const host = `${label}.${this.opts.domain}`;
-    const t = r?.status === 'running' ? r.target : undefined;
+    // a private app (tunnel.visibility) stays on Node, which checks every request's user
+    const t = r?.status === 'running' && !isPrivate(r) ? r.target : undefined;
     const answeredAt = t ? `${t.sandbox}|${t.host}|${t.port}` : null;
     const value = t && !t.loopbackOnly && !this.isDraining(t.sandbox) && this.answered.get(host) === answeredAt ? answeredAt : null;
     // an address the app no longer has (asleep, moved) must answer through Node again before HAProxy takes it

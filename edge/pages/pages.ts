@@ -18,7 +18,7 @@ export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
-function html(title: string, heading: string, paragraphs: string[], extraHead = ''): string {
+export function html(title: string, heading: string, paragraphs: string[], extraHead = ''): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -41,7 +41,7 @@ ${paragraphs.map((p) => `<p>${p}</p>`).join('\n')}
 `;
 }
 
-function page(status: number, body: string, headers: Record<string, string> = {}): Page {
+export function page(status: number, body: string, headers: Record<string, string> = {}): Page {
   return {
     status,
     headers: {

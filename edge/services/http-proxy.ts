@@ -24,6 +24,8 @@ import { hostWithoutPort, requestHeadersForApp, responseHeadersObject, type Forw
 import { createEdgeHttpServer, type HttpLimits } from './http-server.ts';
 import { AppSockets } from './app-sockets.ts';
 import { proxyUpgrade } from './upgrade.ts';
+import type { AppAccess } from '../app-access.ts';
+import { gateRequest, withoutServiceCredentials } from './app-gate.ts';
 import type { WakeGate } from './wake-gate.ts';
 import type { WakeHold } from './wake-hold.ts';
 
@@ -55,6 +57,13 @@ export interface AppProxyOptions {
    * until its app answers, a waking sandbox's requests stay here, held and retried).
    */
   onAnswered?: (label: string, target: AppRoute) => void;
+  /** Who may reach a private app (tunnel.visibility); without it private apps answer 403. */
+  access?: AppAccess;
+}
+
+/** A private app's target: its requests lose the user's bearer token on the way. */
+function isGated(target: AppRoute): boolean {
+  return target.visibility !== undefined && target.visibility !== 'public';
 }
 
 /** Methods Node sends with chunked framing by default; a body-less one gets `content-length: 0` instead. */
@@ -144,6 +153,9 @@ export class AppHttpProxy {
     if (!app) return { conn, decision: { kind: 'page', page: notFoundPage(conn.serverName) } };
     // its host does not answer: a wake would need it, so none is tried
     if (app.status === 'unavailable') return { conn, decision: { kind: 'page', page: hostUnavailablePage(conn.serverName) } };
+    // a private app: who may not reach it gets its page before anything wakes
+    const refused = await gateRequest(this.opts.access, req, app, conn.serverName, conn.label, this.appUrl(conn, req));
+    if (refused) return { conn, decision: { kind: 'page', page: refused } };
     if (app.status === 'running') {
       this.opts.wakes.awake(app.sandbox);
       if (app.target) return { conn, decision: { kind: 'forward', sandbox: app.sandbox, target: app.target } };
@@ -178,6 +190,12 @@ export class AppHttpProxy {
   /** @internal The activity callback for a sandbox. */
   activityFor(sandbox: string): () => void {
     return this.opts.activity.listener(sandbox);
+  }
+
+  /** The address the request asked for (where a browser comes back to after signing in). */
+  private appUrl(conn: AppConnection, req: http.IncomingMessage): string {
+    const port = this.opts.publicPort;
+    return `https://${conn.serverName}${port === 443 ? '' : `:${port}`}${req.url ?? '/'}`;
   }
 
   private forwarded(conn: AppConnection, req: http.IncomingMessage): ForwardedFor {
@@ -238,7 +256,7 @@ export class AppHttpProxy {
     retried: boolean,
   ): void {
     const exchange = new Exchange(this, req, res, conn, sandbox, target, retried);
-    const headers = requestHeadersForApp(req.rawHeaders, this.forwarded(conn, req));
+    const headers = requestHeadersForApp(withoutServiceCredentials(req.rawHeaders, isGated(target)), this.forwarded(conn, req));
     if (!exchange.hasBody && BODY_BY_DEFAULT.has(req.method ?? '')) headers.push('content-length', '0');
     if (exchange.hasBody) {
       req.on('data', exchange.onBytes);
@@ -294,7 +312,7 @@ export class AppHttpProxy {
     proxyUpgrade(socket, target, {
       method: req.method ?? 'GET',
       url: req.url ?? '/',
-      headers: requestHeadersForApp(req.rawHeaders, this.forwarded(conn, req), true),
+      headers: requestHeadersForApp(withoutServiceCredentials(req.rawHeaders, isGated(target)), this.forwarded(conn, req), true),
       head,
     }, {
       timeoutMs: this.opts.connectTimeoutMs,

@@ -1,9 +1,12 @@
 import { COMPOSE_PROJECT, COMPOSE_SERVICE } from '../../core/compose-labels.ts';
+import { visibilityOf, type AppVisibility } from '../../edge/index.ts';
 import { isSandboxName, NAME_PREFIX, shortName } from '../names.ts';
 
 export { COMPOSE_PROJECT, COMPOSE_SERVICE };
 /** The user's own label choosing the app's address (spec 4.3, 1). */
 export const SUBDOMAIN_LABEL = 'tunnel.subdomain';
+/** Who may reach the container's addresses (issue 35): `public` (the default), `authenticated`, `owner`. */
+export const VISIBILITY_LABEL = 'tunnel.visibility';
 /** Carried by a tool's image (the management tool: `manager`); containers inherit it. */
 export const TOOL_LABEL = 'svc.tool';
 
@@ -43,6 +46,8 @@ export interface AppEntry {
   loopbackOnly?: boolean;
   /** The container runs a tool the service knows (its TOOL_LABEL), such as the management tool. */
   tool?: string;
+  /** Its VISIBILITY_LABEL when not public. */
+  visibility?: Exclude<AppVisibility, 'public'>;
 }
 
 function dnsSafe(s: string): string {
@@ -65,6 +70,7 @@ export function appEntries(sandbox: string, container: AppContainer): AppEntry[]
   const service = container.labels[COMPOSE_SERVICE];
   const subdomain = container.labels[SUBDOMAIN_LABEL];
   const tool = container.labels[TOOL_LABEL];
+  const visibility = visibilityOf(container.labels[VISIBILITY_LABEL]);
   const ports = [...new Map(container.ports.filter(publishedOnAllInterfaces).map((p) => [p.hostPort, p])).values()]
     .sort((a, b) => a.containerPort - b.containerPort);
   return ports
@@ -73,7 +79,7 @@ export function appEntries(sandbox: string, container: AppContainer): AppEntry[]
       const label = subdomain && i === 0
         ? `${sandbox}-${dnsSafe(subdomain)}`
         : [shortName(sandbox), project && dnsSafe(project), dnsSafe(container.name), `port${p.hostPort}`].filter(Boolean).join('-');
-      return { label, sandbox, container: container.name, project, service, containerPort: p.containerPort, hostPort: p.hostPort, ...(tool ? { tool } : {}) };
+      return { label, sandbox, container: container.name, project, service, containerPort: p.containerPort, hostPort: p.hostPort, ...(tool ? { tool } : {}), ...(visibility !== 'public' ? { visibility } : {}) };
     })
     .filter((e) => DNS_LABEL.test(e.label) && !RESERVED_SUFFIXES.some((s) => e.label.endsWith(s)));
 }

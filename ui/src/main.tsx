@@ -29,6 +29,9 @@ function App() {
   const route = useRoute();
 
   const signedIn = (u: User, csrf: string) => {
+    // sent here by a private app address to sign in: back to it through the service's ticket
+    const app = new URLSearchParams(location.search).get('app');
+    if (app) return location.replace(`/api/apps/enter?to=${encodeURIComponent(app)}`);
     useSession(csrf, (message) => { setNotice(message); setUser(null); });
     setNotice('');
     setUser(u);

@@ -211,6 +211,14 @@ describe('fork a sandbox', () => {
     await t.service.lifecycle.sleep(`svc-fku-${t.config.redisPrefix}`, 'test: done with it');
   });
 
+  it('ends, at the next reconcile pass, a pause that no copy holds (a fork whose process was killed mid-copy)', async () => {
+    await run('docker', [...SANDBOX_CLI, 'pause', source]);
+    assert.match(await containerStart(source), / true true$/);
+    await t.service.lifecycle.reconcile();
+    assert.match(await containerStart(source), / true false$/);
+    assert.equal(await inSandbox(source, 'cat /root/after-source'), 'from-source\n');
+  });
+
   it('forks a source in deep sleep from its volumes, and leaves it in deep sleep', async () => {
     const settings = (body: object) => t.api('PATCH', `/api/sandboxes/${source}`, alice.token, body);
     await settings({ idle_timeout: '3s', deep_sleep_after: '2s' });

@@ -28,9 +28,12 @@ function isBrowserNavigation(req: http.IncomingMessage): boolean {
   return (req.method === 'GET' || req.method === 'HEAD') && req.headers.upgrade === undefined && /text\/html/.test(req.headers.accept ?? '');
 }
 
-/** Where the entry path sends the browser on: a path of this address only (never another host). */
+/**
+ * Where the entry path sends the browser on: a path of this address only (never another host), in
+ * printable ASCII (the service sends it percent-encoded; anything else could not be a header).
+ */
 function localPath(to: string | null): string {
-  return to && to.startsWith('/') && !to.startsWith('//') && !to.startsWith('/\\') ? to : '/';
+  return to && /^\/(?![/\\])[\x21-\x7e]*$/.test(to) ? to : '/';
 }
 
 /**
@@ -65,6 +68,7 @@ export async function gateRequest(access: AppAccess | undefined, req: http.Incom
  * private app a bearer `Authorization` (the user's token, which the gate read). Raw list in, raw list out.
  */
 export function withoutServiceCredentials(raw: string[], gated: boolean): string[] {
+  if (!carriesCredentials(raw, gated)) return raw; // the usual case: no copy per request
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
@@ -78,4 +82,12 @@ export function withoutServiceCredentials(raw: string[], gated: boolean): string
     out.push(raw[i]!, value);
   }
   return out;
+}
+
+function carriesCredentials(raw: string[], gated: boolean): boolean {
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if ((gated && name === 'authorization') || (name === 'cookie' && raw[i + 1]!.includes(APP_PASS_COOKIE))) return true;
+  }
+  return false;
 }

@@ -216,6 +216,8 @@ for (const dataPlane of ['haproxy', 'node'] as const) {
         const back = new URL(enter.headers.get('location')!);
         assert.equal(back.origin, `https://${host(`${name}-mine`)}:${port}`);
         const ticketPath = `${back.pathname}${back.search}`;
+        const forged = ticketPath.replace(/ticket=([^&]+)/, (_m, v: string) => `ticket=${v.slice(0, -2)}${v.endsWith('AA') ? 'BB' : 'AA'}`);
+        assert.equal((await get(`${name}-mine`, { path: forged })).status, 403, 'a ticket whose signature was changed');
         const elsewhere = await get(`${name}-members`, { path: ticketPath });
         assert.equal(elsewhere.status, 403, 'a ticket for another address');
         const first = await get(`${name}-mine`, { path: ticketPath });
@@ -223,6 +225,12 @@ for (const dataPlane of ['haproxy', 'node'] as const) {
         assert.match(first.body, /^location: \/x\r?$/im);
         assert.match(first.body, /^set-cookie: __Host-svc_app_pass=[^;]+; Path=\/; Secure; HttpOnly; SameSite=Lax; Max-Age=\d+/im);
         assert.equal((await get(`${name}-mine`, { path: ticketPath })).status, 403, 'used once');
+        const pass = /^set-cookie: (__Host-svc_app_pass=[^;]+)/im.exec(first.body)![1]!;
+        const withPass = await get(`${name}-mine`, { args: ['-H', `cookie: ${pass}; theme=dark`] });
+        assert.equal(withPass.status, 200);
+        assert.match(withPass.body, /saw-authorization=no saw-pass=no cookie=theme=dark/);
+        assert.equal((await get(`${name}-members`, { args: ['-H', `cookie: ${pass}`] })).status, 401, 'a pass for another address');
+        assert.equal((await get(`${name}-mine`, { args: ['-H', `cookie: ${pass.slice(0, -1)}x`] })).status, 401, 'a changed pass');
         const bad = await fetch(`${t.url}/api/apps/enter?to=${encodeURIComponent('https://evil.example/')}`, { headers: { cookie }, redirect: 'manual' });
         assert.equal(bad.status, 400, 'only app addresses of this service');
       });

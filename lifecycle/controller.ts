@@ -163,7 +163,8 @@ export class Lifecycle {
   /** A new sandbox of the source's owner, its volumes a copy of the source's (lifecycle/fork.ts). */
   fork(owner: UserRecord, source: SandboxRecord, name: string): Promise<SandboxView> {
     return forkSandbox({
-      runtime: this.deps.runtime, record: (n) => this.record(n), exclusive: (n, work) => this.exclusive(n, work), create: (o, i, fill) => this.create(o, i, fill),
+      runtime: this.deps.runtime, record: (n) => this.record(n), moving: (n) => this.moving(n),
+      exclusive: (n, work) => this.exclusive(n, work), create: (o, i, fill) => this.create(o, i, fill),
     }, owner, source, name);
   }
 

@@ -42,6 +42,7 @@ export interface SandboxView extends SandboxSummary {
   ca_cert?: string;
   client_cert?: string;
   client_key?: string;
-  apps: Array<{ url: string; answers: boolean }>;
+  /** `visibility`: its `tunnel.visibility` label when not public (docs/apps-and-edge.md, private app addresses). */
+  apps: Array<{ url: string; answers: boolean; visibility?: 'authenticated' | 'owner' }>;
   extras: Record<string, string>;
 }

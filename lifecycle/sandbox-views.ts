@@ -45,6 +45,7 @@ export class SandboxViews {
       entries.map(async (a) => ({
         url: this.appUrl(a.label),
         answers: state.status === 'running' && state.address ? await probe(state.address, a.hostPort) : false,
+        ...(a.visibility ? { visibility: a.visibility } : {}),
       })),
     );
     const extras = managerExtras(record, entries, (label) => this.appUrl(label));

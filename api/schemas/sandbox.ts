@@ -45,7 +45,11 @@ export const Sandbox = Type.Object(
     ca_cert: Type.Optional(Type.String({ description: 'Engine CA certificate (PEM), save as ca.pem unchanged.' })),
     client_cert: Type.Optional(Type.String({ description: 'Engine client certificate (PEM), save as cert.pem.' })),
     client_key: Type.Optional(Type.String({ description: 'Engine client key (PEM), save as key.pem; as secret as a token.' })),
-    apps: Type.Array(Type.Object({ url: Type.String(), answers: Type.Boolean() })),
+    apps: Type.Array(Type.Object({
+      url: Type.String(),
+      answers: Type.Boolean(),
+      visibility: Type.Optional(Type.Union([Type.Literal('authenticated'), Type.Literal('owner')], { description: 'Present for a private address (its tunnel.visibility label): who may reach it; absent means public.' })),
+    })),
     extras: Type.Record(Type.String(), Type.String()),
   },
   { $id: 'Sandbox' },

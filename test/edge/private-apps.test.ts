@@ -111,6 +111,12 @@ for (const dataPlane of ['haproxy', 'node'] as const) {
       await t?.close();
     });
 
+    it('shows each private address with its visibility in the sandbox record', async () => {
+      const r = (await t.api('GET', `/api/sandboxes/${name}`, alice.token)).body;
+      const shown = Object.fromEntries(r.apps.map((a: { url: string; visibility?: string }) => [new URL(a.url).hostname, a.visibility ?? 'public']));
+      assert.deepEqual(shown, { [host(`${name}-mine`)]: 'owner', [host(`${name}-members`)]: 'authenticated', [host(`${name}-open`)]: 'public', [host(`${name}-typo`)]: 'owner' });
+    });
+
     it('lets the owner and an admin in with a bearer token; the app sees neither the token nor the pass', async () => {
       for (const who of [alice, admin]) {
         const res = await get(`${name}-mine`, { token: who.token, args: ['-H', 'cookie: theme=dark'] });

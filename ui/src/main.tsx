@@ -23,6 +23,9 @@ function useRoute(): string[] {
   return route;
 }
 
+/** Where a private app address sent the browser from, to go back to after signing in (docs/apps-and-edge.md). */
+const APP_RETURN = 'svc-app-return';
+
 function App() {
   const [user, setUser] = useState<User | null | undefined>(undefined);
   const [notice, setNotice] = useState('');
@@ -30,13 +33,17 @@ function App() {
 
   const signedIn = (u: User, csrf: string) => {
     // sent here by a private app address to sign in: back to it through the service's ticket
-    const app = new URLSearchParams(location.search).get('app');
+    // (kept in the tab across a single sign-on round trip, which comes back without the query)
+    const app = new URLSearchParams(location.search).get('app') ?? sessionStorage.getItem(APP_RETURN);
+    sessionStorage.removeItem(APP_RETURN);
     if (app) return location.replace(`/api/apps/enter?to=${encodeURIComponent(app)}`);
     useSession(csrf, (message) => { setNotice(message); setUser(null); });
     setNotice('');
     setUser(u);
   };
   useEffect(() => {
+    const app = new URLSearchParams(location.search).get('app');
+    if (app) sessionStorage.setItem(APP_RETURN, app);
     api<{ user: User; csrf: string }>('GET', '/session').then((s) => signedIn(s.user, s.csrf), () => setUser(null));
   }, []);
 

@@ -46,7 +46,7 @@ export function SandboxPanel({ name }: { name: string }) {
         {record.apps.length === 0
           ? <p class="muted">No app addresses yet. Publish a port on all interfaces (<code>"8080:8080"</code>) in a compose project to get one.</p>
           : <ul class="apps">{record.apps.map((a) => (
-              <li key={a.url}><span class={`dot ${a.answers ? 'up' : 'down'}`} role="img" aria-label={a.answers ? 'answers' : 'does not answer'} /> <a href={a.url} target="_blank" rel="noreferrer">{a.url}</a> <span class="muted">{a.answers ? 'answers' : 'does not answer'}</span></li>
+              <li key={a.url}><span class={`dot ${a.answers ? 'up' : 'down'}`} role="img" aria-label={a.answers ? 'answers' : 'does not answer'} /> <a href={a.url} target="_blank" rel="noreferrer">{a.url}</a> <span class="muted">{a.answers ? 'answers' : 'does not answer'}{a.visibility === 'owner' ? ' · private: you and admins' : a.visibility === 'authenticated' ? ' · private: signed-in users' : ''}</span></li>
             ))}</ul>}
       </Section>
       <Access record={record} path={path} onChange={setRecord} />

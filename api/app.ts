@@ -41,6 +41,7 @@ import type { Readiness } from '../monitoring/index.ts';
 import type { ServiceMetrics } from '../core/metrics.ts';
 import { oidcRoutes } from './routes/oidc.ts';
 import { secretRoutes, type SecretsChanged } from './routes/secrets.ts';
+import { sdkRoutes } from './routes/sdk.ts';
 import { appEntryRoutes } from './routes/app-entry.ts';
 
 export interface ApiDeps {
@@ -117,6 +118,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   const addresses = addressesOf(deps.config);
   await app.register(guideRoutes, { addresses });
   await app.register(cliRoutes);
+  await app.register(sdkRoutes);
   await app.register(uiPlugin, { dir: deps.uiDir });
   const exportDeps = { store: deps.store, config: deps.config, serviceCa: deps.caPem, manager: deps.managerAccess ?? managerNotIncluded };
   await app.register(

@@ -6,7 +6,7 @@
  * draws it. A new top-level folder goes here first, or the check fails.
  */
 export const FLOORS: Readonly<Record<number, readonly string[]>> = {
-  1: ['core', 'queue', 'oci'],
+  1: ['core', 'queue', 'oci', 'sdk'],
   2: ['store', 'edge', 'user-cli', 'ui'],
   3: ['scanner', 'accounts'],
   4: ['lifecycle'],

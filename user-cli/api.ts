@@ -1,58 +1,50 @@
-import https from 'node:https';
-import http from 'node:http';
+import tls from 'node:tls';
 import type { Readable } from 'node:stream';
+import { createSvcClient, must, SvcError, type Answer, type SvcClient } from '../sdk/index.ts';
 import { UsageError, type Settings } from './settings.ts';
 
 /** An answer of the API that is an error: its code and message say what to do. */
-export class ApiError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string) {
-    super(message);
-  }
-}
-
-export interface Call {
-  method?: string;
-  json?: unknown;
-  /** A streamed body (uploads). */
-  body?: Readable;
-  length?: number;
-  headers?: Record<string, string>;
-}
+export { SvcError as ApiError } from '../sdk/index.ts';
 
 /**
- * The service's API over https (node's own client: runs on Node 18 without a package, trusts the
- * export folder's service CA). The token goes only into the Authorization header.
+ * The service's API through the SDK (sdk/: types generated from the OpenAPI document), over Node's
+ * own https client so that the export folder's service CA is trusted (Node 18 or later, nothing to
+ * install). The token goes only into the Authorization header.
  */
 export class Api {
+  private sdk?: SvcClient;
+
   constructor(readonly settings: Settings) {}
 
-  /** The response stream of a 2xx answer; an error answer is thrown as ApiError. */
-  async open(route: string, call: Call = {}): Promise<http.IncomingMessage> {
+  /** The typed client; without a token, a usage error saying where one comes from. */
+  get client(): SvcClient {
     const { token } = this.settings;
     if (!token) throw new UsageError('no token: set SVC_TOKEN, or run in an export folder (svc.env), or pass --env FILE');
-    const url = new URL(route.replace(/^\//, ''), this.settings.url);
-    const headers: Record<string, string | number> = { authorization: `Bearer ${token}`, ...call.headers };
-    const payload = call.json === undefined ? undefined : Buffer.from(JSON.stringify(call.json));
-    if (payload) Object.assign(headers, { 'content-type': 'application/json', 'content-length': payload.length });
-    if (call.body) Object.assign(headers, { 'content-type': 'application/octet-stream', ...(call.length !== undefined ? { 'content-length': call.length } : {}) });
-    const client = url.protocol === 'http:' ? http : https;
-    const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
-      const req = client.request(url, { method: call.method ?? (payload || call.body ? 'POST' : 'GET'), headers, ca: this.settings.ca }, resolve);
-      req.on('error', (err) => reject(reachError(err as NodeJS.ErrnoException, this.settings.url)));
-      if (call.body) call.body.pipe(req);
-      else req.end(payload);
-    });
-    if ((res.statusCode ?? 0) < 300) return res;
-    const text = await readAll(res);
-    let body: { error?: { code?: string; message?: string } } = {};
-    try { body = JSON.parse(text); } catch { /* not JSON: a proxy's page */ }
-    const code = body.error?.code ?? `HTTP_${res.statusCode}`;
-    if (res.statusCode === 401) throw new ApiError(401, code, 'the token was refused (missing, wrong or revoked): export the sandbox again for a new svc.env, or set SVC_TOKEN');
-    throw new ApiError(res.statusCode ?? 0, code, body.error?.message ?? `the service answered ${res.statusCode} ${res.statusMessage ?? ''} at ${url.origin}${url.pathname}: is SVC_URL the API address (https://<domain>/api)?`);
+    this.sdk ??= createSvcClient({ url: this.settings.url, token, ca: this.settings.ca ?? [...tls.rootCertificates] });
+    return this.sdk;
   }
 
-  async json<T = any>(route: string, call: Call = {}): Promise<T> {
-    return JSON.parse(await readAll(await this.open(route, call))) as T;
+  /** The data of a call's answer; an unreachable service or an error answer is thrown with what to do. */
+  async call<D>(request: Promise<Answer<D>>): Promise<NonNullable<D>> {
+    return (await this.answer(request)).data;
+  }
+
+  /** The data and the response (its headers) of a call's answer, errors thrown as `call` throws them. */
+  async answer<D>(request: Promise<Answer<D>>): Promise<{ data: NonNullable<D>; response: Response }> {
+    let result: Answer<D>;
+    try {
+      result = await request;
+    } catch (err) {
+      throw reachError(err as NodeJS.ErrnoException, this.settings.url);
+    }
+    try {
+      return { data: must(result), response: result.response };
+    } catch (err) {
+      if (!(err instanceof SvcError)) throw err;
+      if (err.status === 401) throw new SvcError(401, err.code, 'the token was refused (missing, wrong or revoked): export the sandbox again for a new svc.env, or set SVC_TOKEN');
+      if (err.code.startsWith('HTTP_')) throw new SvcError(err.status, err.code, `the service answered ${err.status} at ${this.settings.url.origin}: is SVC_URL the API address (https://<domain>/api)?`);
+      throw err;
+    }
   }
 }
 

@@ -2,7 +2,9 @@ import { spawn } from 'node:child_process';
 import dns from 'node:dns/promises';
 import fs from 'node:fs';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { StringDecoder } from 'node:string_decoder';
 import tls from 'node:tls';
 import { isLocalDomain } from '../core/addresses.ts';
@@ -42,7 +44,7 @@ async function awake<T>(ctx: Context, work: () => Promise<T>): Promise<T> {
   } catch (err) {
     if (!(err instanceof ApiError) || err.code !== 'SVC_SANDBOX_NOT_RUNNING') throw err;
     note(`${sandboxOf(ctx)} is asleep; waking it …`);
-    await ctx.api.json(`sandboxes/${sandboxOf(ctx)}/start`, { method: 'POST' });
+    await start(ctx, sandboxOf(ctx));
     return work();
   }
 }
@@ -52,12 +54,16 @@ async function awake<T>(ctx: Context, work: () => Promise<T>): Promise<T> {
  * One whose host does not answer (`unavailable`) cannot be woken: said at once, exit 1.
  */
 async function wakeFirst(ctx: Context, sb: string): Promise<void> {
-  const { status } = await ctx.api.json<{ status: string }>(`sandboxes/${sb}`);
+  const { status } = await sandbox(ctx, sb);
   if (status === 'running') return;
   if (status === 'unavailable') throw new ApiError(503, 'SVC_BUSY', `${sb} is unavailable: the engine that holds it does not answer (nothing is lost); try again shortly`);
   note(`${sb} is ${status === 'exited' ? 'asleep' : 'in deep sleep'}; waking it …`);
-  await ctx.api.json(`sandboxes/${sb}/start`, { method: 'POST' });
+  await start(ctx, sb);
 }
+
+/** The sandbox as GET /api/sandboxes/:name answers it. */
+const sandbox = (ctx: Context, name: string) => ctx.api.call(ctx.api.client.GET('/api/sandboxes/{name}', { params: { path: { name } } }));
+const start = (ctx: Context, name: string) => ctx.api.call(ctx.api.client.POST('/api/sandboxes/{name}/start', { params: { path: { name } } }));
 
 function exactArgs(ctx: Context, n: number, what: string): string[] {
   if (ctx.args.length !== n) throw new UsageError(`expected ${what}`);
@@ -120,9 +126,9 @@ export const commands: Record<string, Command> = {
     usage: 'svc status',
     help: 'The sandbox: status (running, exited = asleep, deep_sleep, or unavailable: its host does not answer), when it sleeps, its app addresses.',
     async run(ctx) {
-      const s = await ctx.api.json(`sandboxes/${sandboxOf(ctx)}`);
+      const s = await sandbox(ctx, sandboxOf(ctx));
       out(`${s.name}  ${s.status}${s.stops_at ? `  sleeps at ${s.stops_at}` : ''}${s.deep_sleep_at ? `  deep sleep at ${s.deep_sleep_at}` : ''}`);
-      if (s.status === 'unavailable') out(s.hint);
+      if (s.status === 'unavailable' && s.hint) out(s.hint);
       out(`idle timeout ${s.idle_timeout}, deep sleep after ${s.deep_sleep_after}`);
       for (const u of s.tunnel_urls ?? []) out(u);
     },
@@ -131,7 +137,7 @@ export const commands: Record<string, Command> = {
     usage: 'svc ls',
     help: 'Your sandboxes (with a token limited to one sandbox, that one).',
     async run(ctx) {
-      for (const s of await ctx.api.json<Array<{ name: string; status: string; stops_at?: string }>>('sandboxes')) {
+      for (const s of await ctx.api.call(ctx.api.client.GET('/api/sandboxes'))) {
         out(`${s.name.padEnd(32)} ${s.status.padEnd(11)} ${s.stops_at ?? ''}`.trimEnd());
       }
     },
@@ -141,7 +147,7 @@ export const commands: Record<string, Command> = {
     help: 'Create a sandbox (needs a full token: a token limited to one sandbox cannot).',
     async run(ctx) {
       const [name] = exactArgs(ctx, 1, 'one NAME: svc create NAME');
-      const s = await ctx.api.json('sandboxes', { json: { name } });
+      const s = await ctx.api.call(ctx.api.client.POST('/api/sandboxes', { body: { name: name! } }));
       out(`${s.name}  ${s.status}`);
     },
   },
@@ -149,7 +155,7 @@ export const commands: Record<string, Command> = {
     usage: 'svc start',
     help: 'Wake the sandbox; returns once it runs (a second or two, a few more from deep sleep).',
     async run(ctx) {
-      const s = await ctx.api.json(`sandboxes/${sandboxOf(ctx)}/start`, { method: 'POST' });
+      const s = await start(ctx, sandboxOf(ctx));
       out(`${s.name}  ${s.status}`);
     },
   },
@@ -157,7 +163,7 @@ export const commands: Record<string, Command> = {
     usage: 'svc keep-awake',
     help: 'Restart the idle countdown of the running sandbox (never wakes a sleeping one).',
     async run(ctx) {
-      const s = await ctx.api.json(`sandboxes/${sandboxOf(ctx)}/keep-awake`, { method: 'POST' });
+      const s = await ctx.api.call(ctx.api.client.POST('/api/sandboxes/{name}/keep-awake', { params: { path: { name: sandboxOf(ctx) } } }));
       out(`${s.name}  ${s.status}${s.stops_at ? `  sleeps at ${s.stops_at}` : ''}`);
     },
   },
@@ -165,7 +171,7 @@ export const commands: Record<string, Command> = {
     usage: 'svc urls',
     help: "The addresses of the sandbox's apps (ports published on all interfaces).",
     async run(ctx) {
-      for (const u of (await ctx.api.json(`sandboxes/${sandboxOf(ctx)}`)).tunnel_urls ?? []) out(u);
+      for (const u of (await sandbox(ctx, sandboxOf(ctx))).tunnel_urls ?? []) out(u);
     },
   },
   names: {
@@ -174,7 +180,7 @@ export const commands: Record<string, Command> = {
     async run(ctx) {
       const sb = sandboxOf(ctx);
       const domain = ctx.settings.url.hostname;
-      const s = await ctx.api.json(`sandboxes/${sb}`);
+      const s = await sandbox(ctx, sb);
       const names = [`${sb}-engine.${domain}`, `${sb}-shell-tcp.${domain}`, ...((s.tunnel_urls ?? []) as string[]).map((u) => new URL(u).hostname)];
       const missing: string[] = [];
       for (const name of names) {
@@ -202,10 +208,10 @@ export const commands: Record<string, Command> = {
       if (!/^\d{1,4}$/.test(tail)) throw new UsageError('--tail takes a number of lines');
       const print = (l: { container: string; stream: string; line: string }) => (l.stream === 'stderr' ? process.stderr : process.stdout).write(`${l.container} | ${l.line}\n`);
       if (!ctx.options.follow) {
-        for (const l of await awake(ctx, () => ctx.api.json(`sandboxes/${sb}/logs?tail=${tail}`))) print(l);
+        for (const l of await awake(ctx, () => ctx.api.call(ctx.api.client.GET('/api/sandboxes/{name}/logs', { params: { path: { name: sb }, query: { tail } } })))) print(l);
         return;
       }
-      const res = await awake(ctx, () => ctx.api.open(`sandboxes/${sb}/logs/stream?tail=${tail}`, { headers: { accept: 'text/event-stream' } }));
+      const res = await awake(ctx, () => ctx.api.call(ctx.api.client.GET('/api/sandboxes/{name}/logs/stream', { params: { path: { name: sb }, query: { tail } }, headers: { accept: 'text/event-stream' }, parseAs: 'stream' })));
       const decoder = new StringDecoder('utf8');
       let buffer = '';
       for await (const chunk of res) {
@@ -232,7 +238,9 @@ export const commands: Record<string, Command> = {
       const timeout = ctx.options.timeout === undefined ? undefined : Number(ctx.options.timeout);
       if (timeout !== undefined && !(Number.isInteger(timeout) && timeout >= 1)) throw new UsageError('--timeout takes whole seconds (1-3600)');
       const stdin = ctx.options.interactive ? await readAll(process.stdin) : undefined;
-      const res = await ctx.api.open(`sandboxes/${sandboxOf(ctx)}/exec/stream`, { json: { command: ctx.args, stdin, timeout } });
+      const res = await ctx.api.call(ctx.api.client.POST('/api/sandboxes/{name}/exec/stream', {
+        params: { path: { name: sandboxOf(ctx) } }, body: { command: ctx.args, ...(stdin !== undefined ? { stdin } : {}), ...(timeout !== undefined ? { timeout } : {}) }, parseAs: 'stream',
+      }));
       const decoder = new StringDecoder('utf8');
       let buffer = '';
       let exit = 1;
@@ -262,16 +270,21 @@ export const commands: Record<string, Command> = {
       const remote = (p: string) => (p.startsWith('sandbox:') ? p.slice('sandbox:'.length) : undefined);
       const sb = sandboxOf(ctx);
       if (remote(from) !== undefined && remote(to) === undefined) {
-        const res = await awake(ctx, () => ctx.api.open(`sandboxes/${sb}/files/content?path=${encodeURIComponent(remote(from)!)}`));
-        const name = /filename="?([^";]+)"?/.exec(String(res.headers['content-disposition'] ?? ''))?.[1] ?? path.basename(remote(from)!);
+        const file = { params: { path: { name: sb }, query: { path: remote(from)! } }, parseAs: 'stream' } as const;
+        const res = await awake(ctx, async () => (await ctx.api.answer(ctx.api.client.GET('/api/sandboxes/{name}/files/content', file))).response);
+        const name = /filename="?([^";]+)"?/.exec(res.headers.get('content-disposition') ?? '')?.[1] ?? path.basename(remote(from)!);
         const target = fs.existsSync(to) && fs.statSync(to).isDirectory() ? path.join(to, path.basename(name)) : to;
-        await pipeline(res, fs.createWriteStream(target));
+        await pipeline(Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), fs.createWriteStream(target));
         note(`${remote(from)} → ${target}`);
       } else if (remote(to) !== undefined && remote(from) === undefined) {
         const size = fs.statSync(from).size;
         let dest = remote(to)!;
         if (dest.endsWith('/')) dest += path.basename(from);
-        const done = await awake(ctx, () => ctx.api.json(`sandboxes/${sb}/files/content?path=${encodeURIComponent(dest)}`, { method: 'PUT', body: fs.createReadStream(from), length: size }));
+        // the route reads the body as bytes (no JSON schema describes it): sent as a stream with its length
+        const done = await awake(ctx, () => ctx.api.call(ctx.api.client.PUT('/api/sandboxes/{name}/files/content', {
+          params: { path: { name: sb }, query: { path: dest } }, headers: { 'content-type': 'application/octet-stream', 'content-length': String(size) },
+          body: Readable.toWeb(fs.createReadStream(from)) as never, bodySerializer: (b: unknown) => b, duplex: 'half',
+        })));
         note(`${from} → ${done.path} (${done.size} bytes)`);
       } else {
         throw new UsageError('one of SOURCE and DEST must be sandbox:/path, the other a local path');
@@ -307,7 +320,7 @@ export const commands: Record<string, Command> = {
       if (code !== 0) return code;
       const deadline = Date.now() + 120_000;
       for (;;) {
-        const urls: string[] = (await ctx.api.json(`sandboxes/${sb}`)).tunnel_urls ?? [];
+        const urls: string[] = (await sandbox(ctx, sb)).tunnel_urls ?? [];
         const ok = await Promise.all(urls.map((u) => answers(ctx, u)));
         if (urls.length && ok.every(Boolean)) { for (const u of urls) out(u); return 0; }
         if (Date.now() > deadline) {
@@ -344,7 +357,7 @@ export const commands: Record<string, Command> = {
     async run(ctx) {
       const [verb, name] = ctx.args;
       if (verb === 'list' && ctx.args.length === 1) {
-        for (const s of await ctx.api.json<Array<{ name: string; scope: 'all' | string[]; updated_at: string }>>('me/secrets')) {
+        for (const s of await ctx.api.call(ctx.api.client.GET('/api/me/secrets'))) {
           out(`${s.name.padEnd(32)} ${(s.scope === 'all' ? 'all sandboxes' : s.scope.join(',')).padEnd(40)} ${s.updated_at}`);
         }
         return;
@@ -353,12 +366,12 @@ export const commands: Record<string, Command> = {
         if (process.stdin.isTTY) note(`type the value of ${name}, then Ctrl-D (a final newline is dropped)`);
         const value = (await readAll(process.stdin)).replace(/\r?\n$/, '');
         const sandboxes = ctx.options.sandbox as string[] | undefined;
-        const s = await ctx.api.json(`me/secrets/${encodeURIComponent(name)}`, { method: 'PUT', json: { value, ...(sandboxes?.length ? { scope: sandboxes } : {}) } });
+        const s = await ctx.api.call(ctx.api.client.PUT('/api/me/secrets/{name}', { params: { path: { name } }, body: { value, ...(sandboxes?.length ? { scope: sandboxes } : {}) } }));
         out(`${s.name} set for ${s.scope === 'all' ? 'all sandboxes' : s.scope.join(', ')}`);
         return;
       }
       if (verb === 'rm' && name && ctx.args.length === 2) {
-        await ctx.api.json(`me/secrets/${encodeURIComponent(name)}`, { method: 'DELETE' });
+        await ctx.api.call(ctx.api.client.DELETE('/api/me/secrets/{name}', { params: { path: { name } } }));
         out(`${name} removed`);
         return;
       }

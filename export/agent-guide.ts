@@ -72,6 +72,9 @@ In the compose file:
 - the app must listen on \`0.0.0.0\` inside its container (an app on 127.0.0.1 gets an error page);
 - label \`tunnel.subdomain: web\` on a service gives it \`https://<sandbox>-web.${a.domain}${a.port === 443 ? '' : `:${a.port}`}\`;
   without it the address is \`https://<sandbox without svc->-<project>-<container>-port<host port>.${a.domain}${a.port === 443 ? '' : `:${a.port}`}\`;
+- every address is public; label \`tunnel.visibility: owner\` (the sandbox's owner and admins) or \`authenticated\`
+  (any user of this service) makes it private: browsers sign in, scripts send \`Authorization: Bearer <token>\`
+  (the app never sees it), others get 403; a private app's \`-tcp\` twin is refused;
 - use a fixed image tag per release (\`myapp:1.4.2\`, not \`latest\`); changed services are recreated, volumes kept;
 - \`restart: unless-stopped\` (or \`always\`): only such containers start again when the sandbox wakes.
 

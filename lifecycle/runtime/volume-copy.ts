@@ -53,15 +53,23 @@ export async function copySandboxVolumes(deps: VolumeCopyDeps, from: string, to:
   // -a with xattr asked for by name: a lost extended attribute fails the copy (with -a alone cp goes on)
   const script = `rc=0; pids=''; for k in ${keys.join(' ')}; do cp -a --preserve=xattr /from/$k/. /to/$k/ & pids="$pids $!"; done; ` +
     `for p in $pids; do wait $p || rc=1; done; [ $rc = 0 ] && rm -rf ${OWN_IDENTITY.map((p) => `/to/docker/${p}`).join(' ')}; exit $rc`;
+  // The helper is started before the pause and copies once told on its stdin, so the pause covers the
+  // copy alone, not the container's start. Its stdin closing untold (this process died) ends it uncopied.
   const helper = await deps.docker.createContainer({
     name: `${to}-mover-${Date.now()}`,
     Image: deps.image,
-    Entrypoint: ['sh', '-c', script],
+    Entrypoint: ['sh', '-c', `read -r go || exit 3; ${script}`],
+    OpenStdin: true,
+    StdinOnce: true,
     Labels: { ...deps.helperLabels, [LABEL_FORK_SOURCE]: from },
     HostConfig: { NetworkMode: 'none', Binds: binds },
   });
   let pausedAt: number | undefined;
+  let stdin: NodeJS.ReadWriteStream | undefined;
   try {
+    stdin = await helper.attach({ stream: true, stdin: true, hijack: true });
+    const exited = helper.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
+    await helper.start();
     const info = await source.inspect().catch((err) => {
       if (statusCode(err) === 404) return null; // deep sleep: only its volumes
       throw err;
@@ -70,8 +78,7 @@ export async function copySandboxVolumes(deps: VolumeCopyDeps, from: string, to:
       await source.pause();
       pausedAt = Date.now();
     }
-    const exited = helper.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
-    await helper.start();
+    stdin.end('go\n');
     let late = false;
     const timer = setTimeout(() => { late = true; void helper.kill().catch(() => undefined); }, COPY_DEADLINE_MS);
     const { StatusCode } = await exited.finally(() => clearTimeout(timer));
@@ -81,6 +88,7 @@ export async function copySandboxVolumes(deps: VolumeCopyDeps, from: string, to:
       throw new Error(`copying the volumes of "${from}" failed (cp exit ${StatusCode}): ${logText(logs).slice(-STDERR_KEPT)}`);
     }
   } finally {
+    (stdin as { destroy?: () => void } | undefined)?.destroy?.();
     if (pausedAt !== undefined) {
       await source.unpause().catch((err) => {
         // 409: not paused any more (stopped meanwhile); anything else is left for the reconcile pass

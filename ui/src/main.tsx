@@ -7,6 +7,7 @@ import { SandboxList } from './pages/sandboxes.tsx';
 import { SandboxPanel } from './pages/sandbox.tsx';
 import { Tokens } from './pages/tokens.tsx';
 import { SshKeys } from './pages/ssh-keys.tsx';
+import { Secrets } from './pages/secrets.tsx';
 import { Account } from './pages/account.tsx';
 import { Admin } from './pages/admin.tsx';
 import './style.css';
@@ -55,7 +56,7 @@ function App() {
     setUser(null);
   };
   const [page = 'sandboxes', name] = route;
-  const nav = [['sandboxes', 'Sandboxes'], ['tokens', 'Access tokens'], ['ssh-keys', 'SSH keys'], ['account', 'Account'], ...(user.admin ? [['admin', 'Admin']] : [])];
+  const nav = [['sandboxes', 'Sandboxes'], ['tokens', 'Access tokens'], ['ssh-keys', 'SSH keys'], ['secrets', 'Secrets'], ['account', 'Account'], ...(user.admin ? [['admin', 'Admin']] : [])];
   return (
     <>
       <header class="top">
@@ -71,6 +72,7 @@ function App() {
         {page === 'sandboxes' && name && <SandboxPanel name={name} />}
         {page === 'tokens' && <Tokens />}
         {page === 'ssh-keys' && <SshKeys />}
+        {page === 'secrets' && <Secrets />}
         {page === 'account' && <Account />}
         {page === 'admin' && user.admin && <Admin />}
       </main>

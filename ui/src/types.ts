@@ -30,6 +30,8 @@ export interface Me extends User { quotas: Quotas; usage: { sandboxes: number; r
 
 export interface Token { id: string; name?: string; sandbox?: string; created_at: string; revoked_at?: string; last_used_at?: string }
 export interface SshKey { id: string; key: string; fingerprint: string; created_at: string }
+/** A secret as GET /me/secrets shows it: never its value. */
+export interface Secret { name: string; scope: 'all' | string[]; created_at: string; updated_at: string }
 export interface FileEntry { name: string; type: 'dir' | 'file' | 'link' | 'other'; size: number; mtime: string }
 export interface Volume { name: string; path: string; project?: string | null; containers: Array<{ name: string; service?: string | null; running: boolean; mount: string }> }
 

@@ -151,6 +151,15 @@ export const commands: Record<string, Command> = {
       out(`${s.name}  ${s.status}`);
     },
   },
+  fork: {
+    usage: 'svc fork NEW',
+    help: "Fork the sandbox into a new one named NEW: a copy of its files, images and containers, running, with its own addresses (needs a full token: the export folder's, limited to the sandbox, cannot).",
+    async run(ctx) {
+      const [name] = exactArgs(ctx, 1, 'one NEW name: svc fork NEW');
+      const s = await ctx.api.call(ctx.api.client.POST('/api/sandboxes/{name}/fork', { params: { path: { name: sandboxOf(ctx) } }, body: { name: name! } }));
+      out(`${s.name}  ${s.status}`);
+    },
+  },
   start: {
     usage: 'svc start',
     help: 'Wake the sandbox; returns once it runs (a second or two, a few more from deep sleep).',

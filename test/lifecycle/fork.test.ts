@@ -3,6 +3,7 @@
 // throughout; the two sandboxes share nothing after the fork.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
@@ -209,6 +210,26 @@ describe('fork a sandbox', () => {
       await browser.close();
     }
     await t.service.lifecycle.sleep(`svc-fku-${t.config.redisPrefix}`, 'test: done with it');
+  });
+
+  it('forks with the served user CLI (svc fork NEW) and a full token; the export folder\'s limited token is refused with the reason', async () => {
+    const folder = path.join(sb.dir, 'cli');
+    fs.mkdirSync(folder);
+    fs.copyFileSync(sb.ca, path.join(folder, 'service-ca.pem'));
+    const cli = path.join(folder, 'svc.mjs');
+    await run('curl', ['-sSf', '--cacert', sb.ca, '-o', cli, `https://localhost:${t.config.httpsPort}/cli/svc.mjs`]);
+    const svc = async (token: string, args: string[]) => {
+      fs.writeFileSync(path.join(folder, 'svc.env'), `SVC_URL=https://localhost:${t.config.httpsPort}/api\nSVC_TOKEN=${token}\nSVC_SANDBOX=${source}\n`, { mode: 0o600 });
+      return run(process.execPath, [cli, ...args], { cwd: folder, env: { PATH: process.env.PATH!, HOME: folder } }).then((r) => ({ code: 0, ...r }), (err) => ({ code: err.code as number, stdout: err.stdout as string, stderr: err.stderr as string }));
+    };
+    const made = await svc(alice.token, ['fork', `fkc-${t.config.redisPrefix}`]);
+    assert.equal(made.code, 0, made.stderr);
+    assert.equal(made.stdout, `svc-fkc-${t.config.redisPrefix}  running\n`);
+    assert.equal(await inSandbox(`svc-fkc-${t.config.redisPrefix}`, 'cat /home/notes.txt'), 'hello\n');
+    const refused = await svc(await t.limitedToken(alice.id, source), ['fork', `fkr-${t.config.redisPrefix}`]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /limited to one sandbox cannot fork/);
+    await t.service.lifecycle.sleep(`svc-fkc-${t.config.redisPrefix}`, 'test: done with it');
   });
 
   it('ends, at the next reconcile pass, a pause that no copy holds (a fork whose process was killed mid-copy)', async () => {

@@ -5115,6 +5115,8 @@ export interface components {
             apps: {
                 url: string;
                 answers: boolean;
+                /** @description Present for a private address (its tunnel.visibility label): who may reach it; absent means public. */
+                visibility?: "authenticated" | "owner";
             }[];
             extras: {
                 [key: string]: string;

@@ -90,7 +90,7 @@ export class SandboxCommands {
     const argv = typeof input.command === 'string' ? ['sh', '-c', input.command] : input.command;
     const stderr = new PassThrough();
     const began = Date.now();
-    this.lifecycle.recordActivity(sandbox);
+    this.lifecycle.clock.recordActivity(sandbox);
     const withSecrets = await this.secretsFor(sandbox, (line) => stderr.write(line));
     const proc = await this.exec.start(sandbox, [...withSecrets, 'timeout', '-k', String(KILL_AFTER_S), String(timeoutS), ...argv], {
       stdin: input.stdin !== undefined,
@@ -103,7 +103,7 @@ export class SandboxCommands {
     }
     let guarded = false;
     const guard = setTimeout(() => { guarded = true; proc.stdout.destroy(); }, timeoutS * 1000 + GUARD_MS);
-    const activity = setInterval(() => this.lifecycle.recordActivity(sandbox), ACTIVITY_EVERY_MS);
+    const activity = setInterval(() => this.lifecycle.clock.recordActivity(sandbox), ACTIVITY_EVERY_MS);
     const done = proc.done
       .then(({ exitCode }) => {
         const ms = Date.now() - began;
@@ -117,7 +117,7 @@ export class SandboxCommands {
         clearTimeout(guard);
         clearInterval(activity);
         stderr.end();
-        this.lifecycle.recordActivity(sandbox);
+        this.lifecycle.clock.recordActivity(sandbox);
       });
     done.catch(() => undefined); // the caller awaits it after reading the streams
     return { stdout: proc.stdout, stderr, done };
@@ -131,7 +131,7 @@ export class SandboxCommands {
     await this.wakeIfAsleep(sandbox);
     const withSecrets = await this.secretsFor(sandbox, () => undefined);
     const term = await this.exec.startTerminal(sandbox, [...withSecrets, 'sh', '-c', 'command -v bash >/dev/null && exec bash -l || exec sh -l'], size);
-    return { ...term, typed: () => this.lifecycle.recordActivity(sandbox) };
+    return { ...term, typed: () => this.lifecycle.clock.recordActivity(sandbox) };
   }
 
   /**

@@ -241,7 +241,7 @@ export class SandboxFiles {
       throw await this.execFailure(sandbox, err);
     }
     if (result.exitCode !== 0) throw this.failure(result, p);
-    this.lifecycle.recordActivity(sandbox);
+    this.lifecycle.clock.recordActivity(sandbox);
     return { stdout: result.stdout };
   }
 

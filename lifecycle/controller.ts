@@ -6,7 +6,7 @@ import type { Logger } from '../core/logger.ts';
 import { notRunning } from '../core/sandbox-status.ts';
 import type { LifecycleQueue } from '../queue/index.ts';
 import type { SandboxRecord, UserRecord, Store } from '../store/index.ts';
-import { normaliseDeepSleepAfter, normaliseIdleTimeout, parseDuration } from './durations.ts';
+import { normaliseDeepSleepAfter, normaliseIdleTimeout } from './durations.ts';
 import { issueEngineCerts } from './engine-certs.ts';
 import { KeyedLock } from '../core/keyed-lock.ts';
 import type { RedisLeases } from '../core/redis-lease.ts';
@@ -25,19 +25,19 @@ import type { ServiceMetrics, WakeKind } from '../core/metrics.ts';
 import { deepSleepAt, engineHost, type SandboxSummary, type SandboxView } from './view.ts';
 import { finishArchive, newArchivePath } from './archive.ts';
 import { moveDeps } from './move-deps.ts';
-import { writeAuthorizedKeys } from './host-commands.ts';
 import { installManagerTool, managerAccess } from './manager-access.ts';
 import { reconcile } from './reconcile.ts';
 import { forkSandbox } from './fork.ts';
 import { recoverMoves, type MoveDeps } from './move.ts';
 import { HostSetRuntime } from './runtime/host-set-runtime.ts';
 import { SandboxViews } from './sandbox-views.ts';
+import { SessionClock } from './session-clock.ts';
+import { SshKeySync } from './ssh-key-sync.ts';
 
 export const DEFAULT_IDLE_TIMEOUT = '30m';
 /** Like Daytona's auto-archive: a week asleep, then only the volumes stay. */
 export const DEFAULT_DEEP_SLEEP_AFTER = '7d';
 const ENGINE_READY_TIMEOUT_MS = 60_000;
-const MAX_RENEWAL_INTERVAL_MS = 60_000;
 
 export interface CreateSandboxInput {
   name?: string;
@@ -93,10 +93,13 @@ export interface Wake {
 export class Lifecycle {
   private readonly lock: KeyedLock;
   private readonly wakes = new Map<string, Wake>();
-  /** Last renewal per sandbox and its idle timeout, for activity throttling. */
-  private readonly renewals = new Map<string, { at: number; idleMs: number }>();
   private readonly log: Logger;
-  private readonly views: SandboxViews;
+  /** The API's records and lists of sandboxes. */
+  readonly views: SandboxViews;
+  /** Idle sessions: opened by a wake, renewed by activity (`clock.recordActivity`). */
+  readonly clock: SessionClock;
+  /** Owners' SSH keys in their sandboxes (`sshKeys.syncOwner` after a change). */
+  readonly sshKeys: SshKeySync;
   /** A reconcile pass's recovery of interrupted moves, while it runs (a copy takes longer than a pass). */
   private recovering?: Promise<void>;
 
@@ -104,6 +107,9 @@ export class Lifecycle {
     this.log = deps.logger.child({ part: 'lifecycle' });
     this.lock = new KeyedLock(deps.leases);
     this.views = new SandboxViews({ ...deps, state: (name) => this.observe(name, true) });
+    const held = { log: this.log, exclusive: <T>(name: string, work: () => Promise<T>) => this.exclusive(name, work), status: (name: string) => this.status(name) };
+    this.clock = new SessionClock({ ...deps, ...held, waking: (name) => this.wakes.has(name) });
+    this.sshKeys = new SshKeySync({ ...deps, ...held });
   }
 
   /** One transition of a sandbox at a time: in this process (KeyedLock), then across processes (lease). */
@@ -291,106 +297,21 @@ export class Lifecycle {
     // Its apps may answer before its engine does: no running sandbox is ever without a session,
     // even if this process dies in the wait below. Opened again once the engine answers, so the
     // countdown starts from a usable sandbox.
-    await this.openSession(record);
+    await this.clock.open(record);
     if (record.certs) {
       const engine = runtime.innerEngine(record.name, state.address, record.certs);
       await waitForInnerEngine(engine, ENGINE_READY_TIMEOUT_MS);
       await this.deps.apps.watch(record.name, engine);
     }
-    await this.openSession(record);
-    await this.pushSshKeys(record, owner);
+    await this.clock.open(record);
+    await this.sshKeys.push(record, owner);
     this.log.info({ sandbox: record.name, ms: Date.now() - began }, 'sandbox running');
     if (from && !opts.creating) this.deps.metrics?.wakeDone(from, Date.now() - began);
     return state;
   }
 
-  private async pushSshKeys(record: SandboxRecord, known?: UserRecord): Promise<void> {
-    const owner = known ?? (await this.deps.store.users.get(record.owner_id));
-    await writeAuthorizedKeys(this.deps.runtime.exec, record.name, (owner?.ssh_keys ?? []).map((k) => k.key).join('\n'));
-  }
-
-  /**
-   * The owner's SSH keys changed (the store already says so): running sandboxes accept exactly the
-   * new set at once; others on wake. Each sandbox on its own: one whose engine does not answer is
-   * marked (SshKeyMarks) and the next reconcile pass writes its keys; the others are written now.
-   */
-  async syncSshKeys(ownerId: string): Promise<void> {
-    for (const record of await this.deps.store.sandboxes.listByOwner(ownerId)) {
-      if (record.archived_at) continue;
-      try {
-        await this.exclusive(record.name, async () => {
-          if ((await this.status(record.name)).status === 'running') await this.pushSshKeys(record);
-        });
-      } catch (err) {
-        this.log.warn({ sandbox: record.name, err }, 'SSH keys not written; the next reconcile pass writes them');
-        await this.deps.sshKeyMarks.mark(record.name);
-      }
-    }
-  }
-
-  /** A reconcile pass: a marked sandbox gets its owner's keys now if it runs (a sleeping one gets them on wake). */
-  private async pushMarkedSshKeys(record: SandboxRecord, running: boolean): Promise<void> {
-    if (!(await this.deps.sshKeyMarks.take(record.name))) return;
-    try {
-      if (running) {
-        await this.exclusive(record.name, async () => {
-          if ((await this.status(record.name)).status === 'running') await this.pushSshKeys(record);
-        });
-      }
-    } catch (err) {
-      await this.deps.sshKeyMarks.mark(record.name);
-      throw err;
-    }
-  }
-
   private async containerSpec(record: SandboxRecord): Promise<ContainerSpec> {
     return containerSpec(record, await this.deps.store.users.get(record.owner_id), this.deps.config);
-  }
-
-  /** Opens or extends the idle session to now + idle_timeout, and makes sure a timer fires by then. */
-  private async openSession(record: SandboxRecord): Promise<number> {
-    const idleMs = parseDuration(record.idle_timeout) ?? parseDuration('87600h')!;
-    const now = Date.now();
-    const expiresAt = now + idleMs;
-    const existing = await this.deps.sessions.get(record.name);
-    let timerAt = existing?.timerAt ?? 0;
-    if (timerAt <= now || expiresAt < timerAt) {
-      timerAt = expiresAt;
-      await this.deps.queue.scheduleIdleCheck(record.name, timerAt);
-    }
-    await this.deps.sessions.set(record.name, { expiresAt, timerAt });
-    this.renewals.set(record.name, { at: now, idleMs });
-    return expiresAt;
-  }
-
-  /**
-   * Activity from the edge or engine traffic (spec 3, rule 2). Cheap and synchronous: it renews
-   * the session at most once per min(60 s, idle_timeout / 4), so steady traffic keeps even a
-   * short-timeout sandbox awake. Activity never wakes a sandbox.
-   */
-  recordActivity(name: string): void {
-    if (this.wakes.has(name)) return; // the wake opens the session itself, once its container runs and again at its end
-    const now = Date.now();
-    const last = this.renewals.get(name);
-    const interval = last ? Math.min(MAX_RENEWAL_INTERVAL_MS, last.idleMs / 4) : 0;
-    if (last && now - last.at < interval) return;
-    this.renewals.set(name, { at: now, idleMs: last?.idleMs ?? MAX_RENEWAL_INTERVAL_MS * 4 });
-    void this.renew(name).catch((err) => this.log.warn({ sandbox: name, err }, 'session renewal failed'));
-  }
-
-  private async renew(name: string): Promise<void> {
-    const record = await this.deps.store.sandboxes.get(name);
-    if (!record || record.archived_at) return;
-    if (await this.deps.sessions.get(name)) {
-      await this.openSession(record);
-      return;
-    }
-    // Traffic to a running sandbox without a session (its wake's process was killed, Redis lost
-    // it): open one now rather than at the next reconcile, under the lock so a sleep under way
-    // finishes first (traffic never wakes a sandbox).
-    await this.exclusive(name, async () => {
-      if (!(await this.deps.sessions.get(name)) && (await this.status(name)).status === 'running') await this.openSession(record);
-    });
   }
 
   /** POST keep-awake: restarts the idle countdown of a running sandbox; never wakes one. */
@@ -398,7 +319,7 @@ export class Lifecycle {
     const record = await this.record(name);
     const state = await this.status(name);
     if (state.status !== 'running') throw notRunning(name, state.status);
-    await this.openSession(record);
+    await this.clock.open(record);
     return this.view(record);
   }
 
@@ -434,7 +355,7 @@ export class Lifecycle {
     await this.deps.admission.stopped(name);
     this.deps.metrics?.slept('sleep');
     await this.deps.sessions.close(name);
-    this.renewals.delete(name);
+    this.clock.forget(name);
     await this.scheduleDeepSleep(record, await this.status(name));
   }
 
@@ -496,7 +417,7 @@ export class Lifecycle {
         this.deps.apps.unwatch(name);
         await this.deps.sessions.close(name);
         await this.deps.admission.stopped(name);
-        this.renewals.delete(name);
+        this.clock.forget(name);
       },
       placed: (name) => this.deps.news.tell({ op: 'placed', sandbox: name }),
       logger: this.log,
@@ -516,11 +437,11 @@ export class Lifecycle {
     await reconcile({ ...this.deps, log: this.log }, {
       exclusive: (name, work) => this.exclusive(name, work),
       state: (name) => this.status(name),
-      openSession: (record) => this.openSession(record),
+      openSession: (record) => this.clock.open(record),
       onIdleCheck: (name, at) => this.onIdleCheck(name, at),
       onDeepSleep: (name, at) => this.onDeepSleep(name, at),
       finishArchive: (record) => this.finishArchive(record),
-      pushMarkedSshKeys: (record, running) => this.pushMarkedSshKeys(record, running),
+      pushMarkedSshKeys: (record, running) => this.sshKeys.pushMarked(record, running),
       sleepIfRunning: (name, reason) => this.sleepIfRunning(name, reason),
     });
   }
@@ -534,7 +455,7 @@ export class Lifecycle {
       const record = { ...current, ...(idle && { idle_timeout: idle }), ...(deep && { deep_sleep_after: deep }) };
       const state = await this.status(name); // an engine that cannot be asked: 503 before the record changes
       await this.deps.store.sandboxes.put(record);
-      if (idle && state.status === 'running') await this.openSession(record);
+      if (idle && state.status === 'running') await this.clock.open(record);
       if (deep) await this.scheduleDeepSleep(record, state);
       return this.view(record);
     });
@@ -576,7 +497,7 @@ export class Lifecycle {
       this.log.info({ sandbox: name, archive: record.archive_path }, 'archiving sandbox');
       await this.deps.admission.stopped(name);
       await this.deps.sessions.close(name);
-      this.renewals.delete(name);
+      this.clock.forget(name);
       try {
         await this.finishArchive(record);
       } catch (err) {

@@ -91,7 +91,7 @@ export class LifecycleEdgeBackend implements EdgeBackend {
   }
 
   recordActivity(sandbox: string): void {
-    this.lifecycle.recordActivity(sandbox);
+    this.lifecycle.clock.recordActivity(sandbox);
   }
 
   onSleeping(listener: (sandbox: string) => void): () => void {

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 
 /**
- * Sandboxes whose root authorized_keys may still hold keys their owner removed: syncSshKeys could
+ * Sandboxes whose root authorized_keys may still hold keys their owner removed: sshKeys.syncOwner could
  * not write them (the engine did not answer). Kept in Redis so whichever process runs the next
  * reconcile pass writes them; a sandbox that wakes gets the keys anyway.
  */

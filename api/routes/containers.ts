@@ -114,7 +114,7 @@ export const containerRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycl
       if (action === 'restart') await container.restart({ t: 10 });
       else if (action === 'stop') await container.stop({ t: 10 });
       else await container.start();
-      lifecycle.recordActivity(record.name);
+      lifecycle.clock.recordActivity(record.name);
       return { id: request.params.id.slice(0, 12), state: (await container.inspect()).State.Status };
     } catch (err) {
       const code = (err as { statusCode?: number }).statusCode;

@@ -112,7 +112,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Lif
         if (paused) return;
         emitted = parseEventId(event.id) ?? emitted;
         write(`id: ${event.id}\nevent: log\ndata: ${JSON.stringify(event)}\n\n`);
-        lifecycle.recordActivity(name);
+        lifecycle.clock.recordActivity(name);
       },
       container(event) {
         if (paused) return;

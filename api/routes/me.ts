@@ -90,7 +90,7 @@ export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Life
     forbidLimited(principal, 'change SSH keys');
     const key = await addSshKey(store, principal.user.id, body.key);
     await request.audit('ssh_key.add', { target: key.fingerprint });
-    await lifecycle.syncSshKeys(principal.user.id);
+    await lifecycle.sshKeys.syncOwner(principal.user.id);
     reply.status(201);
     return key;
   });
@@ -102,7 +102,7 @@ export const meRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycle: Life
     forbidLimited(principal, 'change SSH keys');
     const key = await removeSshKey(store, principal.user.id, params.id);
     await request.audit('ssh_key.remove', { target: key.fingerprint });
-    await lifecycle.syncSshKeys(principal.user.id);
+    await lifecycle.sshKeys.syncOwner(principal.user.id);
     return key;
   });
 };

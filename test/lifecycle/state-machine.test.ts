@@ -214,7 +214,7 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     const [awayBefore, nearBefore] = [writes(away), writes(near)];
     m.runtime.unreachableSandboxes.set(away, 'connect ECONNREFUSED 10.0.0.9:2376');
     try {
-      await m.lifecycle.syncSshKeys(m.owner.id); // the store change happened: no 503
+      await m.lifecycle.sshKeys.syncOwner(m.owner.id); // the store change happened: no 503
       assert.equal(writes(near), nearBefore + 1, 'the reachable sandbox got the new keys at once');
       assert.equal(writes(away), awayBefore, 'the engine that is away was not written');
     } finally {

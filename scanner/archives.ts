@@ -12,7 +12,7 @@ import { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
 import yauzl from 'yauzl';
-import { FileScan, pathMatches, UnscannableLayer, type Flag, type HeldArchive } from './file-scan.ts';
+import { archiveKind, FileScan, HEAD_BYTES, pathMatches, UnscannableLayer, type Flag, type HeldArchive } from './file-scan.ts';
 import type { RuleSet } from './rule-set.ts';
 
 export interface ArchiveLimits {
@@ -176,8 +176,8 @@ async function readGzip(bytes: Buffer, path: string, depth: number, ctx: Archive
     }
   })();
   const stream = Readable.from(counted, { objectMode: false });
-  const head = await firstBytes(stream);
-  if (head.length >= 263 && head.toString('latin1', 257, 262) === 'ustar') return readTar(stream, path, depth + 1, ctx);
+  const head = await firstBytes(stream, HEAD_BYTES);
+  if (archiveKind(head) === 'tar') return readTar(stream, path, depth + 1, ctx);
   const base = path.slice(path.lastIndexOf('/') + 1).replace(/\.gz$/i, '');
   // The compressed file is one member: its bytes were charged above, so it is counted here as a member only.
   const file = new FileScan(ctx.rules, `${path}!/${base}`, pathMatches(ctx.rules, base), ctx.flag, ctx.budget.limits.maxHeld);
@@ -187,8 +187,11 @@ async function readGzip(bytes: Buffer, path: string, depth: number, ctx: Archive
   if (nested) await openArchive(nested, `${path}!/${base}`, depth + 1, ctx);
 }
 
-/** Waits for the first bytes of a stream and puts them back. Empty stream → empty buffer. */
-export async function firstBytes(stream: Readable): Promise<Buffer> {
+/**
+ * Waits for the first `min` bytes of a stream (or all of a shorter one: `read(min)` gives what is
+ * left once the stream has ended) and puts them back. Empty stream → empty buffer.
+ */
+export async function firstBytes(stream: Readable, min: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const done = () => {
       stream.off('readable', onReadable);
@@ -196,7 +199,7 @@ export async function firstBytes(stream: Readable): Promise<Buffer> {
       stream.off('end', onEnd);
     };
     const onReadable = () => {
-      const chunk = stream.read() as Buffer | null;
+      const chunk = stream.read(min) as Buffer | null;
       if (chunk === null) return;
       done();
       stream.unshift(chunk);

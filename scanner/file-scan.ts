@@ -23,11 +23,28 @@ export interface HeldArchive {
 /** Content of name-matched credential files is read up to this many bytes to check it. */
 const CONDITIONAL_READ = 1024 * 1024;
 
-/** The archive a file's first bytes announce: zip (jar, war, whl, egg, docx…), gzip (.gz, .tgz), tar. */
+/** How many first bytes of a file decide what it is: one tar header. */
+export const HEAD_BYTES = 512;
+
+/**
+ * A tar header: "ustar" at 257 and a checksum that adds up. The magic alone is not enough: source
+ * files quote it (tar-stream's own headers.js has it at 257), and such a file must be read as text,
+ * not fail as a broken archive and make its whole layer unscannable.
+ */
+function isTarHeader(head: Buffer): boolean {
+  if (head.length < HEAD_BYTES || head.toString('latin1', 257, 262) !== 'ustar') return false;
+  const field = head.toString('latin1', 148, 156).replace(/[\0 ]+$/, '').trimStart();
+  if (!/^[0-7]{1,7}$/.test(field)) return false;
+  let sum = 8 * 0x20; // the checksum field itself counts as spaces
+  for (let i = 0; i < HEAD_BYTES; i++) if (i < 148 || i >= 156) sum += head[i]!;
+  return sum === parseInt(field, 8);
+}
+
+/** The archive a file's first bytes (HEAD_BYTES of them, or the whole file) announce: zip (jar, war, whl, egg, docx…), gzip (.gz, .tgz), tar. */
 export function archiveKind(head: Buffer): ArchiveKind | undefined {
   if (head.length >= 4 && (head.readUInt32LE(0) === 0x04034b50 || head.readUInt32LE(0) === 0x06054b50)) return 'zip';
   if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
-  if (head.length >= 263 && head.toString('latin1', 257, 262) === 'ustar') return 'tar';
+  if (isTarHeader(head)) return 'tar';
   return undefined;
 }
 
@@ -64,7 +81,8 @@ export class FileScan {
   private kept: Buffer[] | undefined;
   private keptBytes = 0;
   private readonly fileHash;
-  private first = true;
+  /** The first bytes, until HEAD_BYTES of them decide what the file is. */
+  private head: Buffer | undefined = Buffer.alloc(0);
   private binary = false;
   private archive: ArchiveKind | undefined;
   private held: Buffer[] = [];
@@ -85,11 +103,25 @@ export class FileScan {
 
   feed(chunk: Buffer): void {
     this.fileHash?.update(chunk);
-    if (this.first) {
-      this.first = false;
-      this.archive = archiveKind(chunk);
-      this.binary = !this.archive && isUnreadable(chunk);
+    if (this.head) {
+      // a file's kind is decided on its first HEAD_BYTES, however its bytes are cut into chunks
+      this.head = Buffer.concat([this.head, chunk]);
+      if (this.head.length < HEAD_BYTES) return;
+      chunk = this.decide();
     }
+    this.take(chunk);
+  }
+
+  /** Decides the file's kind on the bytes held so far; returns them to be taken. */
+  private decide(): Buffer {
+    const head = this.head!;
+    this.head = undefined;
+    this.archive = archiveKind(head);
+    this.binary = !this.archive && isUnreadable(head);
+    return head;
+  }
+
+  private take(chunk: Buffer): void {
     if (this.archive) {
       this.heldBytes += chunk.length;
       if (this.heldBytes > this.maxHeld) throw new UnscannableLayer(`${this.path}: an archive larger than ${this.maxHeld} bytes is not opened`);
@@ -106,6 +138,7 @@ export class FileScan {
 
   /** Flags what the file holds; returns the archive to open, if it is one. */
   end(): HeldArchive | undefined {
+    if (this.head?.length) this.take(this.decide());
     const fingerprint = this.fileHash?.digest('hex').slice(0, 16);
     const head = this.kept ? Buffer.concat(this.kept).subarray(0, CONDITIONAL_READ).toString('latin1') : '';
     for (const m of this.matches) if (!m.content || m.content.test(head)) this.flag(this.path, m.rule, { fingerprint });

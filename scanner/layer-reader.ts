@@ -145,7 +145,7 @@ export async function scanLayer(
   const gitStores = new GitStores(archives.budget.limits.maxHeld);
   const archiveCost = () => ({ members: archives.budget.members, bytes: archives.budget.bytes, ms: Math.round(archives.budget.ms) });
   try {
-    const head = await firstBytes(tap);
+    const head = await firstBytes(tap, 4); // gzip or zstd magic
     let decompress: Transform | PassThrough;
     let child: ReturnType<typeof spawn> | undefined;
     if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) {

@@ -91,8 +91,8 @@ export class RuleSet {
       .update(JSON.stringify(this.rules.map((r) => [r.id, r.keywords, r.regex.source, r.regex.flags, r.entropy, r.path?.source])))
       .update(extra.source ?? '')
       // What the layer reader opens is part of a layer's verdict too: a layer read before archives and `.git`
-      // folders were opened (issue 32) is read again.
-      .update('reads: files, archives, git history')
+      // folders were opened (issue 32), or before a tar was told by its header checksum, is read again.
+      .update('reads: files, archives (told by a whole first header), git history')
       .digest('hex')
       .slice(0, 16);
   }

@@ -208,6 +208,21 @@ describe('layer reader', () => {
     assert.equal((await scanLayer(Readable.from([blob]), { digest: sha256(blob) })).state, 'clean');
   });
 
+  it('reads a file that quotes the tar magic as text (tar-stream\'s own headers.js), and opens a tar however its first bytes are cut', async () => {
+    // "ustar" at offset 257 with no valid header checksum: a source file, not an archive
+    const quoting = Buffer.concat([Buffer.from('// tar headers\n'.padEnd(257, '/')), Buffer.from('ustar\0\n'), Buffer.from(`${pem('RSA')}\n`)]);
+    const text = gzip(await layer([{ path: 'app/node_modules/tar-stream/headers.js', content: quoting }, { path: 'app/src/headers.js', content: quoting }]));
+    const r = await scanLayer(Readable.from([text]), { digest: sha256(text) });
+    assert.equal(r.state, 'flagged', r.reason);
+    assert.ok(r.findings.some((f) => f.path === 'app/src/headers.js' && f.rule === 'private-key'), JSON.stringify(r.findings));
+    // a plain (uncompressed) layer streamed in 100-byte chunks: each member's first chunk is shorter than a tar header
+    const inner = await layer([{ path: 'conf/key.pem', content: pem('RSA') }]);
+    const outer = await layer([{ path: 'srv/bundle.tar', content: inner }]);
+    const chunks = Array.from({ length: Math.ceil(outer.length / 100) }, (_, i) => outer.subarray(i * 100, (i + 1) * 100));
+    const nested = await scanLayer(Readable.from(chunks), { digest: sha256(outer) });
+    assert.deepEqual(nested.findings.map((f) => [f.path, f.rule]), [['srv/bundle.tar!/conf/key.pem', 'private-key']]);
+  });
+
   it('does not read the content of ELF binaries (libraries embed self-test keys) or xz files; opens gzip, and a corrupt one is unscannable', async () => {
     const elf = Buffer.concat([Buffer.from([0x7f, 0x45, 0x4c, 0x46]), Buffer.from(pem('RSA'))]);
     const xz = Buffer.concat([Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0]), Buffer.from(pem('RSA'))]);

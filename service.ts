@@ -13,7 +13,7 @@ import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
 import type { SandboxCounts, ServiceMetrics } from './core/metrics.ts';
 import {
-  applyRunnerPools, AppDirectory, IdleSessions, Lifecycle, LifecycleEdgeBackend, LifecycleNews, openDockerRuntime, openHostSet, Peers, SandboxUsage, SshKeyMarks, procNetTcp,
+  applyRunnerPools, AppDirectory, IdleSessions, Lifecycle, LifecycleEdgeBackend, LifecycleNews, managerAccess, openDockerRuntime, openHostSet, Peers, SandboxUsage, SshKeyMarks, procNetTcp,
   startLifecycleWorker, WakeLimits, type SandboxRuntime,
 } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
@@ -128,7 +128,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     signInGuard: new SignInGuard(redis, config.redisPrefix),
     auditOnce: new AuditOnce(redis, config.redisPrefix),
     caPem: () => serviceCaPem(config, store.serviceKeys),
-    managerAccess: (record) => lifecycle.managerAccess(record),
+    managerAccess: (record) => managerAccess({ apps, state: (name) => lifecycle.status(name), appUrl: (label) => lifecycle.views.appUrl(label) }, record),
     admission,
     wakeLimits,
     audit,

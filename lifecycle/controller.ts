@@ -1,31 +1,24 @@
 import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
-import type { Config } from '../core/config.ts';
 import { errors } from '../core/errors.ts';
 import type { Logger } from '../core/logger.ts';
 import { notRunning } from '../core/sandbox-status.ts';
-import type { LifecycleQueue } from '../queue/index.ts';
-import type { SandboxRecord, UserRecord, Store } from '../store/index.ts';
+import type { SandboxRecord, UserRecord } from '../store/index.ts';
 import { normaliseDeepSleepAfter, normaliseIdleTimeout } from './durations.ts';
 import { issueEngineCerts } from './engine-certs.ts';
 import { KeyedLock } from '../core/keyed-lock.ts';
-import type { RedisLeases } from '../core/redis-lease.ts';
 import { NAME_PREFIX, sandboxName } from './names.ts';
-import { observed, reachable, RuntimeUnreachable, type ContainerSpec, type RuntimeState, type SandboxRuntime, type SandboxState } from './runtime/sandbox-runtime.ts';
+import { observed, reachable, RuntimeUnreachable, type RuntimeState, type SandboxState } from './runtime/sandbox-runtime.ts';
 import { containerSpec } from './container-spec.ts';
-import type { LifecycleNews } from './lifecycle-news.ts';
 import { waitForInnerEngine } from './runtime/inner-engine.ts';
-import type { IdleSessions } from './sessions.ts';
-import type { SshKeyMarks } from './ssh-key-marks.ts';
-import type { AppDirectory } from './apps/app-directory.ts';
-import type { AppEntry } from './apps/app-labels.ts';
 import { generatePassword } from '../core/passwords.ts';
-import type { Admission } from '../accounts/index.ts';
-import type { ServiceMetrics, WakeKind } from '../core/metrics.ts';
-import { deepSleepAt, engineHost, type SandboxSummary, type SandboxView } from './view.ts';
+import type { WakeKind } from '../core/metrics.ts';
+import { engineHost, type SandboxView } from './view.ts';
+import type { CreateSandboxInput, LifecycleDeps, SettingsPatch, Wake } from './lifecycle-deps.ts';
+import { SleepTimers } from './sleep-timers.ts';
 import { finishArchive, newArchivePath } from './archive.ts';
 import { moveDeps } from './move-deps.ts';
-import { installManagerTool, managerAccess } from './manager-access.ts';
+import { installManagerTool } from './manager-access.ts';
 import { reconcile } from './reconcile.ts';
 import { forkSandbox } from './fork.ts';
 import { recoverMoves, type MoveDeps } from './move.ts';
@@ -39,47 +32,7 @@ export const DEFAULT_IDLE_TIMEOUT = '30m';
 export const DEFAULT_DEEP_SLEEP_AFTER = '7d';
 const ENGINE_READY_TIMEOUT_MS = 60_000;
 
-export interface CreateSandboxInput {
-  name?: string;
-  template?: 'default' | 'manager';
-  idle_timeout?: string;
-  deep_sleep_after?: string;
-  /** At most the owner's quota; the quota when absent. */
-  memory_mb?: number;
-  cpus?: number;
-}
-
-export interface SettingsPatch {
-  idle_timeout?: string;
-  deep_sleep_after?: string;
-}
-
-export interface LifecycleDeps {
-  config: Config;
-  store: Store;
-  runtime: SandboxRuntime;
-  sessions: IdleSessions;
-  /** Sandboxes whose SSH keys a change could not reach: reconcile writes them. */
-  sshKeyMarks: SshKeyMarks;
-  /** Sandbox leases across processes (`<prefix>:lease:<sandbox>`). */
-  leases: RedisLeases;
-  queue: LifecycleQueue;
-  apps: AppDirectory;
-  logger: Logger;
-  /** Quotas and the host guard: checked before a record or container is made. */
-  admission: Admission;
-  /** What this process tells the others (a placement a move changed) and hears from them (lifecycle-news.ts). */
-  news: LifecycleNews;
-  metrics?: ServiceMetrics;
-}
-
-/** A wake under way, shared by every caller while it runs. */
-export interface Wake {
-  /** Settles once the sandbox's container runs at its address (its apps and engine may still be starting); rejects when the wake failed. */
-  running: Promise<RuntimeState>;
-  /** Settles once its engine answers too: the whole wake. */
-  done: Promise<RuntimeState>;
-}
+export type { CreateSandboxInput, LifecycleDeps, SettingsPatch, Wake } from './lifecycle-deps.ts';
 
 /**
  * The sandbox state machine of spec section 3. Every transition goes through here; the API,
@@ -100,6 +53,8 @@ export class Lifecycle {
   readonly clock: SessionClock;
   /** Owners' SSH keys in their sandboxes (`sshKeys.syncOwner` after a change). */
   readonly sshKeys: SshKeySync;
+  /** The idle and deep-sleep timers the queue's jobs fire (worker.ts). */
+  readonly timers: SleepTimers;
   /** A reconcile pass's recovery of interrupted moves, while it runs (a copy takes longer than a pass). */
   private recovering?: Promise<void>;
 
@@ -110,6 +65,7 @@ export class Lifecycle {
     const held = { log: this.log, exclusive: <T>(name: string, work: () => Promise<T>) => this.exclusive(name, work), status: (name: string) => this.status(name) };
     this.clock = new SessionClock({ ...deps, ...held, waking: (name) => this.wakes.has(name) });
     this.sshKeys = new SshKeySync({ ...deps, ...held });
+    this.timers = new SleepTimers({ ...deps, ...held, sleepHeld: (name, reason) => this.sleepHeld(name, reason) });
   }
 
   /** One transition of a sandbox at a time: in this process (KeyedLock), then across processes (lease). */
@@ -163,7 +119,7 @@ export class Lifecycle {
     } finally {
       await admitted();
     }
-    return this.view(record);
+    return this.views.view(record);
   }
 
   /** A new sandbox of the source's owner, its volumes a copy of the source's (lifecycle/fork.ts). */
@@ -172,28 +128,6 @@ export class Lifecycle {
       runtime: this.deps.runtime, record: (n) => this.record(n), moving: (n) => this.moving(n),
       exclusive: (n, work) => this.exclusive(n, work), create: (o, i, fill) => this.create(o, i, fill),
     }, owner, source, name);
-  }
-
-  async view(recordOrName: SandboxRecord | string): Promise<SandboxView> {
-    return this.views.view(typeof recordOrName === 'string' ? await this.record(recordOrName) : recordOrName);
-  }
-
-  list(records: SandboxRecord[]): Promise<SandboxSummary[]> {
-    return this.views.list(records);
-  }
-
-  /** The sandbox's app addresses, each with the container and published port it goes to. */
-  appAddresses(name: string): Array<AppEntry & { url: string }> {
-    return this.views.appAddresses(name);
-  }
-
-  appUrl(label: string): string {
-    return this.views.appUrl(label);
-  }
-
-  /** The export folder's management tool address and a new key of it, or why not. Never wakes the sandbox. */
-  managerAccess(record: SandboxRecord): Promise<{ url: string; token: string } | { reason: string }> {
-    return managerAccess({ apps: this.deps.apps, state: (name) => this.status(name), appUrl: (label) => this.appUrl(label) }, record);
   }
 
   /** What the runtime says of a sandbox now; 503 (RuntimeUnreachable) when it cannot be asked. For transitions. */
@@ -310,17 +244,13 @@ export class Lifecycle {
     return state;
   }
 
-  private async containerSpec(record: SandboxRecord): Promise<ContainerSpec> {
-    return containerSpec(record, await this.deps.store.users.get(record.owner_id), this.deps.config);
-  }
-
   /** POST keep-awake: restarts the idle countdown of a running sandbox; never wakes one. */
   async keepAwake(name: string): Promise<SandboxView> {
     const record = await this.record(name);
     const state = await this.status(name);
     if (state.status !== 'running') throw notRunning(name, state.status);
     await this.clock.open(record);
-    return this.view(record);
+    return this.views.view(record);
   }
 
   /** Puts a running sandbox to sleep: the whole container stops, the deep-sleep timer starts. */
@@ -356,50 +286,7 @@ export class Lifecycle {
     this.deps.metrics?.slept('sleep');
     await this.deps.sessions.close(name);
     this.clock.forget(name);
-    await this.scheduleDeepSleep(record, await this.status(name));
-  }
-
-  private async scheduleDeepSleep(record: SandboxRecord, state: RuntimeState): Promise<void> {
-    const at = deepSleepAt(record, state);
-    if (at !== null) await this.deps.queue.scheduleDeepSleep(record.name, at);
-  }
-
-  /**
-   * Idle-check timer fired: sleep if the session really ran out, else re-arm for the new expiry.
-   * Checked again under the lock: a wake or traffic holding it may have renewed the session.
-   */
-  async onIdleCheck(name: string, at: number): Promise<void> {
-    const due = async (): Promise<boolean> => {
-      const session = await this.deps.sessions.get(name);
-      if (!session || session.timerAt !== at) return false; // closed, or superseded by an earlier timer
-      if (session.expiresAt <= Date.now() + 250) return true;
-      await this.deps.sessions.set(name, { ...session, timerAt: session.expiresAt });
-      await this.deps.queue.scheduleIdleCheck(name, session.expiresAt);
-      return false;
-    };
-    if (!(await due())) return;
-    await this.exclusive(name, async () => {
-      if (await due()) await this.sleepHeld(name, 'idle timeout');
-    });
-  }
-
-  /** Deep-sleep timer fired: take the container and network down if it is still asleep and due. */
-  async onDeepSleep(name: string, at: number): Promise<void> {
-    await this.exclusive(name, async () => {
-      const record = await this.deps.store.sandboxes.get(name);
-      if (!record || record.archived_at) return;
-      const state = await this.status(name);
-      const due = deepSleepAt(record, state);
-      if (due === null) return; // running again, already down, or deep sleep turned off
-      if (due > Date.now() + 250) {
-        if (due !== at) await this.deps.queue.scheduleDeepSleep(name, due);
-        return;
-      }
-      this.log.info({ sandbox: name }, 'sandbox going into deep sleep');
-      await this.deps.runtime.takeDown(name);
-      await this.deps.admission.stopped(name);
-      this.deps.metrics?.slept('deep_sleep');
-    });
+    await this.timers.scheduleDeepSleep(record, await this.status(name));
   }
 
   /** True while the sandbox is being copied to another host: it starts nowhere until the move commits or rolls back. */
@@ -438,9 +325,9 @@ export class Lifecycle {
       exclusive: (name, work) => this.exclusive(name, work),
       state: (name) => this.status(name),
       openSession: (record) => this.clock.open(record),
-      onIdleCheck: (name, at) => this.onIdleCheck(name, at),
-      onDeepSleep: (name, at) => this.onDeepSleep(name, at),
-      finishArchive: (record) => this.finishArchive(record),
+      onIdleCheck: (name, at) => this.timers.onIdleCheck(name, at),
+      onDeepSleep: (name, at) => this.timers.onDeepSleep(name, at),
+      finishArchive: (record) => finishArchive({ ...this.deps, archiveDir: this.deps.config.archiveDir }, record),
       pushMarkedSshKeys: (record, running) => this.sshKeys.pushMarked(record, running),
       sleepIfRunning: (name, reason) => this.sleepIfRunning(name, reason),
     });
@@ -456,8 +343,8 @@ export class Lifecycle {
       const state = await this.status(name); // an engine that cannot be asked: 503 before the record changes
       await this.deps.store.sandboxes.put(record);
       if (idle && state.status === 'running') await this.clock.open(record);
-      if (deep) await this.scheduleDeepSleep(record, state);
-      return this.view(record);
+      if (deep) await this.timers.scheduleDeepSleep(record, state);
+      return this.views.view(record);
     });
   }
 
@@ -470,7 +357,7 @@ export class Lifecycle {
       const state = await this.status(name);
       this.deps.apps.unwatch(name);
       await this.deps.runtime.takeDown(name);
-      if (state.status === 'exited') await this.deps.runtime.create(await this.containerSpec(updated));
+      if (state.status === 'exited') await this.deps.runtime.create(containerSpec(updated, await this.deps.store.users.get(updated.owner_id), this.deps.config));
       // Saved once the old container is gone and any new one has the certs: an engine lost before
       // leaves the record without them (a retry does it all again), never certs with a container without TLS.
       await this.deps.store.sandboxes.put(updated);
@@ -478,7 +365,7 @@ export class Lifecycle {
       return { updated, wasRunning: state.status === 'running' };
     });
     if (record.wasRunning) await this.start(name);
-    return this.view(record.updated);
+    return this.views.view(record.updated);
   }
 
   /**
@@ -499,7 +386,7 @@ export class Lifecycle {
       await this.deps.sessions.close(name);
       this.clock.forget(name);
       try {
-        await this.finishArchive(record);
+        await finishArchive({ ...this.deps, archiveDir: this.deps.config.archiveDir }, record);
       } catch (err) {
         // The record says archived (a retry would be 410): lost mid-way, the engine's part is the
         // reconcile pass's, which finishes every archived sandbox that still has a container or volumes.
@@ -508,9 +395,5 @@ export class Lifecycle {
       }
       return { name, archive: record.archive_path! };
     });
-  }
-
-  private finishArchive(record: SandboxRecord): Promise<void> {
-    return finishArchive({ ...this.deps, archiveDir: this.deps.config.archiveDir }, record);
   }
 }

@@ -21,3 +21,4 @@ export { moveDeps } from './move-deps.ts';
 export { operatorHostSet } from './runtime/operator-hosts.ts';
 export { engineClient } from './runtime/engine-client.ts';
 export { LifecycleNews, tellNews, tellNewsOnce } from './lifecycle-news.ts';
+export { managerAccess } from './manager-access.ts';

@@ -12,9 +12,9 @@ export function startLifecycleWorker(lifecycle: Lifecycle, connection: Redis, pr
       const data = job.data;
       switch (data.kind) {
         case 'idle-check':
-          return lifecycle.onIdleCheck(data.sandbox, data.at);
+          return lifecycle.timers.onIdleCheck(data.sandbox, data.at);
         case 'deep-sleep':
-          return lifecycle.onDeepSleep(data.sandbox, data.at);
+          return lifecycle.timers.onDeepSleep(data.sandbox, data.at);
         case 'reconcile':
           return lifecycle.reconcile();
       }

@@ -45,13 +45,13 @@ export function buildMcpServer(deps: McpDeps, principal: Caller, audit: (action:
     const records = principal.sandbox
       ? [await store.sandboxes.get(principal.sandbox)].filter((r) => r !== undefined)
       : await store.sandboxes.listByOwner(principal.user.id, { secrets: false });
-    return lifecycle.list(records);
+    return lifecycle.views.list(records);
   }));
 
   server.registerTool('get_sandbox_status', {
     description: 'One sandbox: status (running, exited = asleep, deep_sleep, or unavailable = its host does not answer, try again later), engine address, app addresses, idle settings. Engine certificates are left out; get them from GET /api/sandboxes/:name.',
     inputSchema: { sandbox: sandboxArg },
-  }, ({ sandbox }) => result(async () => withoutSecrets(await lifecycle.view(await sandboxOf(sandbox)))));
+  }, ({ sandbox }) => result(async () => withoutSecrets(await lifecycle.views.view(await lifecycle.record(await sandboxOf(sandbox))))));
 
   server.registerTool('start_sandbox', {
     description: 'Wake the sandbox; returns once it runs (a few seconds from asleep, about 30 s from deep sleep).',
@@ -59,7 +59,7 @@ export function buildMcpServer(deps: McpDeps, principal: Caller, audit: (action:
   }, ({ sandbox }) => result(async () => {
     const name = await sandboxOf(sandbox);
     await lifecycle.start(name);
-    return withoutSecrets(await lifecycle.view(name));
+    return withoutSecrets(await lifecycle.views.view(await lifecycle.record(name)));
   }));
 
   server.registerTool('keep_sandbox_awake', {

@@ -159,7 +159,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   }, async () => {
     const records = (await store.sandboxes.listAll()).filter((r) => !r.archived_at);
     const owners = new Map((await store.users.list()).map((u) => [u.id, u]));
-    const listed = lifecycle.list(records);
+    const listed = lifecycle.views.list(records);
     const [summaries, hosts, memory] = await Promise.all([
       listed,
       Promise.all(records.map((r) => lifecycle.hostOf(r.name))),

@@ -60,7 +60,7 @@ export const containerRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycl
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
     const engine = await lifecycle.runningEngine(record.name);
-    const addresses = lifecycle.appAddresses(record.name);
+    const addresses = lifecycle.views.appAddresses(record.name);
     const urlOf = (container: string, port: { public: number; protocol: string }) =>
       (port.protocol === 'tcp' && addresses.find((a) => a.container === container && a.hostPort === port.public)?.url) || null;
     const rows = (await engine.listContainers({ all: true })).map((c) => ({

@@ -17,7 +17,7 @@ export const exportRoutes: FastifyPluginAsyncTypebox<{ exportDeps: ExportDeps; l
     },
   }, async (request, reply) => {
     const record = await authorizeSandbox(exportDeps.store, request.principal, request.params.name, 'use');
-    const { extras } = await lifecycle.view(record);
+    const { extras } = await lifecycle.views.view(record);
     const { folder, entries } = await exportSandbox(exportDeps, request.principal.user, record, extras);
     const zip = await zipEntries(entries);
     request.log.info({ sandbox: record.name }, 'export folder made (new limited token)');

@@ -47,7 +47,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     const records = principal.sandbox
       ? [await store.sandboxes.get(principal.sandbox)].filter((r) => r !== undefined)
       : await store.sandboxes.listByOwner(principal.user.id, { secrets: false });
-    return lifecycle.list(records);
+    return lifecycle.views.list(records);
   });
 
   app.post('/sandboxes', {
@@ -82,7 +82,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   app.get('/sandboxes/:name', {
     schema: { tags, summary: 'The sandbox record', params, response: { 200: Type.Ref('Sandbox'), ...errorResponses(401, 404, 409, 410, 503) } },
   }, async (request) => {
-    return reveal(request, await lifecycle.view(await authorizeSandbox(store, request.principal, request.params.name, 'use')));
+    return reveal(request, await lifecycle.views.view(await authorizeSandbox(store, request.principal, request.params.name, 'use')));
   });
 
   app.post('/sandboxes/:name/start', {
@@ -95,7 +95,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
     await lifecycle.start(record.name);
-    return reveal(request, await lifecycle.view(record));
+    return reveal(request, await lifecycle.views.view(record));
   });
 
   app.post('/sandboxes/:name/keep-awake', {

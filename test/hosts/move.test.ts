@@ -76,7 +76,7 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
     const { cli: bigEngine } = made.get(names.big)!;
     await bigEngine.docker(['build', '-q', '-t', 'busybox-app', FIXTURE]);
     await bigEngine.docker(['run', '-d', '--name', 'web', '--label', 'tunnel.subdomain=web', '-p', '8080:8080', 'busybox-app', 'httpd', '-f', '-p', '8080']);
-    await eventually(async () => t.service.lifecycle.appAddresses(names.big).length > 0, 'the big one\'s app address');
+    await eventually(async () => t.service.lifecycle.views.appAddresses(names.big).length > 0, 'the big one\'s app address');
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-move-'));
     fs.writeFileSync(path.join(dir, 'ca.pem'), (await t.api('GET', '/ca.pem', undefined)).body);
     // 200 MB that no compression shortens: long enough a copy to be killed in

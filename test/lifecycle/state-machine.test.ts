@@ -38,7 +38,7 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     const session = await m.sessions.get(name);
     assert.ok(session && session.expiresAt > Date.now() + HOUR - 60_000, 'a session of idle_timeout');
     assert.deepEqual(await jobs('idle', name), [session.timerAt], 'one idle-check timer at its expiry');
-    assert.equal((await m.lifecycle.view(name)).status, 'running');
+    assert.equal((await m.lifecycle.views.view(await m.lifecycle.record(name))).status, 'running');
   });
 
   it('wakes once for twenty concurrent starts (single flight), from asleep and from deep sleep', async () => {
@@ -64,37 +64,37 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     const first = (await m.sessions.get(name))!;
     // renewed meanwhile: the timer moves to the new expiry and nothing stops
     await m.sessions.set(name, { expiresAt: first.timerAt + 60_000, timerAt: first.timerAt });
-    await m.lifecycle.onIdleCheck(name, first.timerAt);
+    await m.lifecycle.timers.onIdleCheck(name, first.timerAt);
     assert.equal((await m.lifecycle.status(name)).status, 'running');
     assert.ok((await jobs('idle', name)).includes(first.timerAt + 60_000), 'the timer re-armed at the new expiry');
 
     const due = Date.now() - 1_000;
     await m.sessions.set(name, { expiresAt: due, timerAt: due });
-    await m.lifecycle.onIdleCheck(name, due);
+    await m.lifecycle.timers.onIdleCheck(name, due);
     const state = await m.lifecycle.status(name);
     assert.equal(state.status, 'exited');
     assert.equal(await m.sessions.get(name), null, 'the session is closed');
     assert.deepEqual(await jobs('deep', name), [Date.parse(state.finishedAt!) + 2 * HOUR], 'deep sleep at stop time + deep_sleep_after');
     // a timer that is not the session's (superseded) does nothing
     await m.lifecycle.start(name);
-    await m.lifecycle.onIdleCheck(name, due);
+    await m.lifecycle.timers.onIdleCheck(name, due);
     assert.equal((await m.lifecycle.status(name)).status, 'running');
   });
 
   it('goes into deep sleep when its timer is due (volumes kept), and not before', async () => {
     const name = await running({ deep_sleep_after: '1h' });
     m.runtime.stopOutside(name, new Date(Date.now() - 30 * 60_000));
-    await m.lifecycle.onDeepSleep(name, Date.now());
+    await m.lifecycle.timers.onDeepSleep(name, Date.now());
     assert.equal((await m.lifecycle.status(name)).status, 'exited', 'not due for another 30 minutes');
     assert.equal(m.runtime.count('takeDown', name), 0);
 
     const other = await running({ deep_sleep_after: '1h' });
     const stopped = new Date(Date.now() - 2 * HOUR);
     m.runtime.stopOutside(other, stopped);
-    await m.lifecycle.onDeepSleep(other, stopped.getTime() + HOUR);
+    await m.lifecycle.timers.onDeepSleep(other, stopped.getTime() + HOUR);
     assert.equal((await m.lifecycle.status(other)).status, 'deep_sleep');
     assert.ok(m.runtime.hasVolumes(other), 'volumes kept');
-    assert.equal((await m.lifecycle.view(other)).status, 'deep_sleep');
+    assert.equal((await m.lifecycle.views.view(await m.lifecycle.record(other))).status, 'deep_sleep');
   });
 
   it('reconciles a sandbox started behind its back (a session opens) and one stopped behind its back (session closed, timer set)', async () => {
@@ -136,29 +136,29 @@ describe('lifecycle state machine (in-memory runtime)', () => {
       await assert.rejects(m.lifecycle.status(name), unreachable);
       // reads answer: the sandbox is there, its state unknown
       for (const sandbox of [name, asleep]) {
-        const view = await m.lifecycle.view(sandbox);
+        const view = await m.lifecycle.views.view(await m.lifecycle.record(sandbox));
         assert.equal(view.status, 'unavailable');
         assert.equal(view.stops_at, null);
         assert.equal(view.deep_sleep_at, null);
         assert.match(view.hint ?? '', /does not answer/);
         assert.deepEqual((await m.lifecycle.observe(sandbox)).status, 'unavailable');
       }
-      assert.deepEqual((await m.lifecycle.list([(await m.store.sandboxes.get(name))!, (await m.store.sandboxes.get(asleep))!])).map((s) => s.status), ['unavailable', 'unavailable']);
+      assert.deepEqual((await m.lifecycle.views.list([(await m.store.sandboxes.get(name))!, (await m.store.sandboxes.get(asleep))!])).map((s) => s.status), ['unavailable', 'unavailable']);
       await assert.rejects(m.lifecycle.updateSettings(name, { idle_timeout: '5m' }), unreachable);
       assert.deepEqual(await m.store.sandboxes.get(name), record, 'a refused PATCH changed nothing');
       await assert.rejects(m.lifecycle.start(name), unreachable);
       await assert.rejects(m.lifecycle.start(asleep), unreachable);
       await assert.rejects(m.lifecycle.keepAwake(name), unreachable);
-      await assert.rejects(m.lifecycle.onDeepSleep(asleep, Date.now()), unreachable);
+      await assert.rejects(m.lifecycle.timers.onDeepSleep(asleep, Date.now()), unreachable);
       await assert.rejects(m.lifecycle.reconcile(), unreachable);
-      await assert.rejects(m.lifecycle.onIdleCheck(name, due), unreachable);
+      await assert.rejects(m.lifecycle.timers.onIdleCheck(name, due), unreachable);
       assert.deepEqual(m.runtime.calls.slice(calls), [], 'no create, start, stop or take-down');
       assert.deepEqual(await m.sessions.get(name), session, 'the session is untouched (the sleep is tried again by the timer\'s retry or reconcile)');
       assert.deepEqual([await jobs('idle', name), await jobs('deep', name), await jobs('deep', asleep)], timers, 'no timer armed or moved');
     } finally {
       m.runtime.unreachable = undefined;
     }
-    assert.equal((await m.lifecycle.view(name)).status, 'running', 'a read right after shows it again: nothing kept it unavailable');
+    assert.equal((await m.lifecycle.views.view(await m.lifecycle.record(name))).status, 'running', 'a read right after shows it again: nothing kept it unavailable');
     assert.equal((await m.lifecycle.status(name)).status, 'running', 'back as it was');
     assert.equal((await m.lifecycle.status(asleep)).status, 'exited', 'still asleep, not re-created');
   });
@@ -172,13 +172,13 @@ describe('lifecycle state machine (in-memory runtime)', () => {
     const records = await Promise.all([away, near, asleep].map(async (name) => (await m.store.sandboxes.get(name))!));
     m.runtime.unreachableSandboxes.set(away, 'connect ECONNREFUSED 10.0.0.9:2376');
     try {
-      assert.deepEqual((await m.lifecycle.list(records)).map((s) => [s.name, s.status]), [[away, 'unavailable'], [near, 'running'], [asleep, 'exited']]);
+      assert.deepEqual((await m.lifecycle.views.list(records)).map((s) => [s.name, s.status]), [[away, 'unavailable'], [near, 'running'], [asleep, 'exited']]);
       await m.lifecycle.reconcile(); // the others' pass goes on
       assert.equal(m.runtime.count('create', away), 1, 'never re-created');
     } finally {
       m.runtime.unreachableSandboxes.delete(away);
     }
-    assert.equal((await m.lifecycle.view(away)).status, 'running', 'back in its state');
+    assert.equal((await m.lifecycle.views.view(await m.lifecycle.record(away))).status, 'running', 'back in its state');
   });
 
   it('archives into the archive folder (SVC_ARCHIVE_DIR): the folders and the configuration, then nothing is left', async () => {

@@ -69,10 +69,17 @@ export function ownerSecretHashes(store: Store) {
     async forRepo(repo: string) {
       const record = await store.sandboxes.get(splitRepo(repo)[0]);
       if (!record) return undefined;
-      const hashes = await store.secrets.hashes(record.owner_id);
+      const hashes = (await store.secrets.hashes(record.owner_id)).filter((h) => h.head !== undefined);
       if (!hashes.length) return undefined;
       const names = new Map(hashes.map((h) => [h.hash, h.name]));
-      return { lengths: hashes.map((h) => h.bytes), find: (candidate: Buffer) => names.get(store.secrets.hash(candidate)) };
+      const heads = new Map<number, number[]>();
+      for (const h of hashes) heads.set(h.head!, [...new Set([...(heads.get(h.head!) ?? []), h.bytes])]);
+      return {
+        headBytes: 8,
+        head: store.secrets.head,
+        lengthsByHead: heads,
+        find: (candidate: Buffer) => names.get(store.secrets.hash(candidate)),
+      };
     },
   };
 }

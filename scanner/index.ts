@@ -13,7 +13,7 @@ export { ImageScanner, type BlobSource, type VersionSink } from './image-scanner
 export { builtInRuleList, type RuleSet } from './rule-set.ts';
 export { PATH_RULES } from './rules.ts';
 export { loadRulesFile } from './operator-rules.ts';
-export { findSecrets, MIN_SECRET_BYTES, type OwnerSecretHashes, type SecretLookup } from './owner-secrets.ts';
+export { findSecrets, type OwnerSecretHashes, type SecretLookup } from './owner-secrets.ts';
 
 export interface Scanning {
   scanner: ImageScanner;

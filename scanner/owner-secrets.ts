@@ -17,14 +17,15 @@ export interface OwnerSecretHashes {
 }
 
 export interface SecretLookup {
-  /** The values' lengths in bytes (shorter than MIN_SECRET_BYTES: not looked for). */
-  lengths: readonly number[];
+  /** How many bytes `head` reads: values are at least this long (shorter ones are not looked for). */
+  headBytes: number;
+  /** A keyed fingerprint of the `headBytes` bytes at `at` (cheap: it runs at every word). */
+  head(bytes: Uint8Array, at: number): number;
+  /** The lengths of the values that begin with bytes of this fingerprint. */
+  lengthsByHead: ReadonlyMap<number, readonly number[]>;
   /** The name of the secret whose value is exactly `candidate`, by its keyed hash. */
   find(candidate: Buffer): string | undefined;
 }
-
-/** Shorter values are not looked for: a value of a few bytes stands in any file by chance. */
-export const MIN_SECRET_BYTES = 8;
 /** Files past this size are not read for the owner's secrets (the rules' scan reads them as it does). */
 const MAX_FILE_BYTES = 32 * 1024 * 1024;
 
@@ -43,18 +44,21 @@ export interface SecretHit {
   line: number;
 }
 
-/** The owner's secrets that stand in `bytes`, each once, by exact keyed-hash match (no false alarm). */
+/**
+ * The owner's secrets that stand in `bytes`, each once, by exact keyed-hash match (no false alarm).
+ * At each word (a byte that is no delimiter, after one or at the start) the keyed fingerprint of the
+ * next bytes picks the lengths to try; only those candidates that also end at a delimiter are hashed.
+ */
 export function findSecrets(lookup: SecretLookup, bytes: Buffer): SecretHit[] {
   const hits = new Map<string, number>();
-  const lengths = [...new Set(lookup.lengths)].filter((l) => l >= MIN_SECRET_BYTES).sort((a, b) => a - b);
-  if (!lengths.length) return [];
   const end = bytes.length;
-  for (let start = 0; start < end; start++) {
-    if (start > 0 && !DELIMITERS[bytes[start - 1]!]) continue;
+  for (let start = 0; start + lookup.headBytes <= end; start++) {
+    if (DELIMITERS[bytes[start]!] || (start > 0 && !DELIMITERS[bytes[start - 1]!])) continue;
+    const lengths = lookup.lengthsByHead.get(lookup.head(bytes, start));
+    if (!lengths) continue;
     for (const length of lengths) {
       const stop = start + length;
-      if (stop > end) break;
-      if (stop < end && !DELIMITERS[bytes[stop]!]) continue;
+      if (stop > end || (stop < end && !DELIMITERS[bytes[stop]!])) continue;
       const name = lookup.find(bytes.subarray(start, stop));
       if (name && !hits.has(name)) hits.set(name, lineAt(bytes, start));
     }

@@ -19,6 +19,8 @@ interface SecretRecord extends SecretMeta {
   hash: string;
   /** The value's length in bytes (the scan hashes candidates of these lengths only). */
   bytes: number;
+  /** The keyed fingerprint of the value's first 8 bytes (`SecretBox.keyedFingerprint8`); absent for a shorter value. */
+  head?: number;
 }
 
 /** A secret's keyed hash and length: what the scan of the owner's images needs, never the value. */
@@ -26,6 +28,7 @@ export interface SecretHash {
   name: string;
   hash: string;
   bytes: number;
+  head?: number;
 }
 
 export interface SecretStore {
@@ -44,6 +47,8 @@ export interface SecretStore {
   hashes(ownerId: string): Promise<SecretHash[]>;
   /** The keyed hash of a candidate value, as `hashes` keeps them. */
   hash(value: Buffer | string): string;
+  /** The keyed fingerprint of the 8 bytes at `at`, as `hashes` keeps them (`head`). */
+  head(bytes: Uint8Array, at: number): number;
 }
 
 const applies = (scope: SecretScope, sandbox: string) => scope === 'all' || scope.includes(sandbox);
@@ -57,6 +62,7 @@ export async function secretStore(backend: Backend, box: SecretBox): Promise<Sec
   const secrets: Collection<SecretRecord> = await backend.collection<SecretRecord>('user-secrets');
   const context = (ownerId: string, name: string) => `user-secrets:${ownerId}:${name}`;
   const hash = box.keyedHash('user-secrets');
+  const head = box.keyedFingerprint8('user-secrets');
   const all = async (ownerId: string) => (await secrets.scan([ownerId])).map((r) => r.value).sort((a, b) => (a.name < b.name ? -1 : 1));
   const meta = ({ name, scope, created_at, updated_at }: SecretRecord): SecretMeta => ({ name, scope, created_at, updated_at });
 
@@ -71,6 +77,8 @@ export async function secretStore(backend: Backend, box: SecretBox): Promise<Sec
         name, scope, created_at: before?.created_at ?? now, updated_at: now,
         sealed: box.seal(value, context(ownerId, name)), hash: hash(value), bytes: Buffer.byteLength(value),
       };
+      const bytes = Buffer.from(value);
+      if (bytes.length >= 8) record.head = head(bytes, 0);
       await secrets.set([ownerId, name], record);
       return { meta: meta(record), created: !before };
     },
@@ -88,8 +96,9 @@ export async function secretStore(backend: Backend, box: SecretBox): Promise<Sec
       return given.length ? hash(given.map((s) => `${s.name}\0${s.sealed}`).join('\n')) : '';
     },
     async hashes(ownerId) {
-      return (await all(ownerId)).map(({ name, hash: h, bytes }) => ({ name, hash: h, bytes }));
+      return (await all(ownerId)).map(({ name, hash: h, bytes, head: first }) => ({ name, hash: h, bytes, ...(first !== undefined ? { head: first } : {}) }));
     },
     hash,
+    head,
   };
 }

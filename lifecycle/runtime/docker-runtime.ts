@@ -1,7 +1,5 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
 import type Docker from 'dockerode';
 import { createHash } from 'node:crypto';
 import { isIPv4 } from 'node:net';
@@ -19,7 +17,11 @@ import { innerEngine } from './inner-engine.ts';
 import { KeptStates } from './kept-states.ts';
 import { SandboxExec } from './sandbox-exec.ts';
 import type { ContainerSpec, DiskUse, Inspection, ListOptions, ResourceUse, RuntimeState, SandboxRuntime } from './sandbox-runtime.ts';
-import { copySandboxVolumes, resumeLeftPause } from './volume-copy.ts';
+import { resumeLeftPause } from './volume-copy.ts';
+import { isHelper, LABEL_INSTANCE, LABEL_SANDBOX } from './docker-labels.ts';
+import { DockerVolumes } from './docker-volumes.ts';
+
+export { LABEL_INSTANCE, LABEL_SANDBOX } from './docker-labels.ts';
 
 /** How long an inspect waits for the engine before it answers "unreachable". */
 const INSPECT_TIMEOUT_MS = 10_000;
@@ -31,36 +33,10 @@ const DISK_SCAN_S = 20;
 /** An admin's list of every sandbox must not wait long on the engine's name. */
 const HOST_ASK_MS = 2000;
 
-/** Labels on everything the runtime creates, so a reconcile pass or a clean-up finds it. */
-export const LABEL_SANDBOX = 'svc.sandbox';
-export const LABEL_INSTANCE = 'svc.instance';
-/** `archiver` on the containers that read a sandbox's volumes for its archive: never a sandbox. */
-const LABEL_ROLE = 'svc.role';
-const ROLE_ARCHIVER = 'archiver';
-
-/** `mover` on the containers a move reads or writes a sandbox's volumes through (lifecycle/move.ts). */
-const ROLE_MOVER = 'mover';
-/** How long removeHelpers waits for a helper whose removal another call began. */
-const HELPER_REMOVAL_WAIT_MS = 30_000;
-
-/**
- * Whether a container of this instance is a helper (an archiver, a mover), by its label, never by a
- * name a user chose (a sandbox may be called `x-archiver-1`). Archivers made before the label are
- * known by the exact name `<their sandbox>-archiver-<digits>`, which no sandbox's own container has.
- */
-function isHelper(c: Docker.ContainerInfo): boolean {
-  if (c.Labels[LABEL_ROLE] === ROLE_ARCHIVER || c.Labels[LABEL_ROLE] === ROLE_MOVER) return true;
-  const sandbox = c.Labels[LABEL_SANDBOX];
-  return !!sandbox && c.Names.some((n) => n.startsWith(`/${sandbox}-archiver-`) && /^\d+$/.test(n.slice(sandbox.length + '/-archiver-'.length)));
-}
-
 /** The transfer folder a container has mounted, with where the sandbox sees it; nothing when it has none. */
 function transferOf(folder: string | undefined): { transferFolder?: string; transferMount?: string } {
   return folder ? { transferFolder: folder, transferMount: TRANSFER_MOUNT } : {};
 }
-
-/** Folders of a sandbox that persist, in the order they are archived. */
-const ARCHIVED_PATHS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker/volumes'] as const;
 
 /** Host interfaces of sandbox networks start with this, so the egress rules can name them all. */
 export const SANDBOX_BRIDGE_PREFIX = 'svcb';
@@ -136,6 +112,8 @@ const LABEL_CPUS = 'svc.cpus';
  */
 export class DockerRuntime implements SandboxRuntime {
   readonly exec: SandboxExec;
+  /** Volumes and the helpers that reach them (docker-volumes.ts). */
+  private readonly volumes: DockerVolumes;
   private engineName?: Promise<string>;
   /** What reads take each sandbox's state to be, while the engine's events are watched (watchStarts). */
   private readonly kept = new KeptStates();
@@ -145,6 +123,7 @@ export class DockerRuntime implements SandboxRuntime {
     private readonly opts: DockerRuntimeOptions,
   ) {
     this.exec = new SandboxExec(docker);
+    this.volumes = new DockerVolumes(docker, opts, this.exec);
   }
 
   /**
@@ -416,154 +395,40 @@ export class DockerRuntime implements SandboxRuntime {
 
   /** The sandbox's volumes, made if missing (kept when they exist). */
   createVolumes(name: string): Promise<void> {
-    return guarded(async () => {
-      const labels = { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance };
-      await Promise.all(Object.values(resourceNames(name).volumes).map((volume) => this.docker.createVolume({ Name: volume, Labels: labels })));
-    });
+    return this.volumes.createVolumes(name);
   }
 
-  /** A fork's volumes: made for `to` and filled with a copy of `from`'s, `from` paused meanwhile if it runs (volume-copy.ts). */
   copyVolumes(from: string, to: string): Promise<void> {
-    return guarded(async () => {
-      await this.createVolumes(to);
-      const helperLabels = { [LABEL_SANDBOX]: to, [LABEL_INSTANCE]: this.opts.instance, [LABEL_ROLE]: ROLE_MOVER };
-      await copySandboxVolumes({ docker: this.docker, image: this.opts.image, helperLabels, logger: this.opts.logger }, from, to);
-    });
+    return this.volumes.copyVolumes(from, to);
   }
 
-  /** Whether the engine has any of the sandbox's volumes (a sandbox that never ran may have none). */
   hasVolumes(name: string): Promise<boolean> {
-    return guarded(async () => {
-      for (const volume of Object.values(resourceNames(name).volumes)) {
-        try {
-          await this.docker.getVolume(volume).inspect();
-          return true;
-        } catch (err) {
-          if (statusCode(err) !== 404) throw err;
-        }
-      }
-      return false;
-    });
+    return this.volumes.hasVolumes(name);
   }
 
-  /**
-   * A running helper container (the sandbox image, no network, nothing but `sleep`) with the sandbox's
-   * volumes at /v/root, /v/home, /v/srv, /v/opt and /v/docker, for a move's tar and checksums through
-   * `exec` (its name stands for the sandbox's: container names are sandbox names). It runs in the engine's
-   * user namespace: the files' owners it sees are those the sandbox sees, whatever the host's uid range.
-   */
   volumeHelper(name: string): Promise<{ container: string; remove(): Promise<void> }> {
-    return this.helper(name, Object.entries(resourceNames(name).volumes).map(([key, volume]) => `${volume}:/v/${key}`));
+    return this.volumes.volumeHelper(name);
   }
 
-  /**
-   * Bytes free on the file system of this engine's data root, where a sandbox's volumes would be made:
-   * `df` of the root of a helper that mounts nothing (its layer lives there), so nothing of the sandbox
-   * is made here. The helper bears the sandbox's name: removeHelpers clears one a killed process left.
-   */
-  async freeBytes(name: string): Promise<number> {
-    const helper = await this.helper(name, []);
-    try {
-      const df = await this.exec.run(helper.container, ['df', '-kP', '/']);
-      const avail = df.stdout.toString().trim().split('\n').at(-1)?.trim().split(/\s+/)[3];
-      if (df.exitCode !== 0 || !avail || !/^\d+$/.test(avail)) throw new Error(`could not read the free space of the engine's data root: ${df.stderr.trim().slice(-200)}`);
-      return Number(avail) * 1024;
-    } finally {
-      await helper.remove().catch(() => undefined);
-    }
+  freeBytes(name: string): Promise<number> {
+    return this.volumes.freeBytes(name);
   }
 
-  /** Bytes the sandbox's volumes take on this engine's disk (`du`, sparse files as stored); 0 when it has none. */
-  async volumeBytes(name: string): Promise<number> {
-    if (!(await this.hasVolumes(name))) return 0;
-    const helper = await this.volumeHelper(name);
-    try {
-      const du = await this.exec.run(helper.container, ['du', '-sk', '/v']); // not -x: each volume is a mount of its own
-      const kib = /^(\d+)/.exec(du.stdout.toString())?.[1];
-      if (du.exitCode !== 0 || kib === undefined) throw new Error(`could not read the size of sandbox "${name}"'s volumes: ${du.stderr.trim().slice(-200)}`);
-      return Number(kib) * 1024;
-    } finally {
-      await helper.remove().catch(() => undefined);
-    }
+  volumeBytes(name: string): Promise<number> {
+    return this.volumes.volumeBytes(name);
   }
 
-  private helper(name: string, binds: string[]): Promise<{ container: string; remove(): Promise<void> }> {
-    return guarded(async () => {
-      const container = `${name}-mover-${Date.now()}`;
-      const helper = await this.docker.createContainer({
-        name: container,
-        Image: this.opts.image,
-        Entrypoint: ['sleep', 'infinity'],
-        Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance, [LABEL_ROLE]: ROLE_MOVER },
-        HostConfig: { NetworkMode: 'none', Binds: binds },
-      });
-      await helper.start();
-      return {
-        container,
-        remove: () => guarded(async () => {
-          await helper.remove({ force: true }).catch((err) => { if (statusCode(err) !== 404) throw err; });
-        }),
-      };
-    });
-  }
-
-  /**
-   * Writes the persistent folders of a sandbox as gzipped tars into `dir`, read through a
-   * container that is created with the sandbox's volumes but never started.
-   */
   archiveVolumes(name: string, dir: string): Promise<void> {
-    return guarded(async () => {
-      await this.removeHelpers(name);
-      const names = resourceNames(name);
-      const reader = await this.docker.createContainer({
-        name: `${name}-archiver-${Date.now()}`,
-        Image: this.opts.image,
-        Entrypoint: ['/bin/true'],
-        Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance, [LABEL_ROLE]: ROLE_ARCHIVER },
-        HostConfig: {
-          NetworkMode: 'none',
-          Binds: [
-            `${names.volumes.root}:/root`,
-            `${names.volumes.home}:/home`,
-            `${names.volumes.srv}:/srv`,
-            `${names.volumes.opt}:/opt`,
-            `${names.volumes.docker}:/var/lib/docker`,
-          ],
-        },
-      });
-      try {
-        await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 }); // the sandbox's files: the service's alone
-        for (const folder of ARCHIVED_PATHS) {
-          const file = path.join(dir, `${folder.slice(1).replaceAll('/', '-')}.tar.gz`);
-          try {
-            const tar = await reader.getArchive({ path: folder });
-            await pipeline(tar, createGzip(), fs.createWriteStream(file, { mode: 0o600 }));
-          } catch (err) {
-            if (statusCode(err) !== 404) throw err;
-          }
-        }
-      } finally {
-        await reader.remove({ force: true });
-      }
-    });
+    return this.volumes.archiveVolumes(name, dir);
   }
 
-  /**
-   * Removes what a sandbox keeps on the host beyond its container: volumes, helpers holding them, transfer
-   * folder (`transfer: false` keeps it: a move's leftover on a host that shares the folder with the sandbox's new one).
-   */
   removeVolumes(name: string, opts: { transfer?: boolean } = {}): Promise<void> {
-    return guarded(async () => {
-      await this.removeHelpers(name);
-      if (this.opts.transferRoot !== undefined && opts.transfer !== false) await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
-      for (const volume of Object.values(resourceNames(name).volumes)) {
-        try {
-          await this.docker.getVolume(volume).remove();
-        } catch (err) {
-          if (statusCode(err) !== 404) throw err;
-        }
-      }
-    });
+    return this.volumes.removeVolumes(name, opts);
+  }
+
+  /** Removes helper containers a killed archive or move left behind (they hold the sandbox's volumes). */
+  removeHelpers(name: string): Promise<void> {
+    return this.volumes.removeHelpers(name);
   }
 
   /**
@@ -702,29 +567,6 @@ export class DockerRuntime implements SandboxRuntime {
         committedCpus: running.reduce((sum, c) => sum + label(c, LABEL_CPUS, this.opts.limits.cpus), 0),
       };
     });
-  }
-
-  /** Removes helper containers a killed archive or move left behind (they hold the sandbox's volumes). */
-  async removeHelpers(name: string): Promise<void> {
-    const containers = await this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`, `${LABEL_SANDBOX}=${name}`] } });
-    const underWay: string[] = [];
-    for (const c of containers.filter(isHelper)) {
-      try {
-        await this.docker.getContainer(c.Id).remove({ force: true });
-      } catch (err) {
-        if (statusCode(err) === 409 && /already in progress/.test((err as Error).message)) underWay.push(c.Id);
-        else if (statusCode(err) !== 404) throw err;
-      }
-    }
-    // A removal already under way ends when the engine lets go of the container: an exec whose client
-    // stalled (a paused mover) holds it until that client reads or goes. Waited for a while, so that
-    // the volumes can go next; past that, removing them fails and the caller's move rolls back.
-    const until = Date.now() + HELPER_REMOVAL_WAIT_MS;
-    for (const id of underWay) {
-      while (Date.now() < until && await this.docker.getContainer(id).inspect().then(() => true, (err) => statusCode(err) !== 404)) {
-        await new Promise((r) => setTimeout(r, 500));
-      }
-    }
   }
 
   /**

@@ -1,0 +1,22 @@
+import type Docker from 'dockerode';
+
+/** Labels on everything the runtime creates, so a reconcile pass or a clean-up finds it. */
+export const LABEL_SANDBOX = 'svc.sandbox';
+export const LABEL_INSTANCE = 'svc.instance';
+/** `archiver` on the containers that read a sandbox's volumes for its archive: never a sandbox. */
+export const LABEL_ROLE = 'svc.role';
+export const ROLE_ARCHIVER = 'archiver';
+
+/** `mover` on the containers a move reads or writes a sandbox's volumes through (lifecycle/move.ts). */
+export const ROLE_MOVER = 'mover';
+
+/**
+ * Whether a container of this instance is a helper (an archiver, a mover), by its label, never by a
+ * name a user chose (a sandbox may be called `x-archiver-1`). Archivers made before the label are
+ * known by the exact name `<their sandbox>-archiver-<digits>`, which no sandbox's own container has.
+ */
+export function isHelper(c: Docker.ContainerInfo): boolean {
+  if (c.Labels[LABEL_ROLE] === ROLE_ARCHIVER || c.Labels[LABEL_ROLE] === ROLE_MOVER) return true;
+  const sandbox = c.Labels[LABEL_SANDBOX];
+  return !!sandbox && c.Names.some((n) => n.startsWith(`/${sandbox}-archiver-`) && /^\d+$/.test(n.slice(sandbox.length + '/-archiver-'.length)));
+}

@@ -6,7 +6,7 @@ import { readBounded } from '../core/read-bounded.ts';
 import { CONFIG_TYPES, digestOf, IMAGE_MANIFEST_TYPES, LAYER_TYPES, ManifestRejected, MANIFEST_TYPES, parseManifest, platformOf, type Descriptor, type ParsedManifest } from '../oci/manifests.ts';
 import type { Finding, LayerScanRecord, Store, VersionRecord } from '../store/index.ts';
 import { scanText } from './content-scanner.ts';
-import { scanLayer, type LayerLimits } from './layer-reader.ts';
+import { scanLayer, type LayerLimits, type LayerScanResult } from './layer-reader.ts';
 import { builtInRules, type ContentHit, type RuleSet } from './rule-set.ts';
 import { ownerSecretFindings, type OwnerSecretHashes } from './owner-secrets.ts';
 
@@ -51,7 +51,12 @@ export interface ImageScannerOptions {
   rules?: RuleSet;
   /** The keyed hashes of each image owner's secrets, looked for in their images (owner-secrets.ts). */
   ownerSecrets?: OwnerSecretHashes;
+  /** Where a layer's bytes are read (default: `scanLayer` on this thread; the service: layer-threads.ts). */
+  layerScan?: LayerScan;
 }
+
+/** Reads one layer blob into its result: `scanLayer`'s contract, whatever thread runs it. */
+export type LayerScan = (source: Readable, opts: { digest: string; limits?: Partial<LayerLimits>; rules: RuleSet }) => Promise<LayerScanResult>;
 
 /**
  * Scans one pushed manifest: the image config (Env, history) and every layer of an image, or of
@@ -247,7 +252,7 @@ export class ImageScanner {
       return { digest: desc.digest, state: 'unscannable', findings: [], reason: 'the blob is not in the registry storage', compressed_bytes: 0, bytes: 0, entries: 0, ms: 0, scanned_at: new Date().toISOString() };
     }
     const source = Readable.fromWeb(res.body as unknown as WebReadableStream<Uint8Array>, { highWaterMark: 1024 * 1024 });
-    const r = await scanLayer(source, { digest: desc.digest, limits: this.opts.limits, rules: this.rules });
+    const r = await (this.opts.layerScan ?? scanLayer)(source, { digest: desc.digest, ...(this.opts.limits ? { limits: this.opts.limits } : {}), rules: this.rules });
     const record: LayerScanRecord = {
       digest: desc.digest,
       state: r.state,

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import type { Worker } from 'bullmq';
 import type { Config } from '../core/config.ts';
 import type { Logger } from '../core/logger.ts';
@@ -6,6 +7,7 @@ import { createRedis, type ScanJob } from '../queue/index.ts';
 import type { Store } from '../store/index.ts';
 import { ImageScanner, type BlobSource, type VersionSink } from './image-scanner.ts';
 import type { OwnerSecretHashes } from './owner-secrets.ts';
+import { LayerThreads } from './layer-threads.ts';
 import type { RuleSet } from './rule-set.ts';
 import { startScanWorkers } from './worker.ts';
 
@@ -28,7 +30,12 @@ export interface Scanning {
  */
 export function startScanning(opts: { config: Config; store: Store; versions: VersionSink; blobs: BlobSource; ownerSecrets?: OwnerSecretHashes; logger: Logger; rules?: RuleSet; metrics?: ServiceMetrics }): Scanning {
   const { config, store, versions, blobs, ownerSecrets, logger, rules, metrics } = opts;
-  const scanner = new ImageScanner({ store, versions, blobs, logger, ...(rules ? { rules } : {}), ...(ownerSecrets ? { ownerSecrets } : {}) });
+  // One thread per concurrent scan, no more threads than cores: the API and the edge keep this one.
+  const threads = config.scanConcurrency > 0 ? new LayerThreads(Math.min(os.availableParallelism(), config.scanConcurrency), rules?.source) : null;
+  const scanner = new ImageScanner({
+    store, versions, blobs, logger, ...(rules ? { rules } : {}), ...(ownerSecrets ? { ownerSecrets } : {}),
+    ...(threads ? { layerScan: (source, o) => threads.scan(source, o) } : {}),
+  });
   const redis = config.scanConcurrency > 0 ? createRedis(config.redisUrl) : null;
   const worker = redis ? startScanWorkers(scanner, redis, config.redisPrefix, logger, config.scanConcurrency, metrics) : null;
   return {
@@ -36,6 +43,7 @@ export function startScanning(opts: { config: Config; store: Store; versions: Ve
     worker,
     async close() {
       await worker?.close();
+      await threads?.close();
       redis?.disconnect();
     },
   };

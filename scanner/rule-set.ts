@@ -80,6 +80,8 @@ export class RuleSet {
   /** Rules without keywords (operator rules only): run over all of a file's text. */
   readonly unkeyed: CompiledRule[];
   readonly version: string;
+  /** The operator's rules file text these rules were compiled from (none: the built-in rules alone). */
+  readonly source: string | undefined;
 
   constructor(rules: ContentRule[], extra: { rules?: CompiledRule[]; pathRules?: PathOnlyRule[]; allowlist?: Allowlist; source?: string } = {}) {
     this.rules = [...rules.map(compile), ...(extra.rules ?? [])];
@@ -87,6 +89,7 @@ export class RuleSet {
     this.allowlist = extra.allowlist;
     this.general = index(this.rules);
     this.unkeyed = this.rules.filter((r) => r.keywords.length === 0);
+    this.source = extra.source;
     this.version = createHash('sha256')
       .update(JSON.stringify(this.rules.map((r) => [r.id, r.keywords, r.regex.source, r.regex.flags, r.entropy, r.path?.source])))
       .update(extra.source ?? '')

@@ -20,3 +20,7 @@ export function isHelper(c: Docker.ContainerInfo): boolean {
   const sandbox = c.Labels[LABEL_SANDBOX];
   return !!sandbox && c.Names.some((n) => n.startsWith(`/${sandbox}-archiver-`) && /^\d+$/.test(n.slice(sandbox.length + '/-archiver-'.length)));
 }
+
+/** A sandbox container's own limits, as labels, so a capacity count needs no inspect of each. */
+export const LABEL_MEMORY_MB = 'svc.memory-mb';
+export const LABEL_CPUS = 'svc.cpus';

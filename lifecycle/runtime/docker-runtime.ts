@@ -18,18 +18,16 @@ import { KeptStates } from './kept-states.ts';
 import { SandboxExec } from './sandbox-exec.ts';
 import type { ContainerSpec, DiskUse, Inspection, ListOptions, ResourceUse, RuntimeState, SandboxRuntime } from './sandbox-runtime.ts';
 import { resumeLeftPause } from './volume-copy.ts';
-import { isHelper, LABEL_INSTANCE, LABEL_SANDBOX } from './docker-labels.ts';
+import { isHelper, LABEL_CPUS, LABEL_INSTANCE, LABEL_MEMORY_MB, LABEL_SANDBOX } from './docker-labels.ts';
+import { imageId, imageInputs, loadImage, saveImage } from './docker-images.ts';
+import { capacity, diskUse, resourceUse, type EngineCapacity } from './docker-readings.ts';
 import { DockerVolumes } from './docker-volumes.ts';
 
 export { LABEL_INSTANCE, LABEL_SANDBOX } from './docker-labels.ts';
+export { DEFAULT_NETWORKS, poolNetworks, type EngineCapacity } from './docker-readings.ts';
 
 /** How long an inspect waits for the engine before it answers "unreachable". */
 const INSPECT_TIMEOUT_MS = 10_000;
-/** Where the sandbox's volumes are mounted (host-config.ts): what its disk use counts. */
-const VOLUME_FOLDERS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker'] as const;
-/** Longest a disk use scan may run inside a sandbox. */
-const DISK_SCAN_S = 20;
-
 /** An admin's list of every sandbox must not wait long on the engine's name. */
 const HOST_ASK_MS = 2000;
 
@@ -68,43 +66,8 @@ export interface DockerRuntimeOptions {
   networks?: number;
 }
 
-/** An engine that reports no pool: a /16 cut into /28s, one per sandbox network, as scripts/sandbox-engine.sh starts it. */
-export const DEFAULT_NETWORKS = 4096;
-
-/**
- * The networks an engine's default address pools hold (docker info's DefaultAddressPools: a /16 cut in
- * /28s holds 4096). Networks it made before its pools were cut finer keep their larger subnets, so a
- * pool with some of those holds a little less than this.
- */
-export function poolNetworks(pools: Array<{ Base: string; Size: number }> | null | undefined): number | undefined {
-  const counts = (pools ?? []).map((p) => {
-    const prefix = Number(p.Base.split('/')[1]);
-    return Number.isInteger(prefix) && p.Size >= prefix && p.Size <= 32 ? 2 ** (p.Size - prefix) : 0;
-  });
-  const total = counts.reduce((sum, n) => sum + n, 0);
-  return total > 0 ? total : undefined;
-}
-
-/** What an engine holds and what it has room for: what placement (host-set-runtime.ts) scores. */
-export interface EngineCapacity {
-  memoryBytes: number;
-  cpus: number;
-  /** Sandbox containers, running or not: each holds a network of the engine's address pool. */
-  sandboxes: number;
-  running: number;
-  /** Sandbox networks its pool holds: no more sandboxes (not in deep sleep) than this. */
-  networks: number;
-  /** Memory and CPU limits of the running ones (what they may take). */
-  committedMemoryBytes: number;
-  committedCpus: number;
-}
-
 /** The container events that change what inspect answers (state, address; `create`: no longer deep sleep). */
 const STATE_EVENTS = ['create', 'start', 'restart', 'die', 'stop', 'oom', 'pause', 'unpause', 'destroy', 'rename', 'update'];
-
-/** A sandbox container's own limits, as labels, so a capacity count needs no inspect of each. */
-const LABEL_MEMORY_MB = 'svc.memory-mb';
-const LABEL_CPUS = 'svc.cpus';
 
 /**
  * The sandbox runtime on one Docker engine of this host: the only code that creates, starts, stops
@@ -431,72 +394,22 @@ export class DockerRuntime implements SandboxRuntime {
     return this.volumes.removeHelpers(name);
   }
 
-  /**
-   * What a running sandbox uses now, as its cgroup counts it (inner containers included): the
-   * engine's one-shot stats, which answer at once instead of waiting a second for a second sample.
-   * Undefined when it is not running.
-   */
+  /** Resource use of a running sandbox (docker-readings.ts). */
   resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined> {
-    return guarded(async () => {
-      const container = this.docker.getContainer(resourceNames(name).container);
-      try {
-        const [info, stats] = await Promise.all([
-          container.inspect({ abortSignal: signal } as object),
-          container.stats({ stream: false, 'one-shot': true, abortSignal: signal } as { stream: false; 'one-shot': true }),
-        ]);
-        if (!info.State.Running) return undefined;
-        const memory = stats.memory_stats;
-        // as `docker stats` counts it: without the page cache the kernel can drop (cgroup v1 names it total_)
-        const cache = memory.stats?.total_inactive_file ?? memory.stats?.inactive_file ?? 0;
-        return {
-          at: Date.parse(stats.read) || Date.now(),
-          cpuNs: stats.cpu_stats.cpu_usage.total_usage,
-          cpuLimit: info.HostConfig.NanoCpus ? info.HostConfig.NanoCpus / 1e9 : stats.cpu_stats.online_cpus ?? 1,
-          memoryBytes: cache < memory.usage ? memory.usage - cache : memory.usage,
-          memoryLimitBytes: memory.limit,
-        };
-      } catch (err) {
-        if (statusCode(err) === 404 || statusCode(err) === 409) return undefined;
-        throw err;
-      }
-    });
+    return resourceUse(this.docker, name, signal);
   }
 
-  /**
-   * The sandbox's persistent folders on disk (what survives a deep sleep: its volumes, inner
-   * images and containers included) and the space left where they live. `du` reads every file:
-   * it runs at the lowest priority and is killed after DISK_SCAN_S.
-   */
-  async diskUse(name: string): Promise<DiskUse> {
-    const script = `df -kP /var/lib/docker | tail -n 1; timeout -s KILL ${DISK_SCAN_S} nice -n 19 du -skx ${VOLUME_FOLDERS.join(' ')}`;
-    const { stdout } = await this.exec.run(name, ['sh', '-c', script]);
-    const [df = '', ...du] = stdout.toString('utf8').trim().split('\n');
-    const fields = df.trim().split(/\s+/);
-    const folders = du.map((line) => /^(\d+)\s/.exec(line)).filter((m) => m !== null);
-    if (fields.length < 4 || !/^\d+$/.test(fields[3]!)) throw new Error(`could not read the disk use of sandbox "${name}"`);
-    // a `du` killed before it finished any folder is still an answer: nothing counted yet, complete false
-    return {
-      usedBytes: folders.reduce((sum, m) => sum + Number(m[1]) * 1024, 0),
-      freeBytes: Number(fields[3]) * 1024,
-      complete: folders.length === VOLUME_FOLDERS.length,
-    };
+  diskUse(name: string): Promise<DiskUse> {
+    return diskUse(this.exec, name);
   }
 
-  /** The svc.inputs label of an image on the engine that runs sandboxes (which build it is); undefined if it is missing. */
+  /** Images of this engine (docker-images.ts). */
   imageInputs(image: string): Promise<string | undefined> {
-    return guarded(async () => {
-      try {
-        return (await this.docker.getImage(image).inspect()).Config.Labels?.['svc.inputs'] ?? '';
-      } catch (err) {
-        if (statusCode(err) === 404) return undefined;
-        throw err;
-      }
-    });
+    return imageInputs(this.docker, image);
   }
 
-  /** `docker save` of an image of the engine that runs sandboxes, to load into a sandbox's own engine. */
   saveImage(image: string): Promise<NodeJS.ReadableStream> {
-    return guarded(() => this.docker.getImage(image).get());
+    return saveImage(this.docker, image);
   }
 
   /** The image sandboxes are made from (its name, as the service was configured). */
@@ -504,30 +417,12 @@ export class DockerRuntime implements SandboxRuntime {
     return this.opts.image;
   }
 
-  /** The id of an image on this engine (which build it is, exactly); undefined if it is missing. */
   imageId(image: string): Promise<string | undefined> {
-    return guarded(async () => {
-      try {
-        return (await this.docker.getImage(image).inspect()).Id;
-      } catch (err) {
-        if (statusCode(err) === 404) return undefined;
-        throw err;
-      }
-    });
+    return imageId(this.docker, image);
   }
 
-  /** `docker load` of a `docker save` stream: its images, with their tags, onto this engine; `signal` ends it. */
   loadImage(tar: NodeJS.ReadableStream, signal?: AbortSignal): Promise<void> {
-    return guarded(async () => {
-      const progress = await this.docker.loadImage(tar, { quiet: true, ...(signal ? { abortSignal: signal } : {}) });
-      await new Promise<void>((resolve, reject) => {
-        this.docker.modem.followProgress(progress, (err: Error | null, events: Array<{ error?: string }>) => {
-          const failed = err ?? events.find((e) => e.error);
-          if (failed) reject(failed instanceof Error ? failed : new Error(`docker load failed: ${failed.error}`));
-          else resolve();
-        });
-      });
-    });
+    return loadImage(this.docker, tar, signal);
   }
 
   innerEngine(name: string, address: string, certs: EngineCerts, opts: { timeoutMs?: number } = {}): Docker {
@@ -541,32 +436,9 @@ export class DockerRuntime implements SandboxRuntime {
     await guarded(() => ping.call(this.docker, { abortSignal: signal }));
   }
 
-  /**
-   * The engine's machine (memory, cores) and what this instance's sandboxes hold of it: limits of the
-   * running ones (a sandbox made before the limit labels counts the defaults), networks of all.
-   * `signal` bounds the two engine calls.
-   */
+  /** The engine's machine and what this instance's sandboxes hold of it (docker-readings.ts). */
   capacity(signal?: AbortSignal): Promise<EngineCapacity> {
-    return guarded(async () => {
-      // dockerode passes abortSignal on to its requests, though its types do not list it here
-      const info = this.docker.info as unknown as (opts: { abortSignal?: AbortSignal }) => Promise<{ MemTotal: number; NCPU: number; DefaultAddressPools?: Array<{ Base: string; Size: number }> | null }>;
-      const [machine, containers] = await Promise.all([
-        info.call(this.docker, { abortSignal: signal }),
-        this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] }, abortSignal: signal } as Docker.ContainerListOptions),
-      ]);
-      const sandboxes = containers.filter((c) => !isHelper(c));
-      const running = sandboxes.filter((c) => c.State === 'running' || c.State === 'paused'); // paused: a fork's copy, its memory held
-      const label = (c: Docker.ContainerInfo, key: string, fallback: number) => Number(c.Labels[key]) || fallback;
-      return {
-        memoryBytes: machine.MemTotal,
-        cpus: machine.NCPU,
-        sandboxes: sandboxes.length,
-        running: running.length,
-        networks: this.opts.networks ?? poolNetworks(machine.DefaultAddressPools) ?? DEFAULT_NETWORKS,
-        committedMemoryBytes: running.reduce((sum, c) => sum + label(c, LABEL_MEMORY_MB, this.opts.limits.memoryMb) * 1024 * 1024, 0),
-        committedCpus: running.reduce((sum, c) => sum + label(c, LABEL_CPUS, this.opts.limits.cpus), 0),
-      };
-    });
+    return capacity(this.docker, this.opts, signal);
   }
 
   /**

@@ -79,7 +79,7 @@ describe('secrets', () => {
     assert.equal(gone.status, 404);
   });
 
-  it('reaches exec sessions as environment variables and files in a tmpfs, scoped; never the container env, the audit log or the store in clear', async () => {
+  it('reaches exec sessions as environment variables and files in a tmpfs, scoped; never the container env or log, the audit log, the export folder or the store in clear', async () => {
     assert.equal((await put(alice.token, 'TLS_KEY', { value: PEM, scope: [name] })).status, 201);
     const env = await exec('printenv DB_PASSWORD; printenv TLS_KEY; cat /run/svc/secrets/DB_PASSWORD; echo; grep " /run/svc/secrets " /proc/mounts');
     assert.equal(env.exit_code, 0, env.stderr);
@@ -99,6 +99,16 @@ describe('secrets', () => {
     const secretRows = rows.rows.filter((r) => r.action.startsWith('secret.'));
     assert.deepEqual(secretRows.map((r) => `${r.action} ${r.target}`).sort(), ['secret.create DB_PASSWORD', 'secret.create TLS_KEY']);
     assert.ok(!JSON.stringify(rows).includes(VALUE));
+    // the sandbox container's own log (its entrypoint, sshd) and the export folder hold none either
+    const { stdout: containerLog, stderr: containerErr } = await run('docker', [...SANDBOX_CLI, 'logs', name]);
+    assert.ok(!`${containerLog}${containerErr}`.includes(VALUE), 'the sandbox container log shows no secret');
+    const zip = await fetch(`${t.url}/api/sandboxes/${name}/export`, { headers: { authorization: `Bearer ${alice.token}` } });
+    assert.equal(zip.status, 200);
+    const folder = path.join(sb.dir, 'export');
+    fs.writeFileSync(`${folder}.zip`, Buffer.from(await zip.arrayBuffer()));
+    await run('unzip', ['-q', `${folder}.zip`, '-d', folder]);
+    const exported = (await run('grep', ['-rlF', '-e', VALUE, '-e', 'line one', folder]).catch((err: { code: number; stdout: string }) => (err.code === 1 ? { stdout: '' } : Promise.reject(err)))).stdout;
+    assert.equal(exported, '', 'the export folder holds no secret');
     const file = new URL(t.config.storeUrl).pathname;
     for (const part of [file, `${file}-wal`].filter((f) => fs.existsSync(f))) {
       const bytes = fs.readFileSync(part);

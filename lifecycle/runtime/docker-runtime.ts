@@ -441,35 +441,13 @@ export class DockerRuntime implements SandboxRuntime {
     return capacity(this.docker, this.opts, signal);
   }
 
-  /**
-   * Whether this engine holds the sandbox's files: its volumes, or, where sandboxes move from the main
-   * engine at their next creation (engine-move.ts), volumes of it there.
-   */
+  /** Whether this engine holds the sandbox's files (docker-volumes.ts). */
   holds(name: string): Promise<boolean> {
-    return guarded(async () => {
-      // by name, not by listing all volumes (a create asks this: with 500 sandboxes, 2000 volumes)
-      const own = await Promise.all(Object.values(resourceNames(name).volumes).map((volume) => this.docker.getVolume(volume).inspect().then(() => true, (err) => {
-        if (statusCode(err) === 404) return false;
-        throw err;
-      })));
-      if (own.includes(true)) return true;
-      if (!this.opts.move) return false;
-      try {
-        await this.opts.move.from.getVolume(resourceNames(name).volumes.root).inspect();
-        return true;
-      } catch (err) {
-        if (statusCode(err) === 404) return false;
-        throw err;
-      }
-    });
+    return this.volumes.holds(name);
   }
 
-  /** Sandboxes of this instance that still have volumes on the host engine (with or without a container). */
   withVolumes(): Promise<string[]> {
-    return guarded(async () => {
-      const { Volumes } = await this.docker.listVolumes({ filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
-      return [...new Set((Volumes ?? []).map((v) => v.Labels?.[LABEL_SANDBOX]).filter((n): n is string => !!n))];
-    });
+    return this.volumes.withVolumes();
   }
 
   /** Sandbox containers of this instance that the host engine knows, with their state. */

@@ -24,7 +24,7 @@ const ARCHIVED_PATHS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker/volum
 export class DockerVolumes {
   constructor(
     private readonly docker: Docker,
-    private readonly opts: { image: string; instance: string; logger: Logger; transferRoot?: string },
+    private readonly opts: { image: string; instance: string; logger: Logger; transferRoot?: string; move?: { from: Docker } },
     private readonly exec: SandboxExec,
   ) {}
 
@@ -201,5 +201,36 @@ export class DockerVolumes {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
+  }
+
+  /**
+   * Whether this engine holds the sandbox's files: its volumes, or, where sandboxes move from the main
+   * engine at their next creation (engine-move.ts), volumes of it there.
+   */
+  holds(name: string): Promise<boolean> {
+    return guarded(async () => {
+      // by name, not by listing all volumes (a create asks this: with 500 sandboxes, 2000 volumes)
+      const own = await Promise.all(Object.values(resourceNames(name).volumes).map((volume) => this.docker.getVolume(volume).inspect().then(() => true, (err) => {
+        if (statusCode(err) === 404) return false;
+        throw err;
+      })));
+      if (own.includes(true)) return true;
+      if (!this.opts.move) return false;
+      try {
+        await this.opts.move.from.getVolume(resourceNames(name).volumes.root).inspect();
+        return true;
+      } catch (err) {
+        if (statusCode(err) === 404) return false;
+        throw err;
+      }
+    });
+  }
+
+  /** Sandboxes of this instance that still have volumes on the host engine (with or without a container). */
+  withVolumes(): Promise<string[]> {
+    return guarded(async () => {
+      const { Volumes } = await this.docker.listVolumes({ filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
+      return [...new Set((Volumes ?? []).map((v) => v.Labels?.[LABEL_SANDBOX]).filter((n): n is string => !!n))];
+    });
   }
 }

@@ -57,7 +57,7 @@ describe('MCP tools', () => {
   it('lists the tools', async () => {
     const { tools } = await agent.listTools();
     assert.deepEqual(tools.map((x) => x.name).sort(), [
-      'create_sandbox_folder', 'delete_sandbox_file', 'get_sandbox_status', 'keep_sandbox_awake', 'list_sandbox_files', 'list_sandbox_volumes',
+      'create_sandbox_folder', 'delete_sandbox_file', 'fork_sandbox', 'get_sandbox_status', 'keep_sandbox_awake', 'list_sandbox_files', 'list_sandbox_volumes',
       'list_sandboxes', 'read_sandbox_file', 'read_sandbox_logs', 'run_sandbox_command', 'start_sandbox', 'write_sandbox_file',
     ]);
     assert.ok(tools.every((x) => x.description && x.inputSchema));

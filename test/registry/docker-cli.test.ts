@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { serviceCaPem } from '../../edge/index.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { OciClient, privateKeyPem } from '../../harness/oci.ts';
 import { registryTraffic } from '../../harness/registry-traffic.ts';
-import { SANDBOX_CLI, sandboxDocker } from '../../harness/sandbox-engine.ts';
+import { sandboxDocker, sandboxShell } from '../../harness/sandbox-engine.ts';
 
 const run = promisify(execFile);
 
@@ -32,16 +32,7 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
   const docker = sandboxDocker();
 
   /** Runs a shell script in the sandbox container (where the inner docker CLI and engine live). */
-  const sh = async (script: string, input?: string | Buffer, allowFail = false): Promise<{ code: number; out: string }> => {
-    const child = spawn('docker', [...SANDBOX_CLI, 'exec', '-i', sb, 'sh', '-c', script], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (out += d));
-    child.stdin.end(input ?? '');
-    const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
-    if (code !== 0 && !allowFail) throw new Error(`in the sandbox: ${script}\nexit ${code}\n${out}`);
-    return { code, out };
-  };
+  const sh = sandboxShell(() => sb);
   const build = async (dir: string, tag: string, dockerfile: string, files: Record<string, string> = {}) => {
     await sh(`rm -rf ${dir} && mkdir -p ${dir}`);
     for (const [name, content] of Object.entries(files)) await sh(`cat > ${dir}/${name}`, content);

@@ -5,11 +5,11 @@
  * /etc/hosts and trusts the service CA (as test/registry/docker-cli.test.ts explains).
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { serviceCaPem } from '../../edge/index.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
-import { SANDBOX_CLI, sandboxDocker } from '../../harness/sandbox-engine.ts';
+import { sandboxDocker, sandboxShell } from '../../harness/sandbox-engine.ts';
 
 const run = promisify(execFile);
 const DOMAIN = 'svc.test';
@@ -37,16 +37,7 @@ export async function pushSandbox(label: string): Promise<PushSandbox> {
     assert.equal(created.status, 201, answerOf(created));
     const sandbox: string = created.body.name;
     const registry = `registry.${DOMAIN}:${t.service.edge.httpsPort}`;
-    const sh = async (script: string, input?: string | Buffer, allowFail = false): Promise<{ code: number; out: string }> => {
-      const child = spawn('docker', [...SANDBOX_CLI, 'exec', '-i', sandbox, 'sh', '-c', script], { stdio: ['pipe', 'pipe', 'pipe'] });
-      let out = '';
-      child.stdout.on('data', (d) => (out += d));
-      child.stderr.on('data', (d) => (out += d));
-      child.stdin.end(input ?? '');
-      const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
-      if (code !== 0 && !allowFail) throw new Error(`in the sandbox: ${script}\nexit ${code}\n${out.slice(-2000)}`);
-      return { code, out };
-    };
+    const sh = sandboxShell(() => sandbox);
     const info = await sandboxDocker().getContainer(sandbox).inspect();
     const gateway = Object.values(info.NetworkSettings.Networks)[0]?.Gateway;
     assert.ok(gateway, `the sandbox container ${sandbox} has no network gateway; cannot reach the edge from inside it`);

@@ -1,14 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
-import { serviceCaPem } from '../../edge/index.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { registryFromSandbox } from '../helpers/registry-from-sandbox.ts';
 import { OciClient, privateKeyPem } from '../../harness/oci.ts';
 import { registryTraffic } from '../../harness/registry-traffic.ts';
-import { sandboxDocker, sandboxShell } from '../../harness/sandbox-engine.ts';
+import { sandboxShell } from '../../harness/sandbox-engine.ts';
 
-const run = promisify(execFile);
 
 /**
  * The real docker CLI and a real Docker daemon against the registry at registry.<domain>.
@@ -29,7 +26,6 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
   let sb: string;
   let registry: string;
   let oci: OciClient;
-  const docker = sandboxDocker();
 
   /** Runs a shell script in the sandbox container (where the inner docker CLI and engine live). */
   const sh = sandboxShell(() => sb);
@@ -56,19 +52,8 @@ describe('registry with the real docker CLI (pushing from inside a sandbox)', ()
     assert.equal(created.status, 201, answerOf(created));
     sb = created.body.name;
     const port = t.service.edge.httpsPort;
-    registry = `registry.${DOMAIN}:${port}`;
-    const info = await docker.getContainer(sb).inspect();
-    const gateway = Object.values(info.NetworkSettings.Networks)[0]?.Gateway;
-    assert.ok(gateway, `the sandbox container ${sb} has no network gateway; cannot reach the edge from inside it`);
-    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
-    await sh(`echo "${gateway} registry.${DOMAIN}" >> /etc/hosts && mkdir -p /etc/docker/certs.d/${registry} && cat > /etc/docker/certs.d/${registry}/ca.crt`, ca);
-    await eventually(async () => (await sh('docker info >/dev/null 2>&1', undefined, true)).code === 0, 'the inner engine', 60_000);
-    // Go's resolver re-reads /etc/hosts at most every 5 s: wait until the inner dockerd sees the line.
-    await eventually(async () => !/no such host/.test((await sh(`docker pull ${registry}/probe/probe:none`, undefined, true)).out), `the inner dockerd to resolve registry.${DOMAIN}`, 30_000, 1000);
-    const saved = await run('sh', ['-c', 'docker save svc-fixture-busybox:latest | base64 -w0'], { maxBuffer: 64 * 1024 * 1024 }).catch((err) => {
-      throw new Error(`the fixture image svc-fixture-busybox:latest is missing on the host engine (run "npm run setup"): ${err.message}`);
-    });
-    await sh('base64 -d | docker load -q', saved.stdout);
+    let ca: string;
+    ({ registry, ca } = await registryFromSandbox(t, sb, DOMAIN));
     oci = new OciClient({ port, host: `registry.${DOMAIN}`, ca, auth: OciClient.basic(alice.token) });
   });
   after(async () => {

@@ -1,12 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
-import { serviceCaPem } from '../../edge/index.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
-import { sandboxDocker, sandboxShell } from '../../harness/sandbox-engine.ts';
+import { registryFromSandbox } from '../helpers/registry-from-sandbox.ts';
+import { sandboxShell } from '../../harness/sandbox-engine.ts';
 
-const run = promisify(execFile);
 const DOMAIN = 'svc.test';
 /** Dictionary words: no rule flags them (the clean control image proves it); only the owner's keyed hash knows them. */
 const PHRASE = 'velvet lantern orchard quietly';
@@ -21,7 +18,6 @@ describe("the owner's secrets in pushed images", () => {
   let alice: { id: string; token: string };
   let sb: string;
   let registry: string;
-  const docker = sandboxDocker();
 
   const sh = sandboxShell(() => sb);
   const build = async (dir: string, tag: string, dockerfile: string, files: Record<string, string> = {}) => {
@@ -43,17 +39,7 @@ describe("the owner's secrets in pushed images", () => {
     const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `osec-${t.config.redisPrefix}` });
     assert.equal(created.status, 201, answerOf(created));
     sb = created.body.name;
-    const port = t.service.edge.httpsPort;
-    registry = `registry.${DOMAIN}:${port}`;
-    const info = await docker.getContainer(sb).inspect();
-    const gateway = Object.values(info.NetworkSettings.Networks)[0]?.Gateway;
-    assert.ok(gateway, `the sandbox container ${sb} has no network gateway`);
-    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
-    await sh(`echo "${gateway} registry.${DOMAIN}" >> /etc/hosts && mkdir -p /etc/docker/certs.d/${registry} && cat > /etc/docker/certs.d/${registry}/ca.crt`, ca);
-    await eventually(async () => (await sh('docker info >/dev/null 2>&1', undefined, true)).code === 0, 'the inner engine', 60_000);
-    await eventually(async () => !/no such host/.test((await sh(`docker pull ${registry}/probe/probe:none`, undefined, true)).out), `the inner dockerd to resolve registry.${DOMAIN}`, 30_000, 1000);
-    const saved = await run('sh', ['-c', 'docker save svc-fixture-busybox:latest | base64 -w0'], { maxBuffer: 64 * 1024 * 1024 });
-    await sh('base64 -d | docker load -q', saved.stdout);
+    ({ registry } = await registryFromSandbox(t, sb, DOMAIN));
     assert.match((await sh(`docker login ${registry} -u alice --password-stdin`, alice.token)).out, /Login Succeeded/);
     const put = await t.api('PUT', '/api/me/secrets/DB_PASSWORD', alice.token, { value: PHRASE });
     assert.equal(put.status, 201, answerOf(put));

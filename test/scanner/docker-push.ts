@@ -5,13 +5,10 @@
  * /etc/hosts and trusts the service CA (as test/registry/docker-cli.test.ts explains).
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { serviceCaPem } from '../../edge/index.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
-import { sandboxDocker, sandboxShell } from '../../harness/sandbox-engine.ts';
+import { registryFromSandbox } from '../helpers/registry-from-sandbox.ts';
+import { sandboxShell } from '../../harness/sandbox-engine.ts';
 
-const run = promisify(execFile);
 const DOMAIN = 'svc.test';
 
 export type ReportFinding = { path: string; rule: string; layer: string; line?: number; confidence?: 'low' };
@@ -36,19 +33,8 @@ export async function pushSandbox(label: string): Promise<PushSandbox> {
     const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `${label}-${t.config.redisPrefix}` });
     assert.equal(created.status, 201, answerOf(created));
     const sandbox: string = created.body.name;
-    const registry = `registry.${DOMAIN}:${t.service.edge.httpsPort}`;
+    const { registry } = await registryFromSandbox(t, sandbox, DOMAIN);
     const sh = sandboxShell(() => sandbox);
-    const info = await sandboxDocker().getContainer(sandbox).inspect();
-    const gateway = Object.values(info.NetworkSettings.Networks)[0]?.Gateway;
-    assert.ok(gateway, `the sandbox container ${sandbox} has no network gateway; cannot reach the edge from inside it`);
-    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
-    await sh(`echo "${gateway} registry.${DOMAIN}" >> /etc/hosts && mkdir -p /etc/docker/certs.d/${registry} && cat > /etc/docker/certs.d/${registry}/ca.crt`, ca);
-    await eventually(async () => (await sh('docker info >/dev/null 2>&1', undefined, true)).code === 0, 'the inner engine', 60_000);
-    await eventually(async () => !/no such host/.test((await sh(`docker pull ${registry}/probe/probe:none`, undefined, true)).out), `the inner dockerd to resolve registry.${DOMAIN}`, 30_000, 1000);
-    const saved = await run('sh', ['-c', 'docker save svc-fixture-busybox:latest | base64 -w0'], { maxBuffer: 64 * 1024 * 1024 }).catch((err) => {
-      throw new Error(`the fixture image svc-fixture-busybox:latest is missing on the host engine (run "npm run setup"): ${err.message}`);
-    });
-    await sh('base64 -d | docker load -q', saved.stdout);
     await sh(`docker login ${registry} -u alice --password-stdin`, alice.token);
 
     const report = async (): Promise<ReportImage[]> => {

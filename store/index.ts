@@ -9,9 +9,10 @@ import { storeLock } from './lock.ts';
 import { auditStore, type AuditStore } from './audit.ts';
 import { hostStore, type HostStore } from './hosts.ts';
 import { secretStore, type SecretStore } from './secrets.ts';
+import { addressStore, type AddressStore } from './addresses.ts';
 
 export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts, HostRecord, MoveRecord, QuotaValues } from './records.ts';
-export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore, HostStore, SecretStore };
+export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore, HostStore, SecretStore, AddressStore };
 export type { SecretMeta, SecretScope, SecretHash } from './secrets.ts';
 export { LOCAL_HOST } from './hosts.ts';
 export type { ServiceKeyName } from './service-keys.ts';
@@ -34,6 +35,8 @@ export interface Store {
   hosts: HostStore;
   /** Users' secrets (issue 35), sealed; their keyed hashes for the registry's scan. */
   secrets: SecretStore;
+  /** Sandbox addresses of the Incus runtime's routed NICs, one pool for every cluster member (issue 34). */
+  addresses: AddressStore;
   /**
    * Runs `work` while no other writer, in this process or another on the same database, holds any
    * of `keys`: for a read-modify-write of a record (accounts' user changes).
@@ -67,6 +70,7 @@ export async function openStore(url: string, options: StoreOptions): Promise<Sto
       audit: await auditStore(backend),
       hosts: await hostStore(backend, box),
       secrets: await secretStore(backend, box),
+      addresses: await addressStore(backend),
       exclusive: (keys, work) => locks.run(keys, work),
       close: () => backend.close(),
     };

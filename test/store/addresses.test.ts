@@ -36,7 +36,7 @@ for (const backend of ['sqlite', 'postgres'] as BackendName[]) {
         const got = await Promise.all(names.map((name, i) => (i % 2 ? other : t.store).addresses.hold(pool, name)));
         assert.equal(new Set(got).size, names.length, `distinct addresses: ${got.join(' ')}`);
         const held = await t.store.addresses.held();
-        assert.deepEqual(names.map((n, i) => held.get(got[i]!)), names, 'each address recorded for its sandbox');
+        assert.deepEqual(got.map((a) => held.get(a)), names, 'each address recorded for its sandbox');
         // the same sandbox asked twice at once: one address, the other hold gives its own back
         const twice = await Promise.all([t.store.addresses.hold(pool, 'svc-twice'), other.addresses.hold(pool, 'svc-twice')]);
         assert.equal(twice[0], twice[1]);

@@ -93,7 +93,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     defaults: quotaDefaults(config),
     // every host that answers: the guard is on all of them together (placement spreads the load)
     host: async () => ({
-      ...(await runtime.machines() ?? { memoryMb: Math.floor(os.totalmem() / 1024 / 1024), cpus: os.availableParallelism(), hosts: 1 }),
+      ...(await runtime.capacity?.() ?? { memoryMb: Math.floor(os.totalmem() / 1024 / 1024), cpus: os.availableParallelism(), hosts: 1 }),
       overcommitMemory: config.overcommitMemory, overcommitCpus: config.overcommitCpus,
     }),
     stopsAt: async (sandbox) => (await sessions.get(sandbox))?.expiresAt,

@@ -13,8 +13,7 @@ import fs from 'node:fs';
 import { promisify } from 'node:util';
 import { startTestService } from '../harness/service.ts';
 import { testHostsDown, testHostsUp } from '../harness/test-hosts.ts';
-import { moveSandbox, type MoveProgress } from '../lifecycle/move.ts';
-import type { HostSetRuntime } from '../lifecycle/runtime/host-set-runtime.ts';
+import type { MoveProgress } from '../lifecycle/index.ts';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.RUNS ?? 3);
@@ -37,7 +36,8 @@ try {
   await t.service.runtime.exec.run(name, ['sh', '-c', `head -c ${SIZE_MB * 1_000_000} /dev/urandom > /root/payload`]);
   const du = await t.service.runtime.exec.run(name, ['sh', '-c', 'du -scb /root /home /srv /opt /var/lib/docker | tail -n1']);
   const volumeBytes = Number(/^(\d+)/.exec(du.stdout.toString())![1]);
-  const deps = t.service.lifecycle.moveDeps(t.service.runtime as HostSetRuntime);
+  const hosts = t.service.runtime.hosts!;
+  const mover = t.service.lifecycle.mover();
 
   const moves: Array<{ total: number; copy: number; verify: number; bytes: number }> = [];
   const baselines: number[] = [];
@@ -58,7 +58,7 @@ try {
 
     const events: Array<MoveProgress & { at: number }> = [];
     const m0 = performance.now();
-    const done = await moveSandbox(deps, name, { to: `test-${to}`, onProgress: (p) => events.push({ ...p, at: performance.now() }) });
+    const done = await hosts.move(mover, name, { to: `test-${to}`, onProgress: (p) => events.push({ ...p, at: performance.now() }) });
     const total = (performance.now() - m0) / 1000;
     const verifying = events.find((e) => e.phase === 'verifying');
     const firstByte = events.find((e) => e.phase === 'copying');

@@ -17,12 +17,11 @@ import { engineHost, type SandboxView } from './view.ts';
 import type { CreateSandboxInput, LifecycleDeps, SettingsPatch, Wake } from './lifecycle-deps.ts';
 import { SleepTimers } from './sleep-timers.ts';
 import { finishArchive, newArchivePath } from './archive.ts';
-import { moveDeps } from './move-deps.ts';
+import { mover } from './mover.ts';
 import { installManagerTool } from './manager-access.ts';
 import { reconcile } from './reconcile.ts';
 import { forkSandbox } from './fork.ts';
-import { recoverMoves, type MoveDeps } from './move.ts';
-import { HostSetRuntime } from './runtime/host-set-runtime.ts';
+import type { Mover } from './runtime/host-operations.ts';
 import { SandboxViews } from './sandbox-views.ts';
 import { SessionClock } from './session-clock.ts';
 import { SshKeySync } from './ssh-key-sync.ts';
@@ -157,11 +156,6 @@ export class Lifecycle {
     return this.deps.runtime.innerEngine(name, state.address, record.certs, opts);
   }
 
-  /** The host the sandbox runs on (the admin view); null when its engine did not say in time. */
-  hostOf(name: string): Promise<string | null> {
-    return this.deps.runtime.hostOf(name);
-  }
-
   /** The sandbox's owner; SVC_SANDBOX_NOT_FOUND when the account is gone. */
   async owner(record: SandboxRecord): Promise<UserRecord> {
     const owner = await this.deps.store.users.get(record.owner_id);
@@ -294,11 +288,14 @@ export class Lifecycle {
     return this.deps.store.hosts.copying(name);
   }
 
-  /** What a move (lifecycle/move.ts) needs of the state machine: the sandbox's lease, and forgetting it ran. */
-  moveDeps(runtime: HostSetRuntime): MoveDeps {
-    return moveDeps({
+  /**
+   * This process as the mover of sandboxes between hosts (the runtime's HostOperations): the sandbox's
+   * lease, and forgetting it ran. Reconcile's recovery of moves uses it, and so do moves made in the
+   * service's process (bench/move.ts).
+   */
+  mover(): Mover {
+    return mover({
       store: this.deps.store,
-      runtime,
       exclusive: (name, work) => this.exclusive(name, work),
       goingDown: async (name) => {
         this.deps.apps.unwatch(name);
@@ -316,8 +313,9 @@ export class Lifecycle {
    * left are taken over beside it (recoverMoves), not awaited: a copy may outlast several passes.
    */
   async reconcile(): Promise<void> {
-    if (this.deps.runtime instanceof HostSetRuntime && !this.recovering) {
-      this.recovering = recoverMoves(this.moveDeps(this.deps.runtime))
+    const hosts = this.deps.runtime.hosts;
+    if (hosts && !this.recovering) {
+      this.recovering = hosts.recoverMoves(this.mover())
         .catch((err) => this.log.error({ err }, 'reconcile: recovering interrupted moves failed; next pass tries again'))
         .finally(() => { this.recovering = undefined; });
     }

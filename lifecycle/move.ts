@@ -6,10 +6,10 @@ import os from 'node:os';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { errors } from '../core/errors.ts';
-import type { Logger } from '../core/logger.ts';
-import { LOCAL_HOST, type Store, type MoveRecord } from '../store/index.ts';
+import { LOCAL_HOST, type MoveRecord } from '../store/index.ts';
 import type { DockerRuntime } from './runtime/docker-runtime.ts';
 import type { HostSetRuntime } from './runtime/host-set-runtime.ts';
+import type { EvacuateOptions, Evacuation, MoveOptions, MoveProgress, Mover } from './runtime/host-operations.ts';
 
 /** The mover renews its record this often; a record not renewed for MOVE_STALE_MS is taken over by a reconcile pass. */
 const HEARTBEAT_MS = 5_000;
@@ -41,49 +41,9 @@ const DIGEST = ['sh', '-c', [
 /** What each line of DIGEST covers, for the error that names the part of a copy that differs. */
 const DIGEST_PARTS = ['names, types, modes, owners, sizes or link targets', 'contents', 'extended attributes'];
 
-export interface MoveDeps {
-  store: Store;
+/** A move as HostSetRuntime runs it (its HostOperations): the moving process, and the hosts' engines. */
+export interface MoveDeps extends Mover {
   runtime: HostSetRuntime;
-  /** The sandbox's transition lease (the lifecycle's): a wake under way finishes before the sandbox is taken down. */
-  exclusive<T>(name: string, work: () => Promise<T>): Promise<T>;
-  /**
-   * The sandbox is about to go down on its old host (called under its lease): its routes, idle
-   * session and app watchers go (a wake on the target opens new ones).
-   */
-  goingDown(name: string): Promise<void>;
-  /**
-   * The sandbox's placement changed (its move committed): every service process is told, so each
-   * forgets the host it remembered for it at once (lifecycle-news.ts), not at its next miss.
-   */
-  placed(name: string): Promise<void>;
-  logger: Logger;
-  /** How long one attempt at a move may take, from its start to its commit, unless the move says (SVC_MOVE_DEADLINE). */
-  deadlineMs: number;
-  /** Bytes the target keeps free after the copy: a move that would leave less is refused (SVC_MOVE_FREE_RESERVE_MB). */
-  freeReserveBytes: number;
-}
-
-export interface MoveProgress {
-  sandbox: string;
-  from: string;
-  to: string;
-  phase: 'copying' | 'verifying' | 'moved' | 'rolled back';
-  bytes: number;
-  /** Bytes the source's files take (du), for a share; 0 when the sandbox has no volumes. */
-  total: number;
-  /** Since this process began the move. */
-  ms: number;
-  error?: string;
-}
-
-export interface MoveOptions {
-  /** The host to move to; by default the one placement would choose (never a drained one, never the source). */
-  to?: string;
-  /** Refuse unless the sandbox is on this host (evacuate). */
-  from?: string;
-  /** This move's deadline instead of deps.deadlineMs (svc hosts move --deadline); kept in its record for a take-over. */
-  deadlineMs?: number;
-  onProgress?: (p: MoveProgress) => void;
 }
 
 const mb = (bytes: number) => Math.floor(bytes / 1e6);
@@ -113,7 +73,7 @@ export async function moveSandbox(deps: MoveDeps, name: string, opts: MoveOption
   if ((await deps.store.hosts.moves()).some((m) => m.move.sandbox === name)) {
     throw new errors.Conflict(`sandbox "${name}" has an unfinished move; a reconcile pass finishes it`);
   }
-  const to = opts.to ?? await deps.runtime.choose(from);
+  const to = opts.to ?? await deps.runtime.placement.choose(from);
   if (to === from) throw new errors.BadRequest(`sandbox "${name}" is on "${to}" already`);
   const target = to === LOCAL_HOST ? await deps.store.hosts.get(LOCAL_HOST) : await deps.store.hosts.get(to);
   if (to !== LOCAL_HOST && !target) throw new errors.NotFound(`no host named "${to}" (svc hosts list)`);
@@ -152,10 +112,7 @@ export async function moveSandbox(deps: MoveDeps, name: string, opts: MoveOption
  * each (its audit row). One that fails (refused, rolled back, past its deadline) is named in `failed`,
  * and the next one moves.
  */
-export async function evacuateHost(
-  deps: MoveDeps, host: string,
-  opts: { onProgress?: (p: MoveProgress) => void; onMoved?: (p: MoveProgress) => Promise<void>; deadlineMs?: number } = {},
-): Promise<{ moved: string[]; failed: Array<{ sandbox: string; error: string }> }> {
+export async function evacuateHost(deps: MoveDeps, host: string, opts: EvacuateOptions = {}): Promise<Evacuation> {
   const record = await deps.store.hosts.get(host);
   if (!record && host !== LOCAL_HOST) throw new errors.NotFound(`no host named "${host}" (svc hosts list)`);
   if (!record?.drained_at) throw new errors.Conflict(`host "${host}" is not drained: svc hosts drain ${host} first (no new sandbox goes there then)`);

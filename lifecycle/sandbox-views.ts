@@ -3,7 +3,7 @@ import type { Store, SandboxRecord } from '../store/index.ts';
 import { probe, type AppDirectory } from './apps/app-directory.ts';
 import type { AppEntry } from './apps/app-labels.ts';
 import { managerExtras } from './manager-access.ts';
-import type { SandboxState } from './runtime/sandbox-runtime.ts';
+import type { SandboxRuntime, SandboxState } from './runtime/sandbox-runtime.ts';
 import type { IdleSessions } from './sessions.ts';
 import { fullView, summarise, type SandboxSummary, type SandboxView } from './view.ts';
 
@@ -17,6 +17,7 @@ export class SandboxViews {
       apps: AppDirectory;
       /** The engine's state of a sandbox, `unavailable` when it cannot be asked: one such sandbox fails no list. */
       state: (name: string) => Promise<SandboxState>;
+      runtime: Pick<SandboxRuntime, 'hostOf'>;
     },
   ) {}
 
@@ -32,6 +33,11 @@ export class SandboxViews {
   /** The sandbox's app addresses, each with the container and published port it goes to. */
   appAddresses(name: string): Array<AppEntry & { url: string }> {
     return this.parts.apps.appsOf(name).map((a) => ({ ...a, url: this.appUrl(a.label) }));
+  }
+
+  /** The host the sandbox runs on (the admins' list); null when its engine did not say in time. */
+  hostOf(name: string): Promise<string | null> {
+    return this.parts.runtime.hostOf(name);
   }
 
   async view(record: SandboxRecord): Promise<SandboxView> {

@@ -1,7 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import { evacuateHost, moveSandbox } from '../lifecycle/index.ts';
 import { args, moveDeadline, note, only, out, SANDBOX_PREFIX, table, UsageError, type OnStore } from './command-line.ts';
-import { addHost, listHosts, openMoves, progressLine, removeHost, setDrained, writeHostFiles } from './hosts.ts';
+import { addHost, listHosts, openHosts, openMoves, progressLine, writeHostFiles } from './hosts.ts';
 
 /** `svc hosts …`: runner hosts added, listed, drained, evacuated and removed (docs/scale-out.md). */
 export async function hostsCommand(inv: OnStore): Promise<void> {
@@ -43,7 +42,7 @@ export async function hostsCommand(inv: OnStore): Promise<void> {
       only(options, [], command);
       const [name] = args(rest, 1, 'NAME', command);
       const drain = action === 'drain';
-      await setDrained(store, name!, drain);
+      await openHosts(store, config).setDrained(name!, drain);
       await audit(drain ? 'admin.host_drain' : 'admin.host_undrain', name!);
       out(drain ? `drained ${name}: no new sandboxes go there; its sandboxes stay` : `${name} takes new sandboxes again`);
       return;
@@ -53,7 +52,7 @@ export async function hostsCommand(inv: OnStore): Promise<void> {
     case 'remove': {
       only(options, [], command);
       const [name] = args(rest, 1, 'NAME', command);
-      await removeHost(store, config, name!);
+      await openHosts(store, config).remove(name!);
       await audit('admin.host_remove', name!);
       out(`removed host ${name}; stop its engine on that machine (scripts/runner.sh --stop)`);
       return;
@@ -67,7 +66,7 @@ async function evacuate({ command, rest, options, config, store, audit }: OnStor
   const deadlineMs = moveDeadline(options.deadline);
   const moves = openMoves(store, config);
   try {
-    const { moved, failed } = await evacuateHost(moves.deps, name!, {
+    const { moved, failed } = await moves.hosts.evacuate(moves.mover, name!, {
       onProgress: (p) => out(progressLine(p)),
       onMoved: (p) => audit('admin.sandbox_move', p.sandbox, `${p.from} → ${p.to}, ${p.bytes} bytes`).then(() => undefined),
       ...(deadlineMs !== undefined ? { deadlineMs } : {}),
@@ -91,7 +90,7 @@ async function move({ command, rest, options, config, store, audit }: OnStore): 
   const name = !requested!.startsWith(SANDBOX_PREFIX) && !(await store.sandboxes.get(requested!)) ? SANDBOX_PREFIX + requested : requested!;
   const moves = openMoves(store, config);
   try {
-    const done = await moveSandbox(moves.deps, name, {
+    const done = await moves.hosts.move(moves.mover, name, {
       onProgress: (p) => out(progressLine(p)),
       ...(options.to !== undefined ? { to: options.to } : {}),
       ...(deadlineMs !== undefined ? { deadlineMs } : {}),

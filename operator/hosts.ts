@@ -9,7 +9,7 @@ import { generateKeys, privateKeyPem, x509 } from '../core/x509.ts';
 import { issueCert, loadOrCreateServiceCa } from '../edge/index.ts';
 import { KeyedLock } from '../core/keyed-lock.ts';
 import { RedisLeases } from '../core/redis-lease.ts';
-import { applyRunnerPools, IdleSessions, moveDeps, operatorHostSet, publishUnwatch, tellNews, type MoveDeps, type MoveProgress } from '../lifecycle/index.ts';
+import { applyRunnerPools, IdleSessions, mover, operatorHosts, publishUnwatch, tellNews, type HostOperations, type Mover, type MoveProgress } from '../lifecycle/index.ts';
 import { createRedis } from '../queue/index.ts';
 import { LOCAL_HOST, type HostRecord, type Store } from '../store/index.ts';
 
@@ -109,21 +109,9 @@ export async function writeHostFiles(dir: string, files: Record<string, string>)
   }
 }
 
-/** Marks a host drained (no new sandboxes) or open again; the service's own machine gets a record for it. */
-export async function setDrained(store: Store, name: string, drained: boolean): Promise<HostRecord> {
-  const host = (await store.hosts.get(name)) ?? (name === LOCAL_HOST ? { name, created_at: new Date().toISOString() } : undefined);
-  if (!host) throw new errors.NotFound(`no host named "${name}" (svc hosts list)`);
-  const { drained_at: _was, ...open } = host;
-  const updated = drained ? { ...host, drained_at: host.drained_at ?? new Date().toISOString() } : open;
-  await store.hosts.put(updated);
-  return updated;
-}
-
-export async function removeHost(store: Store, config: Config, name: string): Promise<void> {
-  if (name === LOCAL_HOST) throw new errors.BadRequest(`"${LOCAL_HOST}" is the machine the service runs on; drain it instead`);
-  if (!(await store.hosts.get(name))) throw new errors.NotFound(`no host named "${name}" (svc hosts list)`);
-  await store.hosts.remove(name);
-  await applyRunnerPools(store.hosts, config, cliLogger());
+/** The hosts as the runtime has them (HostOperations): list, drain, evacuate, move and remove go through it. */
+export function openHosts(store: Store, config: Config): HostOperations {
+  return operatorHosts(store.hosts, config, cliLogger());
 }
 
 export interface HostRow {
@@ -142,18 +130,18 @@ export interface HostRow {
 
 /**
  * What `svc hosts evacuate` and `move` need to move sandboxes from the command line as a service process would
- * (lifecycle/move.ts): the hosts' engines, and the service's Redis for each sandbox's transition lease
+ * (HostOperations.move): the hosts, and the service's Redis for each sandbox's transition lease
  * (a wake under way finishes before its sandbox is taken down), its idle session and app watchers.
  */
-export function openMoves(store: Store, config: Config): { deps: MoveDeps; close(): Promise<void> } {
+export function openMoves(store: Store, config: Config): { hosts: HostOperations; mover: Mover; close(): Promise<void> } {
   const logger = cliLogger();
   const redis = createRedis(config.redisUrl);
   const lock = new KeyedLock(new RedisLeases(redis, `${config.redisPrefix}:lease`));
   const sessions = new IdleSessions(redis, config.redisPrefix);
   return {
-    deps: moveDeps({
+    hosts: operatorHosts(store.hosts, config, logger),
+    mover: mover({
       store,
-      runtime: operatorHostSet(store.hosts, config, logger),
       exclusive: (name, work) => lock.run(name, work),
       goingDown: async (name) => {
         await sessions.close(name);
@@ -180,16 +168,16 @@ export function progressLine(p: MoveProgress): string {
 
 /** Every host with its state and figures, the service's own machine first. */
 export async function listHosts(store: Store, config: Config): Promise<HostRow[]> {
-  const set = operatorHostSet(store.hosts, config, pino({ level: 'silent' }));
+  const hosts = operatorHosts(store.hosts, config, pino({ level: 'silent' }));
   const placements = await store.hosts.placements();
   const hostOf = (sandbox: string) => placements.get(sandbox) ?? LOCAL_HOST;
   const sandboxes = (await store.sandboxes.listAll()).filter((s) => !s.archived_at);
-  return (await set.loads()).map(({ name, record, load, error }) => {
+  return (await hosts.readings()).map(({ name, address, port, drained, figures: load, error }) => {
     const placed = sandboxes.filter((s) => hostOf(s.name) === name).length;
     return {
       name,
-      address: record?.address ? `${record.address}:${record.port ?? HOST_ENGINE_PORT}` : '(this machine)',
-      state: !load ? 'away' : record?.drained_at ? 'drained' : 'ready',
+      address: address ? `${address}:${port ?? HOST_ENGINE_PORT}` : '(this machine)',
+      state: !load ? 'away' : drained ? 'drained' : 'ready',
       ...(error ? { reason: error } : {}),
       sandboxes: placed,
       ...(load ? {

@@ -162,7 +162,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     const listed = lifecycle.views.list(records);
     const [summaries, hosts, memory] = await Promise.all([
       listed,
-      Promise.all(records.map((r) => lifecycle.hostOf(r.name))),
+      Promise.all(records.map((r) => lifecycle.views.hostOf(r.name))),
       // only a running sandbox uses memory; each reading is an inspect and a stats call: a few at a time
       listed.then((all) => mapLimited(all, MEMORY_READINGS_AT_ONCE, (s) => (s.status === 'running' ? usage.memoryNow(s.name) : Promise.resolve(null)))),
     ]);

@@ -3,6 +3,7 @@ import { resourceNames } from '../names.ts';
 import { isHelper, LABEL_CPUS, LABEL_INSTANCE, LABEL_MEMORY_MB } from './docker-labels.ts';
 import { guarded, statusCode } from './engine-client.ts';
 import type { SandboxExec } from './sandbox-exec.ts';
+import type { HostFigures } from './host-operations.ts';
 import type { DiskUse, ResourceUse } from './sandbox-runtime.ts';
 
 /* What one engine reads of its sandboxes and of itself (DockerRuntime's part): resource and disk use, capacity. */
@@ -29,19 +30,8 @@ export function poolNetworks(pools: Array<{ Base: string; Size: number }> | null
   return total > 0 ? total : undefined;
 }
 
-/** What an engine holds and what it has room for: what placement (host-set-runtime.ts) scores. */
-export interface EngineCapacity {
-  memoryBytes: number;
-  cpus: number;
-  /** Sandbox containers, running or not: each holds a network of the engine's address pool. */
-  sandboxes: number;
-  running: number;
-  /** Sandbox networks its pool holds: no more sandboxes (not in deep sleep) than this. */
-  networks: number;
-  /** Memory and CPU limits of the running ones (what they may take). */
-  committedMemoryBytes: number;
-  committedCpus: number;
-}
+/** What an engine holds and what it has room for: what placement (host-placement.ts) scores. */
+export type EngineCapacity = HostFigures;
 
 /**
  * What a running sandbox uses now, as its cgroup counts it (inner containers included): the

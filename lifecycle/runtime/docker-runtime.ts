@@ -436,8 +436,8 @@ export class DockerRuntime implements SandboxRuntime {
     await guarded(() => ping.call(this.docker, { abortSignal: signal }));
   }
 
-  /** The engine's machine and what this instance's sandboxes hold of it (docker-readings.ts). */
-  capacity(signal?: AbortSignal): Promise<EngineCapacity> {
+  /** The engine's machine and what this instance's sandboxes hold of it (docker-readings.ts), for placement. */
+  figures(signal?: AbortSignal): Promise<EngineCapacity> {
     return capacity(this.docker, this.opts, signal);
   }
 

@@ -1,79 +1,23 @@
-import { BlockList, isIPv4 } from 'node:net';
 import type Docker from 'dockerode';
 import type { Logger } from '../../core/logger.ts';
 import { errors } from '../../core/errors.ts';
-import { SingleFlight } from '../../core/keyed-lock.ts';
 import { LOCAL_HOST, type HostStore, type EngineCerts, type HostRecord } from '../../store/index.ts';
-import type { DockerRuntime, EngineCapacity } from './docker-runtime.ts';
+import type { DockerRuntime } from './docker-runtime.ts';
+import { HostHealth } from './host-health.ts';
+import type { Capacity, HostOperations } from './host-operations.ts';
+import { HostPlacement, inPool } from './host-placement.ts';
+import { HostSetOperations } from './host-set-operations.ts';
 import { ImageSync } from './image-sync.ts';
 import {
   RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ListOptions, type ResourceUse, type RuntimeState, type SandboxExecutor, type SandboxRuntime,
 } from './sandbox-runtime.ts';
 
-/** How long placement waits for a host's figures before it leaves that host out. */
-const CAPACITY_ASK_MS = 3000;
-/** How long the hosts' sizes added up (machines()) are used before they are asked again. */
-const MACHINES_TTL_MS = 30_000;
-/**
- * A host that failed an ask is away this long at most without being asked again: its sandboxes'
- * calls answer unreachable at once (an inspect of a silent engine waits 10 s). Probes end it sooner.
- */
-const AWAY_MS = 15_000;
-/** How often an away host is probed (a ping), and how long a probe waits for its answer. */
-const AWAY_PROBE_MS = 1000;
-const PROBE_TIMEOUT_MS = 2000;
-/**
- * A host is taken for away only when a ping fails too, given this long: a heavy call's own deadline
- * (a capacity count or a listing over hundreds of containers on a loaded engine), or one ping slowed
- * by load, says the engine is slow, not gone, and must not show every sandbox of it unavailable.
- */
-const CONFIRM_TIMEOUT_MS = 5000;
 /**
  * How often every host is pinged while the service watches (watchStarts): a host that falls silent
  * with its events stream still open (powered off behind a link that stays up) would otherwise go on
  * answering reads from what its events kept.
  */
 const WATCH_PROBE_MS = 5000;
-
-/** One host's figures for a placement. */
-export interface HostLoad extends EngineCapacity {
-  name: string;
-}
-
-/**
- * The placement score of a host (docs/scale-out.md): the smallest of its free shares of memory, CPU and
- * networks, counting the limits of its running sandboxes as taken. Memory and CPU are overcommitted
- * (a sleeping sandbox takes nothing, a running one rarely its whole limit), so a share may be below 0;
- * the host with the most room by its scarcest resource still wins. A host without a free network (each
- * sandbox container holds one of its pool's) scores -Infinity: it cannot take one more sandbox at all.
- */
-export function placementScore(load: EngineCapacity): number {
-  if (load.sandboxes >= load.networks) return -Infinity;
-  return Math.min(
-    1 - load.committedMemoryBytes / Math.max(1, load.memoryBytes),
-    1 - load.committedCpus / Math.max(1, load.cpus),
-    1 - load.sandboxes / load.networks,
-  );
-}
-
-/** The host a new sandbox goes to: best score, then fewest sandboxes, then name; undefined when none can take it. */
-export function choosePlacement(loads: HostLoad[]): string | undefined {
-  const open = loads.filter((l) => placementScore(l) > -Infinity);
-  open.sort((a, b) => placementScore(b) - placementScore(a) || a.sandboxes - b.sandboxes || (a.name < b.name ? -1 : 1));
-  return open[0]?.name;
-}
-
-/** True when `address` lies in `pool`, an IPv4 CIDR ("10.220.0.0/16"); false for anything malformed. */
-export function inPool(address: string, pool: string): boolean {
-  const [base, prefix] = pool.split('/');
-  const list = new BlockList();
-  try {
-    list.addSubnet(base!, Number(prefix), 'ipv4');
-  } catch {
-    return false;
-  }
-  return isIPv4(address) && list.check(address, 'ipv4');
-}
 
 export interface HostSetOptions {
   /** The engine of the machine the service runs on: LOCAL_HOST, a runner host with nothing to configure. */
@@ -84,6 +28,8 @@ export interface HostSetOptions {
   /** The pool of `local`'s addresses; undefined: its addresses are taken as they come (the main engine). */
   localPool?: string;
   logger: Logger;
+  /** The set of hosts changed (one removed): this machine's routes to their pools follow. */
+  poolsChanged?: () => Promise<void>;
 }
 
 /**
@@ -105,14 +51,17 @@ export class HostSetRuntime implements SandboxRuntime {
    */
   private readonly placed = new Map<string, string>();
   private watching = false;
-  private machinesSeen?: { at: number; figures: Awaited<ReturnType<HostSetRuntime['machines']>> };
-  /** Hosts that failed an ask: why, until when they are not asked, and whether a probe runs. */
-  private readonly away = new Map<string, { reason: string; until: number; probing: boolean }>();
-  /** Hosts whose ask failed, being pinged before they are taken for away (confirmAway). */
-  private readonly confirming = new SingleFlight<void>();
+  private readonly health: HostHealth<DockerRuntime>;
+  /** Where new sandboxes and moves go, from each host's figures. */
+  readonly placement: HostPlacement<DockerRuntime>;
+  /** Its hosts as `svc hosts …` and reconcile's move recovery use them. */
+  readonly hosts: HostOperations;
 
   constructor(private readonly opts: HostSetOptions) {
     this.images = new ImageSync(opts.local, opts.logger);
+    this.health = new HostHealth({ logger: opts.logger, engine: (host) => this.engine(host) });
+    this.placement = new HostPlacement({ hosts: () => this.allEngines(), ask: (host, call) => this.ask(host, call), logger: opts.logger });
+    this.hosts = new HostSetOperations(this, opts.hosts, opts.poolsChanged ?? (async () => undefined));
     const on = async (sandbox: string) => (await this.runtimeOf(sandbox)).exec;
     this.exec = {
       start: async (sandbox, cmd, o) => (await on(sandbox)).start(sandbox, cmd, o),
@@ -158,7 +107,7 @@ export class HostSetRuntime implements SandboxRuntime {
   private async runtimeOf(sandbox: string): Promise<DockerRuntime> {
     const host = await this.hostNameOf(sandbox);
     try {
-      this.throwIfAway(host);
+      this.health.throwIfAway(host);
       return await this.engine(host);
     } catch (err) {
       if (!(err instanceof RuntimeUnreachable) || (await this.placedAfresh(sandbox)) === host) throw err;
@@ -172,83 +121,14 @@ export class HostSetRuntime implements SandboxRuntime {
     return this.hostNameOf(sandbox);
   }
 
-  private throwIfAway(host: string): void {
-    const away = this.away.get(host);
-    if (away && away.until > Date.now()) throw new RuntimeUnreachable(away.reason);
-  }
-
-  /**
-   * Runs an ask of a host: at once RuntimeUnreachable while it is away; a RuntimeUnreachable from the
-   * ask makes it away (AWAY_MS, probed every AWAY_PROBE_MS until it answers) once a ping fails too.
-   */
-  private async ask<T>(host: string, call: (runtime: DockerRuntime) => Promise<T>): Promise<T> {
-    this.throwIfAway(host);
-    const runtime = await this.engine(host);
-    try {
-      return await call(runtime);
-    } catch (err) {
-      if (err instanceof RuntimeUnreachable) await this.confirmAway(host, runtime);
-      throw err;
-    }
-  }
-
-  /** Marks a host away if it does not answer a ping within CONFIRM_TIMEOUT_MS either; concurrent callers share one ping. */
-  private async confirmAway(host: string, runtime: DockerRuntime): Promise<void> {
-    if (this.away.has(host)) return;
-    await this.confirming.do(host, async () => {
-      try {
-        await runtime.ping(AbortSignal.timeout(CONFIRM_TIMEOUT_MS));
-      } catch (err) {
-        if (err instanceof RuntimeUnreachable) this.markAway(host, err.reason);
-      }
-    });
-  }
-
-  private markAway(host: string, reason: string): void {
-    const known = this.away.get(host);
-    if (!known) this.opts.logger.warn({ host, reason }, 'host does not answer: its sandboxes answer unavailable until it does (probed every second)');
-    this.away.set(host, { reason, until: Date.now() + AWAY_MS, probing: known?.probing ?? false });
-    void this.probeWhileAway(host);
-  }
-
-  /** Pings an away host every AWAY_PROBE_MS until it answers (then it is asked again) or is no longer registered. */
-  private async probeWhileAway(host: string): Promise<void> {
-    const entry = this.away.get(host);
-    if (!entry || entry.probing) return;
-    entry.probing = true;
-    try {
-      for (;;) {
-        await new Promise((resolve) => setTimeout(resolve, AWAY_PROBE_MS).unref());
-        const runtime = await this.engine(host).catch(() => undefined);
-        if (!runtime) return void this.away.delete(host); // no longer registered
-        try {
-          await runtime.ping(AbortSignal.timeout(PROBE_TIMEOUT_MS));
-          this.away.delete(host);
-          this.opts.logger.info({ host }, 'host answers again');
-          return;
-        } catch (err) {
-          const current = this.away.get(host);
-          if (!current) return;
-          current.until = Date.now() + AWAY_MS;
-          if (err instanceof RuntimeUnreachable) current.reason = err.reason;
-        }
-      }
-    } finally {
-      const current = this.away.get(host);
-      if (current) current.probing = false;
-    }
+  private ask<T>(host: string, call: (runtime: DockerRuntime) => Promise<T>): Promise<T> {
+    return this.health.ask(host, call);
   }
 
   /** Pings every host once (WATCH_PROBE_MS): one that does not answer is away. */
   private async probeAll(): Promise<void> {
     const engines = await this.allEngines().catch(() => []);
-    await Promise.all(engines.filter((e) => !this.away.has(e.name)).map(async (e) => {
-      try {
-        await e.runtime.ping(AbortSignal.timeout(CONFIRM_TIMEOUT_MS));
-      } catch (err) {
-        if (err instanceof RuntimeUnreachable) this.markAway(e.name, err.reason);
-      }
-    }));
+    await this.health.probe(engines.map((e) => ({ name: e.name, engine: e.runtime })));
   }
 
   /** Every host's runtime that can be asked now, by name; hosts not registered properly are left out. */
@@ -318,7 +198,7 @@ export class HostSetRuntime implements SandboxRuntime {
       // before placements (or from before isolation, on the main engine) must never be left behind for
       // an empty sandbox on another host
       const legacy = await this.opts.local.holds(spec.name);
-      host = await this.opts.hosts.place(spec.name, legacy ? LOCAL_HOST : await this.choose());
+      host = await this.opts.hosts.place(spec.name, legacy ? LOCAL_HOST : await this.placement.choose());
       placedNow = true;
     }
     this.placed.set(spec.name, host);
@@ -343,21 +223,6 @@ export class HostSetRuntime implements SandboxRuntime {
    */
   private async notMoving(name: string): Promise<void> {
     if (await this.opts.hosts.copying(name)) throw new errors.Busy(10, `sandbox "${name}" is moving to another host; try again shortly`);
-  }
-
-  /** The host with the most room (placementScore) among those not drained that answer in time, but `except`. */
-  async choose(except?: string): Promise<string> {
-    const loads = await Promise.all((await this.allEngines()).filter((h) => !h.record?.drained_at && h.name !== except).map(async (h): Promise<HostLoad | undefined> => {
-      try {
-        return { name: h.name, ...(await this.ask(h.name, (runtime) => runtime.capacity(AbortSignal.timeout(CAPACITY_ASK_MS)))) };
-      } catch (err) {
-        this.opts.logger.warn({ host: h.name, err: (err as Error).message }, 'placement: host left out (no answer)');
-        return undefined;
-      }
-    }));
-    const chosen = choosePlacement(loads.filter((l): l is HostLoad => l !== undefined));
-    if (!chosen) throw new errors.HostFull(30, 'no host can take a new sandbox now (all drained, away, or without a free network); try again later');
-    return chosen;
   }
 
   async start(name: string): Promise<RuntimeState> {
@@ -502,31 +367,8 @@ export class HostSetRuntime implements SandboxRuntime {
     return this.opts.local.saveImage(image);
   }
 
-  /**
-   * Memory (MB) and cores of every host that answers, added up, for the admission guard; asked at most
-   * every MACHINES_TTL_MS (a host's size does not change, the set of hosts rarely). Undefined when none answers.
-   */
-  async machines(): Promise<{ memoryMb: number; cpus: number; hosts: number } | undefined> {
-    if (!this.machinesSeen || Date.now() - this.machinesSeen.at > MACHINES_TTL_MS) {
-      const loads = (await this.loads()).flatMap((h) => (h.load ? [h.load] : []));
-      const figures = loads.length === 0 ? undefined : {
-        memoryMb: Math.floor(loads.reduce((sum, l) => sum + l.memoryBytes, 0) / 2 ** 20),
-        cpus: loads.reduce((sum, l) => sum + l.cpus, 0),
-        hosts: loads.length,
-      };
-      this.machinesSeen = { at: Date.now(), figures };
-    }
-    return this.machinesSeen.figures;
-  }
-
-  /** Every host with its figures, for `svc hosts list`: undefined figures for a host that does not answer. */
-  async loads(): Promise<Array<{ name: string; record?: HostRecord; load?: EngineCapacity; error?: string }>> {
-    return Promise.all((await this.allEngines()).map(async (h) => {
-      try {
-        return { name: h.name, record: h.record, load: await this.ask(h.name, (runtime) => runtime.capacity(AbortSignal.timeout(CAPACITY_ASK_MS))) };
-      } catch (err) {
-        return { name: h.name, record: h.record, error: err instanceof RuntimeUnreachable ? err.reason : (err as Error).message };
-      }
-    }));
+  /** The hosts that answer, added up (placement keeps the figures a while). */
+  capacity(): Promise<Capacity | undefined> {
+    return this.placement.capacity();
   }
 }

@@ -38,7 +38,11 @@ export function openHostSet(local: DockerRuntime, hosts: HostStore, config: Conf
       ...(host.same_machine ? { transferRoot } : {}),
     },
   );
-  return new HostSetRuntime({ local, hosts, connect, logger, ...(config.sandboxRuntime === 'userns' ? { localPool: config.sandboxAddressPool } : {}) });
+  return new HostSetRuntime({
+    local, hosts, connect, logger,
+    poolsChanged: () => applyRunnerPools(hosts, config, logger),
+    ...(config.sandboxRuntime === 'userns' ? { localPool: config.sandboxAddressPool } : {}),
+  });
 }
 
 /**

@@ -5,19 +5,18 @@ import type { Logger } from '../../core/logger.ts';
 import type { HostStore } from '../../store/index.ts';
 import { DockerRuntime } from './docker-runtime.ts';
 import { engineClient } from './engine-client.ts';
-import type { HostSetRuntime } from './host-set-runtime.ts';
+import type { HostOperations } from './host-operations.ts';
 import { openHostSet, runtimeOptions } from './open-docker-runtime.ts';
 
 /**
- * The hosts' engines as the service reaches them, for a process that is not the service (the
- * operator's `svc hosts …`): this machine's sandbox engine without its host duties (the service keeps
- * those), and every registered runner host. Built here so that nothing outside lifecycle/ builds a
- * DockerRuntime.
+ * The hosts as the service reaches them, for a process that is not the service (the operator's
+ * `svc hosts …`): this machine's sandbox engine without its host duties (the service keeps those),
+ * and every registered runner host. Built here so that nothing outside lifecycle/ builds a runtime.
  */
-export function operatorHostSet(hosts: HostStore, config: Config, logger: Logger): HostSetRuntime {
+export function operatorHosts(hosts: HostStore, config: Config, logger: Logger): HostOperations {
   // the sandbox engine as the service picks it; the main one in unisolated mode
   const docker = config.sandboxRuntime === 'unisolated' ? new Docker() : engineClient(config.sandboxDockerHost);
   const transferRoot = path.join(config.dataDir, 'transfer');
   const local = new DockerRuntime(docker, { ...runtimeOptions(config, logger), hostDuties: false, transferRoot });
-  return openHostSet(local, hosts, config, logger, transferRoot);
+  return openHostSet(local, hosts, config, logger, transferRoot).hosts;
 }

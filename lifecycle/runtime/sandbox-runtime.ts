@@ -3,6 +3,7 @@ import type Docker from 'dockerode';
 import { errors } from '../../core/errors.ts';
 import type { EngineStatus } from '../../core/sandbox-status.ts';
 import type { EngineCerts } from '../../store/index.ts';
+import type { Capacity, HostOperations } from './host-operations.ts';
 
 /**
  * What runs sandboxes, as the lifecycle, files, exec, logs and the composition root see it.
@@ -71,6 +72,18 @@ export interface SandboxRuntime extends ToolImages {
    * Absent on a runtime that cannot copy a sandbox's storage: forks answer 409 there.
    */
   copyVolumes?(from: string, to: string): Promise<void>;
+  /**
+   * Memory and cores of the machines that run sandboxes, added up (those that answer; undefined when
+   * none does): the admission guard's overcommit is measured on them. Absent: the guard measures the
+   * machine the service runs on.
+   */
+  capacity?(): Promise<Capacity | undefined>;
+  /**
+   * A runtime over several machines: its hosts as the operator's `svc hosts …` lists, drains, evacuates
+   * and removes them, moves between them, and the reconcile pass's recovery of moves a killed process
+   * left (host-operations.ts). Absent on a runtime of one machine.
+   */
+  readonly hosts?: HostOperations;
 }
 
 export interface ListOptions {

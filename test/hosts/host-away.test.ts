@@ -67,7 +67,7 @@ describe('HostSetRuntime: a silent host costs one ask, not every read; reads kep
   });
 
   it('this machine\'s engine cuts its pool in /28s: 4096 sandbox networks (scripts/sandbox-engine.sh)', async () => {
-    assert.equal((await local.capacity()).networks, 4096);
+    assert.equal((await local.figures()).networks, 4096);
   });
 
   it('keeps reads from the engine\'s events: its own changes and an outside removal are seen at once', async () => {
@@ -137,7 +137,7 @@ describe('HostSetRuntime: a slow host is not an away host', () => {
 
   /** The real engine, but every capacity count misses its deadline, as on an engine under load. */
   class SlowCounts extends DockerRuntime {
-    override async capacity(): Promise<EngineCapacity> {
+    override async figures(): Promise<EngineCapacity> {
       await new Promise((r) => setTimeout(r, 100));
       throw new RuntimeUnreachable('no answer in time');
     }
@@ -158,7 +158,7 @@ describe('HostSetRuntime: a slow host is not an away host', () => {
     });
     await store.hosts.place(sandbox, 'slow');
     await hosts.create({ name: sandbox, env: {} });
-    const loads = await hosts.loads();
+    const loads = await hosts.hosts.readings();
     assert.match(loads.find((l) => l.name === 'slow')?.error ?? '', /no answer in time/);
     assert.equal((await hosts.inspect(sandbox)).status, 'exited', 'the host answered its ping: not away');
     assert.equal((await hosts.inspect(sandbox)).status, 'exited');

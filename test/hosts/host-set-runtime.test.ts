@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { loadConfig } from '../../core/config.ts';
 import { DockerRuntime } from '../../lifecycle/runtime/docker-runtime.ts';
 import { engineClient } from '../../lifecycle/runtime/engine-client.ts';
-import { choosePlacement, inPool, placementScore } from '../../lifecycle/runtime/host-set-runtime.ts';
+import { choosePlacement, inPool, placementScore } from '../../lifecycle/runtime/host-placement.ts';
 import { openHostSet, runtimeOptions } from '../../lifecycle/runtime/open-docker-runtime.ts';
 import { destroyStore, openStore, LOCAL_HOST, type Store } from '../../store/index.ts';
 import { removeInstance } from '../../harness/service.ts';

@@ -10,7 +10,6 @@ import { EngineCli } from '../../harness/engine-cli.ts';
 import { ARP_RETRY_MS } from '../../lifecycle/runtime/arp-retries.ts';
 import { sandboxName } from '../../lifecycle/names.ts';
 import { sandboxBridge } from '../../lifecycle/runtime/docker-runtime.ts';
-import type { HostSetRuntime } from '../../lifecycle/runtime/host-set-runtime.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { testHostAddress, testHostPool, testHostsDown, testHostsUp } from '../../harness/test-hosts.ts';
 import { svcCli } from '../helpers/svc-cli.ts';
@@ -83,7 +82,7 @@ describe('sandboxes on two runner hosts', () => {
       const env = (await run('docker', ['-H', `unix:///run/svc-host-${i}.sock`, 'inspect', '-f', '{{range .Config.Env}}{{println .}}{{end}}', name])).stdout;
       assert.match(env, new RegExp(`^SVC_DNS=${i === 2 ? '198\\.51\\.100\\.53' : t.config.sandboxDns.join(',').replace(/\./g, '\\.')}$`, 'm'), 'the host\'s nameservers where recorded, else the service\'s');
     }
-    const machines = await (t.service.runtime as HostSetRuntime).machines();
+    const machines = await t.service.runtime.capacity?.();
     assert.equal(machines?.hosts, 3, 'the admission guard adds up this machine and both hosts');
     const admin = await t.user('root', { admin: true });
     const view = await t.api('GET', '/api/admin/sandboxes', admin.token);

@@ -13,7 +13,7 @@ import type { Config } from './core/config.ts';
 import type { Logger } from './core/logger.ts';
 import type { SandboxCounts, ServiceMetrics } from './core/metrics.ts';
 import {
-  applyRunnerPools, AppDirectory, IdleSessions, Lifecycle, LifecycleEdgeBackend, LifecycleNews, managerAccess, openDockerRuntime, openHostSet, Peers, SandboxUsage, SshKeyMarks, procNetTcp,
+  AppDirectory, IdleSessions, Lifecycle, LifecycleEdgeBackend, LifecycleNews, managerAccess, openSandboxRuntime, Peers, SandboxUsage, SshKeyMarks, procNetTcp,
   startLifecycleWorker, WakeLimits, type SandboxRuntime,
 } from './lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from './queue/index.ts';
@@ -49,7 +49,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const scanRules = config.scanRulesFile ? loadRulesFile(config.scanRulesFile) : undefined;
   if (config.dataPlane === 'haproxy') requireHaproxy();
   const transferRoot = path.join(config.dataDir, 'transfer');
-  const { runtime: localRuntime, openServicePort } = await openDockerRuntime(config, logger, transferRoot);
+  const opening = await openSandboxRuntime(config, logger, transferRoot);
   // The data folder holds the store, the CA key, archives and the registry: the service's alone,
   // whatever mode an operator pre-created it with.
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -71,8 +71,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     workerRedis.disconnect();
     throw err;
   }
-  const runtime = openHostSet(localRuntime, store.hosts, config, logger, transferRoot);
-  await applyRunnerPools(store.hosts, config, logger);
+  const runtime = await opening.withStore(store);
   const sealed = await store.sandboxes.sealPlainRecords();
   if (sealed > 0) logger.info({ sealed }, 'store: sealed the engine keys of records written before sealing');
   const queue = new LifecycleQueue(redis, config.redisPrefix);
@@ -142,7 +141,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   });
   await api.ready();
   // sandboxes reach the service's public port (registry pushes from inside), and nothing else of the host
-  const closePort = await openServicePort(config.httpsPort);
+  const closePort = await opening.openServicePort(config.httpsPort);
   // /readyz answers from here on (the operator port), but is not ready before the public port is open
   let edge: Edge | undefined;
   edge = await startEdge({

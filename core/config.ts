@@ -33,6 +33,10 @@ export interface Config {
   managerImage: string;
   /** `default` (cap-add ALL, unconfined) or `sysbox-runc` where installed. */
   sandboxRuntime: SandboxRuntimeMode;
+  /** What runs sandboxes (SVC_RUNTIME): `docker` (this machine's engine and the runner hosts) or `incus` (docs/incus.md). */
+  runtime: 'docker' | 'incus';
+  /** Where the Incus daemon or cluster is (only with SVC_RUNTIME=incus). */
+  incus: IncusConfig | undefined;
   /**
    * The engine that runs sandbox containers: the service's own, with --userns-remap
    * (scripts/sandbox-engine.sh). In `unisolated` mode the main engine (dockerHost) runs them.
@@ -91,6 +95,22 @@ export interface Config {
 }
 
 const MB = 1024 * 1024;
+
+/** An Incus daemon (its unix socket) or cluster (its members' HTTPS addresses, with certificates): docs/incus.md. */
+export interface IncusConfig {
+  /** SVC_INCUS_URLS: https://member:8443,… ; empty: the unix socket. */
+  urls: string[];
+  /** SVC_INCUS_UNIX_SOCKET (/var/lib/incus/unix.socket). */
+  unixSocket: string;
+  /** PEM files of the client certificate the cluster trusts, its key, and the cluster's certificate (pinned). */
+  clientCertFile: string | undefined;
+  clientKeyFile: string | undefined;
+  serverCertFile: string | undefined;
+  /** SVC_INCUS_ADDRESS_POOL: the sandboxes' routed addresses (100.73.0.0/16, as scripts/incus-host.sh sets up). */
+  addressPool: string;
+  /** SVC_INCUS_NIC_PARENT: the members' link on which proxy ARP announces each address (a cluster's shared network). */
+  nicParent: string | undefined;
+}
 
 export interface OidcConfig {
   issuer: string;
@@ -161,6 +181,32 @@ function runtimeMode(raw: string | undefined): SandboxRuntimeMode {
       'name "unisolated" to get the old mode, where root in a sandbox is root on the host');
   }
   throw new Error(`SVC_SANDBOX_RUNTIME must be userns, sysbox-runc or unisolated, got "${raw}"`);
+}
+
+function runtimeKind(raw: string | undefined): 'docker' | 'incus' {
+  if (!raw || raw === 'docker') return 'docker';
+  if (raw === 'incus') return 'incus';
+  throw new Error(`SVC_RUNTIME must be docker (the default) or incus, got "${raw}"`);
+}
+
+function incusConfig(env: NodeJS.ProcessEnv): IncusConfig {
+  const urls = (env.SVC_INCUS_URLS ?? '').split(',').map((u) => u.trim()).filter(Boolean);
+  for (const u of urls) if (!/^https:\/\/\S+$/.test(u)) throw new Error(`SVC_INCUS_URLS must list https:// addresses of Incus members, got "${u}"`);
+  const file = (name: string) => (env[name] ? path.resolve(env[name]) : undefined);
+  const cfg: IncusConfig = {
+    urls,
+    unixSocket: env.SVC_INCUS_UNIX_SOCKET || '/var/lib/incus/unix.socket',
+    clientCertFile: file('SVC_INCUS_CLIENT_CERT'),
+    clientKeyFile: file('SVC_INCUS_CLIENT_KEY'),
+    serverCertFile: file('SVC_INCUS_SERVER_CERT'),
+    addressPool: ipv4Networks(env, 'SVC_INCUS_ADDRESS_POOL', ['100.73.0.0/16'])[0] ?? '',
+    nicParent: env.SVC_INCUS_NIC_PARENT || undefined,
+  };
+  if (!cfg.addressPool) throw new Error('SVC_INCUS_ADDRESS_POOL must be one IPv4 network (100.73.0.0/16)');
+  if (urls.length > 0 && !(cfg.clientCertFile && cfg.clientKeyFile && cfg.serverCertFile)) {
+    throw new Error('SVC_INCUS_URLS needs SVC_INCUS_CLIENT_CERT, SVC_INCUS_CLIENT_KEY and SVC_INCUS_SERVER_CERT (eval "$(scripts/test-cluster.sh env)" sets them for the test cluster)');
+  }
+  return cfg;
 }
 
 function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -258,6 +304,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sandboxImage: env.SVC_SANDBOX_IMAGE || 'svc-sandbox:latest',
     managerImage: env.SVC_MANAGER_IMAGE || 'svc-manager:latest',
     sandboxRuntime: runtimeMode(env.SVC_SANDBOX_RUNTIME),
+    runtime: runtimeKind(env.SVC_RUNTIME),
+    incus: runtimeKind(env.SVC_RUNTIME) === 'incus' ? incusConfig(env) : undefined,
     sandboxDockerHost: env.SVC_SANDBOX_DOCKER_HOST || 'unix:///run/svc-sandbox-docker.sock',
     sandboxAddressPool: env.SVC_SANDBOX_ADDRESS_POOL || '10.213.0.0/16',
     sandboxMemoryMb: int(env, 'SVC_SANDBOX_MEMORY_MB', 2048),

@@ -1,6 +1,7 @@
 export { Lifecycle, type Wake, type CreateSandboxInput, type SettingsPatch, DEFAULT_IDLE_TIMEOUT, DEFAULT_DEEP_SLEEP_AFTER } from './controller.ts';
 export { startLifecycleWorker } from './worker.ts';
 export { applyRunnerPools, openDockerRuntime, openHostSet } from './runtime/open-docker-runtime.ts';
+export { openSandboxRuntime } from './runtime/open-runtime.ts';
 export { procNetTcp } from './host-commands.ts';
 export type { SandboxRuntime, SandboxExecutor, RuntimeState, ExecProcess } from './runtime/sandbox-runtime.ts';
 export type { SandboxStatus } from '../core/sandbox-status.ts';

@@ -127,20 +127,22 @@ const PORT_OWNER = /^svc-p(\d+)$/;
  * Each service process adds a rule of its own (its pid in a comment) and removes only that one, so
  * the port stays open while any process that serves it runs (a process stopping during another's
  * start, a rolling restart). Rules of processes that are gone, and the one rule without an owner
- * that versions before this one added, are cleared here.
+ * that versions before this one added, are cleared here. `sandboxes`: the chain (first in INPUT) and
+ * the interfaces of the sandboxes' side, the Docker runtime's unless said.
  */
-export async function openPort(port: number): Promise<() => Promise<void>> {
-  const accept = ['-i', BRIDGES, '-p', 'tcp', '-m', 'tcp', '--dport', String(port)];
+export async function openPort(port: number, sandboxes: { chain: string; interfaces: string } = { chain: IN, interfaces: BRIDGES }): Promise<() => Promise<void>> {
+  const { chain: into } = sandboxes;
+  const accept = ['-i', sandboxes.interfaces, '-p', 'tcp', '-m', 'tcp', '--dport', String(port)];
   const rule = [...accept, '-m', 'comment', '--comment', `svc-p${process.pid}`, '-j', 'ACCEPT'];
-  await ensure('iptables', IN, rule, 2);
-  for (const line of (await run('iptables', ['-w', '5', '-S', IN])).stdout.split('\n')) {
+  await ensure('iptables', into, rule, 2);
+  for (const line of (await run('iptables', ['-w', '5', '-S', into])).stdout.split('\n')) {
     const args = line.trim().split(/\s+/).slice(2); // "-A <chain> …"
     if (args.join(' ').indexOf(`--dport ${port} `) < 0 || args.at(-1) !== 'ACCEPT') continue;
     const at = args.indexOf('--comment');
     const owner = at < 0 ? undefined : PORT_OWNER.exec(args[at + 1]!.replace(/"/g, ''))?.[1];
-    if (at < 0 || (owner !== undefined && !processAlive(Number(owner)))) await ipt('iptables', ['-D', IN, ...args]).catch(() => undefined);
+    if (at < 0 || (owner !== undefined && !processAlive(Number(owner)))) await ipt('iptables', ['-D', into, ...args]).catch(() => undefined);
   }
   return async () => {
-    await ipt('iptables', ['-D', IN, ...rule]).catch(() => undefined);
+    await ipt('iptables', ['-D', into, ...rule]).catch(() => undefined);
   };
 }

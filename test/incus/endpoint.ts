@@ -1,7 +1,12 @@
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
 import { loadConfig } from '../../core/config.ts';
 import { IncusClient, type IncusEndpoint } from '../../lifecycle/runtime/incus/incus-client.ts';
+import { poolAddresses } from '../../lifecycle/runtime/incus/incus-network.ts';
 import type { IncusRuntimeOptions } from '../../lifecycle/runtime/incus/incus-runtime.ts';
+import { openStore, type Store } from '../../store/index.ts';
 
 /**
  * The Incus the tests of test/incus/ use: the test cluster when its lines are in the environment
@@ -18,13 +23,27 @@ export function incusClient(url?: string): IncusClient {
   return new IncusClient(incusEndpoint(url));
 }
 
-/** The runtime's options for a test instance of its own. */
-export function runtimeOptions(instance: string): IncusRuntimeOptions {
+/**
+ * The runtime's options for a test instance of its own, its addresses from a store of its own
+ * (SQLite in a temporary folder; `close` removes it): the pool's addresses it holds are given back
+ * by the runtime's removeVolumes.
+ */
+export async function runtimeOptions(instance: string): Promise<{ options: IncusRuntimeOptions; close(): Promise<void> }> {
   const config = loadConfig();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
+  const store: Store = await openStore(`sqlite://${path.join(dir, 'store.sqlite')}`, { secretKeyFile: path.join(dir, 'secret.key') });
+  const pool = process.env.SVC_INCUS_ADDRESS_POOL ?? '100.73.0.0/16';
   return {
-    instance,
-    addressPool: process.env.SVC_INCUS_ADDRESS_POOL ?? '100.73.0.0/16',
-    ...(process.env.SVC_INCUS_NIC_PARENT ? { nicParent: process.env.SVC_INCUS_NIC_PARENT } : {}),
-    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
+    options: {
+      instance,
+      addresses: poolAddresses(store.addresses, pool),
+      ...(process.env.SVC_INCUS_NIC_PARENT ? { nicParent: process.env.SVC_INCUS_NIC_PARENT } : {}),
+      limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
+      logger: pino({ level: 'silent' }),
+    },
+    async close() {
+      await store.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
   };
 }

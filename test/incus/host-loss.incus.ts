@@ -24,6 +24,7 @@ describe('IncusRuntime on a cluster: a member lost and back', () => {
   const instance = `svct${randomBytes(3).toString('hex')}`;
   let client: IncusClient;
   let runtime: IncusRuntime;
+  let options: Awaited<ReturnType<typeof runtimeOptions>> | undefined;
   const names = [1, 2, 3].map((i) => `svc-${instance}-s${i}`);
   const where = new Map<string, string>();
 
@@ -32,12 +33,14 @@ describe('IncusRuntime on a cluster: a member lost and back', () => {
     // the lines `env` prints, as a shell's eval would take them
     for (const m of (await rig('env')).stdout.matchAll(/^export (\w+)=(.*)$/gm)) process.env[m[1]!] = m[2]!;
     client = incusClient();
-    runtime = new IncusRuntime(client, runtimeOptions(instance));
+    options = await runtimeOptions(instance);
+    runtime = new IncusRuntime(client, options.options);
   });
   after(async () => {
     await rig('up', '3');
     for (const n of names) await runtime?.removeVolumes(n).catch(() => undefined);
     await client?.close();
+    await options?.close();
   });
 
   it('places three sandboxes one on each member (the scheduler takes the member with the fewest)', async () => {

@@ -16,16 +16,18 @@ runtimeContract('IncusRuntime', { runsCommands: true }, async () => {
   const instance = `svct${randomBytes(3).toString('hex')}`;
   const client = incusClient();
   const nowhere = new IncusClient({ socketPath: `/tmp/${instance}-no-incus.sock` });
-  const runtime = new IncusRuntime(client, runtimeOptions(instance));
+  const options = await runtimeOptions(instance);
+  const runtime = new IncusRuntime(client, options.options);
   return {
     runtime,
     // a socket that does not exist: Incus cannot be asked (ENOENT on connect)
-    unreachable: new IncusRuntime(nowhere, runtimeOptions(instance)),
+    unreachable: new IncusRuntime(nowhere, options.options),
     sandboxName: (suffix) => `svc-${instance}-${suffix}`,
     async cleanup() {
       for (const name of await runtime.withVolumes()) await runtime.removeVolumes(name);
       await client.close();
       await nowhere.close();
+      await options.close();
     },
   };
 });

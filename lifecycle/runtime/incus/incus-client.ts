@@ -146,7 +146,15 @@ export class IncusClient {
 
   /** A websocket of an operation (exec's stdin, stdout, stderr, control). */
   websocket(op: Operation, secret: string): WebSocket {
-    const path = `/1.0/operations/${encodeURIComponent(op.id)}/websocket?secret=${encodeURIComponent(secret)}`;
+    return this.socket(`/1.0/operations/${encodeURIComponent(op.id)}/websocket?secret=${encodeURIComponent(secret)}`);
+  }
+
+  /** The events websocket of this client's project (`lifecycle`, `operation`, `logging`). */
+  eventsSocket(type: string): WebSocket {
+    return this.socket(`/1.0/events?type=${encodeURIComponent(type)}&project=${encodeURIComponent(this.project)}`);
+  }
+
+  private socket(path: string): WebSocket {
     if (this.endpoint.socketPath) return new WebSocket(`ws+unix://${this.endpoint.socketPath}:${path}`, { maxPayload: MAX_BODY });
     // the TLS options of https.request, which ws passes on (its own typing of checkServerIdentity differs)
     const tls: RequestOptions = {

@@ -1,4 +1,4 @@
-import { Readable, Writable } from 'node:stream';
+import { Duplex, Readable, Writable } from 'node:stream';
 import type WebSocket from 'ws';
 import type { IncusClient, Operation } from './incus-client.ts';
 
@@ -102,6 +102,54 @@ export async function incusRun(client: IncusClient, instance: string, cmd: strin
   await read;
   const { exitCode, stderr } = await p.done;
   return { exitCode, stdout: Buffer.concat(chunks), stderr };
+}
+
+/**
+ * An interactive command on a terminal (`interactive: true`: one pty, its bytes both ways on the
+ * operation's socket `0`); `resize` is a `window-resize` message on its control socket. The stream
+ * ends when the command has exited (Incus closes the socket); destroying it closes both sockets.
+ */
+export async function incusTerminal(
+  client: IncusClient, instance: string, cmd: string[], size: { cols: number; rows: number },
+): Promise<{ stream: Duplex; resize(size: { cols: number; rows: number }): Promise<void> }> {
+  const { operation } = await client.call('POST', `/1.0/instances/${encodeURIComponent(instance)}/exec`, {
+    command: cmd, environment: { TERM: 'xterm-256color', HOME: '/root' }, cwd: '/root', interactive: true,
+    'wait-for-websocket': true, 'record-output': false, width: size.cols, height: size.rows,
+  });
+  if (!operation) throw new Error('Incus started no exec operation');
+  const fds = (operation.metadata?.fds ?? {}) as Record<string, string>;
+  const control = connect(client, operation, fds.control);
+  const data = connect(client, operation, fds['0']);
+  const stream = new Duplex({
+    read() { data.resume(); },
+    write(chunk: Buffer, _enc, cb) {
+      if (data.readyState !== data.OPEN) return cb(new Error('the terminal has ended'));
+      data.send(chunk, { binary: true }, cb);
+    },
+    final(cb) { data.close(); cb(); },
+    destroy(err, cb) { data.close(); control.close(); cb(err); },
+  });
+  data.on('message', (chunk: Buffer, isBinary: boolean) => {
+    if (!isBinary) return; // an empty text message: the other side's end of the stream
+    if (!stream.push(chunk)) data.pause();
+  });
+  data.once('close', () => { stream.push(null); control.close(); });
+  data.once('error', (err) => stream.destroy(err));
+  control.on('error', () => undefined); // the data socket says what matters
+  try {
+    await Promise.all([opened(control), opened(data)]);
+  } catch (err) {
+    stream.destroy();
+    throw err;
+  }
+  const resize = async ({ cols, rows }: { cols: number; rows: number }) => {
+    if (control.readyState !== control.OPEN) return;
+    await new Promise<void>((resolve, reject) => control.send(
+      JSON.stringify({ command: 'window-resize', args: { width: String(cols), height: String(rows) } }),
+      (err) => (err ? reject(err) : resolve()),
+    ));
+  };
+  return { stream, resize };
 }
 
 function connect(client: IncusClient, op: Operation, secret: string | undefined): WebSocket {

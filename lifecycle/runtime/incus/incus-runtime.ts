@@ -1,14 +1,20 @@
-import { posix } from 'node:path';
-import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
+import type { Logger } from '../../../core/logger.ts';
 import type { EngineCerts } from '../../../store/index.ts';
+import { imageInputs, saveImage } from '../docker-images.ts';
+import { innerEngine } from '../inner-engine.ts';
+import { KeptStates } from '../kept-states.ts';
 import {
-  reachable, RuntimeUnreachable, type ContainerSpec, type DiskUse, type ExecProcess, type ExecResult, type Inspection, type ListOptions,
-  type ResourceUse, type RuntimeState, type SandboxExecutor, type SandboxRuntime,
+  reachable, RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ListOptions, type ResourceUse, type RuntimeState, type SandboxRuntime,
 } from '../sandbox-runtime.ts';
 import { IncusError, IncusUnreachable, type IncusClient } from './incus-client.ts';
 import { archiveInstance } from './incus-archive.ts';
-import { incusRun, incusStart } from './incus-exec.ts';
+import { copyInstance, KEY_DEEP, KEY_FINISHED, KEY_INSTANCE, LIST, runs, type Instance } from './incus-instance.ts';
+import { diskUse, machines, resourceUse } from './incus-readings.ts';
+import { incusRun } from './incus-exec.ts';
+import { guarded, IncusExecutor } from './incus-executor.ts';
+import { watchInstanceEvents } from './incus-events.ts';
+import { routedNic, type SandboxAddresses } from './incus-network.ts';
 
 /**
  * The sandbox runtime on Incus (issue 34, docs/incus.md): a sandbox is a system container made from
@@ -16,49 +22,30 @@ import { incusRun, incusStart } from './incus-exec.ts';
  * on one daemon or a cluster (any member answers for all). Everything the sandbox keeps lives in its
  * root volume, so one move or evacuation carries it whole.
  *
- * Begun, not finished: not wired into the service. Deep sleep is a stopped container marked
- * `user.svc.deep` (a stopped LXC container costs only its disk, and its root volume is its volumes);
- * terminals, the inner engine's client, the events watch and the tool images are not done yet and
- * say so. Addresses come from a pool the runtime scans (one service process; the address table in the
- * store of issue §3 replaces it).
+ * SVC_RUNTIME=incus (open-incus-runtime.ts). Deep sleep is a stopped container marked `user.svc.deep`
+ * (a stopped LXC container costs only its disk, and its root volume is its volumes): a create of a
+ * sandbox in deep sleep writes its configuration again (environment, limits), as the Docker runtime
+ * makes a new container. Addresses come from the store's table (incus-network.ts). No folder
+ * is shared with the service (a cluster's members are other machines): files go through exec stdin.
  */
 export interface IncusRuntimeOptions {
   /** Names this service's sandboxes (`user.svc.instance`): lists show no other. */
   instance: string;
-  /** The routed NICs' pool, a /16 or smaller IPv4 network ("100.73.0.0/16"). */
-  addressPool: string;
+  /** The routed NICs' addresses (the store's table: incus-network.ts). */
+  addresses: SandboxAddresses;
   /** With `parent`, proxy ARP announces each address on that link (a cluster's shared network). */
   nicParent?: string;
   limits: { memoryMb: number; cpus: number; pids: number };
+  /** The Docker engine of the service's host that holds the management tool's image; absent: none answers. */
+  toolImages?: Docker;
+  logger: Logger;
 }
 
-interface InstanceState {
-  status: string;
-  pid?: number;
-  started_at?: string;
-  memory?: { usage: number };
-  cpu?: { usage: number };
-  network?: Record<string, { addresses: Array<{ family: string; address: string }> }>;
-}
-
-interface Instance {
-  name: string;
-  status: string;
-  location: string;
-  /** null for an instance of a member that does not answer */
-  config: Record<string, string>;
-  devices: Record<string, Record<string, string>>;
-  last_used_at?: string;
-  state?: InstanceState;
-}
-
-const LIST = '/1.0/instances?recursion=1';
-const KEY_INSTANCE = 'user.svc.instance';
-const KEY_DEEP = 'user.svc.deep';
-const KEY_FINISHED = 'user.svc.finished_at';
 
 export class IncusRuntime implements SandboxRuntime {
-  readonly exec: SandboxExecutor;
+  readonly exec: IncusExecutor;
+  /** What reads take each sandbox's state to be, while Incus's lifecycle events are watched (watchStarts). */
+  private readonly kept = new KeptStates();
 
   constructor(private readonly incus: IncusClient, private readonly opts: IncusRuntimeOptions) {
     this.exec = new IncusExecutor(incus);
@@ -71,7 +58,7 @@ export class IncusRuntime implements SandboxRuntime {
   async inspect(name: string): Promise<Inspection> {
     let found: Instance | undefined;
     try {
-      found = (await this.incus.get<Instance[]>(`/1.0/instances?recursion=2&filter=${encodeURIComponent(`name eq ${name}`)}`)).find((i) => i.name === name);
+      found = await this.withState(name);
     } catch (err) {
       if (err instanceof IncusUnreachable) return { status: 'unreachable', reason: err.reason };
       throw err;
@@ -79,7 +66,7 @@ export class IncusRuntime implements SandboxRuntime {
     // a lost member's instance lists as Error with no config (whose it is cannot be told): unreachable
     if (found?.status === 'Error') return { status: 'unreachable', reason: `Incus member ${found.location} does not answer` };
     if (!found || found.config[KEY_INSTANCE] !== this.opts.instance || found.config[KEY_DEEP] === 'true') return { status: 'deep_sleep' };
-    const running = found.status === 'Running';
+    const running = runs(found);
     const address = running ? found.state?.network?.eth0?.addresses.find((a) => a.family === 'inet')?.address : undefined;
     return {
       status: running ? 'running' : 'exited',
@@ -89,54 +76,96 @@ export class IncusRuntime implements SandboxRuntime {
     };
   }
 
-  read(name: string): Promise<Inspection> {
-    return this.inspect(name);
+  /** inspect()'s answer for reads: while the events are watched, what they kept of the sandbox since its last inspect. */
+  async read(name: string): Promise<Inspection> {
+    const kept = this.kept.get(name);
+    if (kept) return kept;
+    const unchanged = this.kept.asking(name);
+    const answer = await this.inspect(name);
+    if (unchanged()) this.kept.keep(name, answer);
+    return answer;
   }
 
-  async create(spec: ContainerSpec): Promise<void> {
-    await guarded(async () => {
+  /** Runs a call that changes a sandbox, then forgets what reads kept of it. */
+  private async changing<T>(name: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await guarded(call);
+    } finally {
+      this.kept.changed(name);
+    }
+  }
+
+  /**
+   * A new instance, or, for one in deep sleep (or a fork's copy), its configuration written again
+   * from `spec`: the environment (certificates, keys) and limits of now, as a new Docker container has.
+   */
+  create(spec: ContainerSpec): Promise<void> {
+    return this.changing(spec.name, async () => {
       const existing = await this.ours(spec.name);
       if (existing) {
-        if (existing.config[KEY_DEEP] === 'true') await this.setConfig(existing, { [KEY_DEEP]: null });
+        if (existing.config[KEY_DEEP] === 'true') await this.setConfig(existing, { ...this.configOf(spec), [KEY_DEEP]: null }, { dropEnvironment: true });
         return;
       }
-      const memoryMb = spec.limits?.memoryMb ?? this.opts.limits.memoryMb;
-      const cpus = spec.limits?.cpus ?? this.opts.limits.cpus;
       await this.incus.act('POST', '/1.0/instances', {
         name: spec.name, type: 'container', source: { type: 'image', alias: 'svc-sandbox' }, profiles: ['default', 'svc-sandbox'],
-        config: {
-          [KEY_INSTANCE]: this.opts.instance,
-          'limits.memory': `${memoryMb}MiB`,
-          'limits.cpu.allowance': `${Math.round(cpus * 100)}%`,
-          'limits.processes': String(this.opts.limits.pids),
-          ...Object.fromEntries(Object.entries(spec.env).map(([k, v]) => [`environment.${k}`, v])),
-        },
-        devices: { eth0: { type: 'nic', nictype: 'routed', 'ipv4.address': await this.freeAddress(), ...(this.opts.nicParent ? { parent: this.opts.nicParent } : {}) } },
+        config: this.configOf(spec),
+        devices: { eth0: await this.nic(spec.name) },
       });
     });
   }
 
-  /** Starts it, and answers its state then (with its address). */
-  async start(name: string): Promise<RuntimeState> {
-    await guarded(async () => {
-      const i = await this.mustExist(name);
-      if (i.status !== 'Running') {
-        await this.incus.act('PUT', `/1.0/instances/${encodeURIComponent(name)}/state`, { action: 'start' });
-        await this.acceptsCommands(name);
-      }
-    });
-    return reachable(await this.inspect(name));
+  private configOf(spec: ContainerSpec): Record<string, string> {
+    const memoryMb = spec.limits?.memoryMb ?? this.opts.limits.memoryMb;
+    const cpus = spec.limits?.cpus ?? this.opts.limits.cpus;
+    return {
+      [KEY_INSTANCE]: this.opts.instance,
+      'limits.memory': `${memoryMb}MiB`,
+      'limits.cpu.allowance': `${Math.round(cpus * 100)}%`,
+      'limits.processes': String(this.opts.limits.pids),
+      ...Object.fromEntries(Object.entries(spec.env).map(([k, v]) => [`environment.${k}`, v])),
+    };
   }
 
-  async stop(name: string): Promise<void> {
-    await guarded(async () => {
+  /** The sandbox's routed NIC, with the address it holds (held now if it has none). */
+  private async nic(name: string): Promise<Record<string, string>> {
+    return routedNic(await this.opts.addresses.hold(name), this.opts.nicParent);
+  }
+
+  /** Starts it, and answers its state once its own engine answers (with its address). */
+  start(name: string): Promise<RuntimeState> {
+    return guarded(async () => {
       const i = await this.mustExist(name);
-      if (i.status === 'Running') {
+      this.kept.ownStart(name, i.status !== 'Running');
+      try {
+        if (i.status === 'Frozen') await this.state(name, 'unfreeze'); // a fork's freeze its process did not end
+        else if (i.status !== 'Running') await this.state(name, 'start');
+        await this.acceptsCommands(name);
+        const unchanged = this.kept.asking(name);
+        const state = reachable(await this.inspect(name));
+        const keep = unchanged();
+        this.kept.changed(name);
+        if (keep) this.kept.keep(name, state);
+        return state;
+      } catch (err) {
+        this.kept.changed(name);
+        throw err;
+      }
+    });
+  }
+
+  stop(name: string): Promise<void> {
+    return this.changing(name, async () => {
+      const i = await this.mustExist(name);
+      if (runs(i)) {
         // dockerd stops its containers on the profile's halt signal (SIGTERM); LXC kills after the timeout
-        await this.incus.act('PUT', `/1.0/instances/${encodeURIComponent(name)}/state`, { action: 'stop', timeout: 30 });
+        await this.state(name, 'stop', { timeout: 30 });
         await this.setConfig(i, { [KEY_FINISHED]: new Date().toISOString() });
       }
     });
+  }
+
+  private async state(name: string, action: string, more: Record<string, unknown> = {}): Promise<void> {
+    await this.incus.act('PUT', `/1.0/instances/${encodeURIComponent(name)}/state`, { action, ...more });
   }
 
   /**
@@ -156,18 +185,37 @@ export class IncusRuntime implements SandboxRuntime {
     }
   }
 
-  /** Nothing to settle: LXC gives a container its cgroups and network as it starts. */
-  async settle(_name: string): Promise<void> {}
-
-  watchStarts(): () => void {
-    throw new Error('IncusRuntime.watchStarts: the lifecycle events stream is not done yet');
+  /** A freeze that a fork's copy left (its process died between freeze and unfreeze) is ended; LXC gives cgroups and network itself. */
+  settle(name: string): Promise<void> {
+    return guarded(async () => {
+      const i = await this.ours(name);
+      if (i?.status === 'Frozen') {
+        this.opts.logger.warn({ sandbox: name }, 'a fork left the sandbox frozen: unfrozen');
+        await this.state(name, 'unfreeze');
+      }
+    });
   }
 
-  async takeDown(name: string): Promise<void> {
-    await guarded(async () => {
+  /**
+   * Incus's lifecycle events (incus-events.ts): each instance event makes reads ask again, and a start
+   * that is not this runtime's own (a member's restart, `incus cluster restore`) is settled. Returns a
+   * function that stops watching.
+   */
+  watchStarts(): () => void {
+    return watchInstanceEvents(this.incus, (e) => {
+      if (e.action === 'instance-started' && this.kept.startedByUs(e.instance)) return;
+      this.kept.changed(e.instance);
+      if (e.action === 'instance-started') {
+        void this.settle(e.instance).catch((err) => this.opts.logger.warn({ sandbox: e.instance, err: (err as Error).message }, 'settling a sandbox Incus started failed'));
+      }
+    }, (up) => this.kept.eventsNow(up));
+  }
+
+  takeDown(name: string): Promise<void> {
+    return this.changing(name, async () => {
       const i = await this.ours(name);
       if (!i || i.config[KEY_DEEP] === 'true') return;
-      if (i.status === 'Running') await this.incus.act('PUT', `/1.0/instances/${encodeURIComponent(name)}/state`, { action: 'stop', timeout: 30 });
+      if (runs(i)) await this.state(name, 'stop', { timeout: 30 });
       await this.setConfig(i, { [KEY_DEEP]: 'true' });
     });
   }
@@ -179,29 +227,54 @@ export class IncusRuntime implements SandboxRuntime {
     });
   }
 
-  async removeVolumes(name: string): Promise<void> {
-    await guarded(async () => {
-      const i = await this.ours(name);
-      if (!i) return;
-      if (i.status === 'Running') await this.incus.act('PUT', `/1.0/instances/${encodeURIComponent(name)}/state`, { action: 'stop', force: true });
+  /** The instance goes, and then its address (also when a failed create or copy made no instance). */
+  removeVolumes(name: string): Promise<void> {
+    return this.changing(name, async () => {
+      const i = (await this.incus.get<Instance[]>(LIST)).find((x) => x.name === name);
+      // a lost member's instance lists without its config: it may be ours, and it holds its address
+      if (i && !i.config) throw new RuntimeUnreachable(`Incus member ${i.location} does not answer`);
+      if (i?.config[KEY_INSTANCE] !== this.opts.instance) {
+        if (!i) await this.opts.addresses.release(name);
+        return;
+      }
+      if (runs(i)) await this.state(name, 'stop', { force: true });
       await this.incus.act('DELETE', `/1.0/instances/${encodeURIComponent(name)}`).catch((err) => {
         if (!(err instanceof IncusError && err.status === 404)) throw err;
       });
+      await this.opts.addresses.release(name);
+    });
+  }
+
+  /**
+   * A fork: `to` made as an Incus copy of `from` on `from`'s member (incus-instance.ts), in deep sleep
+   * with an address of its own until its create writes its configuration.
+   */
+  copyVolumes(from: string, to: string): Promise<void> {
+    return this.changing(to, async () => {
+      const source = await this.mustHaveVolumes(from);
+      if (await this.ours(to)) throw new Error(`sandbox ${to} exists already`);
+      await copyInstance(this.incus, source, to, { [KEY_DEEP]: 'true' }, { eth0: await this.nic(to) });
     });
   }
 
   async list(opts: ListOptions = {}): Promise<Array<{ name: string; running: boolean }>> {
     return guarded(async () => (await this.all())
-      .filter((i) => i.config[KEY_DEEP] !== 'true' && (!opts.running || i.status === 'Running'))
-      .map((i) => ({ name: i.name, running: i.status === 'Running' })));
+      .filter((i) => i.config[KEY_DEEP] !== 'true' && (!opts.running || runs(i)))
+      .map((i) => ({ name: i.name, running: runs(i) })));
   }
 
   async withVolumes(): Promise<string[]> {
     return guarded(async () => (await this.all()).map((i) => i.name));
   }
 
-  innerEngine(_name: string, _address: string, _certs: EngineCerts): Docker {
-    throw new Error('IncusRuntime.innerEngine is not done yet');
+  /** The sandbox's own dockerd at its routed address, over the mutual TLS users get (as on Docker). */
+  innerEngine(name: string, address: string, certs: EngineCerts, opts: { timeoutMs?: number } = {}): Docker {
+    return innerEngine(name, address, certs, opts);
+  }
+
+  /** The daemon's machine, or the cluster's online members, added up: what the admission guard measures on. */
+  capacity(): Promise<{ memoryMb: number; cpus: number; hosts: number } | undefined> {
+    return guarded(() => machines(this.incus));
   }
 
   async ping(): Promise<void> {
@@ -221,32 +294,32 @@ export class IncusRuntime implements SandboxRuntime {
   placementChanged(_name: string): void {}
 
   async resourceUse(name: string): Promise<ResourceUse | undefined> {
-    return guarded(async () => {
-      const i = (await this.incus.get<Instance[]>(`/1.0/instances?recursion=2&filter=${encodeURIComponent(`name eq ${name}`)}`)).find((x) => x.name === name);
-      if (!i || i.status !== 'Running' || !i.state) return undefined;
-      return {
-        at: Date.now(),
-        cpuNs: i.state.cpu?.usage ?? 0,
-        cpuLimit: Number.parseInt(i.config['limits.cpu.allowance'] ?? '100', 10) / 100,
-        memoryBytes: i.state.memory?.usage ?? 0,
-        memoryLimitBytes: Number.parseInt(i.config['limits.memory'] ?? '0', 10) * 1024 * 1024,
-      };
-    });
+    return guarded(async () => resourceUse(await this.withState(name)));
   }
 
-  async diskUse(name: string): Promise<DiskUse> {
-    const r = await this.exec.run(name, ['sh', '-c', 'du -sxk / 2>/dev/null | cut -f1; df -Pk / | awk "NR==2 {print \\$4}"']);
-    const [used, free] = r.stdout.toString().trim().split('\n').map((x) => Number(x));
-    if (r.exitCode !== 0 || !Number.isFinite(used) || !Number.isFinite(free)) throw new Error(`could not read the disk use of ${name}`);
-    return { usedBytes: used! * 1024, freeBytes: free! * 1024, complete: true };
+  diskUse(name: string): Promise<DiskUse> {
+    return diskUse(this.exec, name);
   }
 
-  imageInputs(_image: string): Promise<string | undefined> {
-    return Promise.reject(new Error('IncusRuntime.imageInputs is not done yet'));
+  /** The management tool's image comes from the Docker engine of the service's host (where setup builds it). */
+  imageInputs(image: string): Promise<string | undefined> {
+    return imageInputs(this.toolEngine(), image);
   }
 
-  saveImage(_image: string): Promise<NodeJS.ReadableStream> {
-    return Promise.reject(new Error('IncusRuntime.saveImage is not done yet'));
+  saveImage(image: string): Promise<NodeJS.ReadableStream> {
+    return saveImage(this.toolEngine(), image);
+  }
+
+  private toolEngine(): Docker {
+    if (!this.opts.toolImages) {
+      throw new Error('the management tool image is loaded from a Docker engine on the service\'s host, and none answered when the service started: install Docker there and build the image ("npm run setup"), then restart the service');
+    }
+    return this.opts.toolImages;
+  }
+
+  /** One instance with its state, from the list (filtered by name). */
+  private async withState(name: string): Promise<Instance | undefined> {
+    return (await this.incus.get<Instance[]>(`/1.0/instances?recursion=2&filter=${encodeURIComponent(`name eq ${name}`)}`)).find((i) => i.name === name);
   }
 
   /**
@@ -273,63 +346,15 @@ export class IncusRuntime implements SandboxRuntime {
     return i;
   }
 
-  /** Sets (or, with null, removes) config keys of an instance; PATCH merges, so a removal is a PUT. */
-  private async setConfig(i: Instance, keys: Record<string, string | null>): Promise<void> {
+  /**
+   * Sets (or, with null, removes) config keys of an instance; PATCH merges, so a removal is a PUT.
+   * `dropEnvironment`: its `environment.*` keys go first (the new ones are in `keys`).
+   */
+  private async setConfig(i: Instance, keys: Record<string, string | null>, opts: { dropEnvironment?: boolean } = {}): Promise<void> {
     const path = `/1.0/instances/${encodeURIComponent(i.name)}`;
     const current = await this.incus.get<Instance & { profiles: string[]; description: string }>(path);
-    const config = { ...current.config };
+    const config = Object.fromEntries(Object.entries(current.config).filter(([k]) => !(opts.dropEnvironment && k.startsWith('environment.'))));
     for (const [k, v] of Object.entries(keys)) if (v === null) delete config[k]; else config[k] = v;
     await this.incus.act('PUT', path, { config, devices: current.devices, profiles: current.profiles, description: current.description });
-  }
-
-  /** The lowest address of the pool that no instance of the daemon (or cluster) holds. */
-  private async freeAddress(): Promise<string> {
-    // a lost member's instances list without devices: their addresses are unknown, so none is handed out then
-    const all = await this.incus.get<Instance[]>(LIST);
-    if (all.some((i) => !i.devices)) throw new RuntimeUnreachable('an Incus member does not answer: the addresses its sandboxes hold are unknown');
-    const taken = new Set(all.map((i) => i.devices.eth0?.['ipv4.address']).filter(Boolean));
-    const [base, bits] = this.opts.addressPool.split('/');
-    const start = base!.split('.').reduce((n, o) => n * 256 + Number(o), 0);
-    const size = 2 ** (32 - Number(bits));
-    for (let n = 2; n < size - 1; n++) {
-      const v = start + n;
-      const address = [v >>> 24, (v >>> 16) & 255, (v >>> 8) & 255, v & 255].join('.');
-      if (!taken.has(address)) return address;
-    }
-    throw new Error(`no free address left in ${this.opts.addressPool}`);
-  }
-}
-
-/** Commands in a running sandbox (terminals are not done yet). */
-class IncusExecutor implements SandboxExecutor {
-  constructor(private readonly incus: IncusClient) {}
-
-  run(sandbox: string, cmd: string[], input?: Buffer | string): Promise<ExecResult & { stdout: Buffer }> {
-    return guarded(() => incusRun(this.incus, sandbox, cmd, input));
-  }
-
-  start(sandbox: string, cmd: string[], opts: { stdin?: boolean; workingDir?: string; onStderr?: (chunk: Buffer) => void } = {}): Promise<ExecProcess> {
-    return guarded(() => incusStart(this.incus, sandbox, cmd, opts));
-  }
-
-  startTerminal(): Promise<never> {
-    return Promise.reject(new Error('IncusExecutor.startTerminal is not done yet'));
-  }
-
-  /** A tar of `path` as `docker cp` gives it: its last component at the top. */
-  async getArchive(sandbox: string, path: string): Promise<Readable> {
-    const p = await this.start(sandbox, ['tar', '-C', posix.dirname(path), '-cf', '-', posix.basename(path)]);
-    p.done.then((r) => { if (r.exitCode !== 0) p.stdout.destroy(new Error(`no archive of ${path}: ${r.stderr.trim().slice(-200)}`)); }, (err) => p.stdout.destroy(err));
-    return p.stdout;
-  }
-}
-
-/** Incus that cannot be asked becomes the runtime's RuntimeUnreachable (a 503 for callers). */
-async function guarded<T>(call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    if (err instanceof IncusUnreachable) throw new RuntimeUnreachable(err.reason);
-    throw err;
   }
 }

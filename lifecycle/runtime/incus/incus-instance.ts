@@ -1,0 +1,68 @@
+import { randomBytes } from 'node:crypto';
+import type { IncusClient } from './incus-client.ts';
+
+/* An Incus instance as the runtime reads it, the keys it marks it with, and its copy (a fork). */
+
+export interface InstanceState {
+  status: string;
+  pid?: number;
+  started_at?: string;
+  memory?: { usage: number };
+  cpu?: { usage: number };
+  network?: Record<string, { addresses: Array<{ family: string; address: string }> }>;
+}
+
+export interface Instance {
+  name: string;
+  status: string;
+  location: string;
+  /** null for an instance of a member that does not answer */
+  config: Record<string, string>;
+  devices: Record<string, Record<string, string>>;
+  last_used_at?: string;
+  state?: InstanceState;
+}
+
+export const LIST = '/1.0/instances?recursion=1';
+/** This service's sandboxes (its Redis prefix): lists show no other. */
+export const KEY_INSTANCE = 'user.svc.instance';
+/** Deep sleep: a stopped instance whose root volume is all the sandbox keeps. */
+export const KEY_DEEP = 'user.svc.deep';
+export const KEY_FINISHED = 'user.svc.finished_at';
+
+/** Running as the runtime counts it: frozen (a fork's copy under way) is running, as paused is on Docker. */
+export function runs(i: Instance): boolean {
+  return i.status === 'Running' || i.status === 'Frozen';
+}
+
+/**
+ * `to` made as an Incus copy of `source` on its member, with `config` and `devices` over the source's.
+ * A running source is frozen for a snapshot (an instant on btrfs; the `dir` driver copies it) and
+ * unfrozen at once, the copy made from the snapshot, the snapshot removed; a stopped one is copied as it is.
+ */
+export async function copyInstance(
+  incus: IncusClient, source: Instance, to: string, config: Record<string, string>, devices: Record<string, Record<string, string>>,
+): Promise<void> {
+  const from = source.name;
+  const state = (action: string) => incus.act('PUT', `/1.0/instances/${encodeURIComponent(from)}/state`, { action });
+  let snapshot: string | undefined;
+  if (runs(source)) {
+    snapshot = `svc-fork-${randomBytes(4).toString('hex')}`;
+    if (source.status === 'Running') await state('freeze');
+    try {
+      await incus.act('POST', `/1.0/instances/${encodeURIComponent(from)}/snapshots`, { name: snapshot, stateful: false });
+    } finally {
+      if (source.status === 'Running') await state('unfreeze');
+    }
+  }
+  try {
+    const target = source.location && source.location !== 'none' ? `?target=${encodeURIComponent(source.location)}` : '';
+    await incus.act('POST', `/1.0/instances${target}`, {
+      name: to, type: 'container', profiles: ['default', 'svc-sandbox'],
+      source: { type: 'copy', source: snapshot ? `${from}/${snapshot}` : from, instance_only: true },
+      config, devices,
+    }, 600);
+  } finally {
+    if (snapshot) await incus.act('DELETE', `/1.0/instances/${encodeURIComponent(from)}/snapshots/${encodeURIComponent(snapshot)}`);
+  }
+}

@@ -88,7 +88,7 @@ export async function moveSandbox(deps: MoveDeps, name: string, opts: MoveOption
   // tools): copied before the move begins, while the sandbox may still wake on its host (~500 MB)
   await deps.runtime.ensureImage(from, fromEngine);
   await deps.runtime.ensureImage(to, toEngine);
-  const [need, free] = await Promise.all([fromEngine!.volumeBytes(name), toEngine!.freeBytes(name)]);
+  const [need, free] = await Promise.all([fromEngine!.volumes.volumeBytes(name), toEngine!.volumes.freeBytes(name)]);
   // other copies to the same host take their whole size, however much of it they wrote already
   // (counted twice for that part: a refusal too many, never a full disk)
   const others = (await deps.store.hosts.moves()).filter((m) => m.move.phase === 'copying' && m.move.to === to);
@@ -289,7 +289,7 @@ async function cleanUp(deps: MoveDeps, move: MoveRecord): Promise<void> {
 
 /**
  * Copies the sandbox's volumes from `source` to `target` through this process: a tar in a helper on
- * each engine (DockerRuntime.volumeHelper), the bytes piped with backpressure (a slow target slows
+ * each engine (DockerVolumes.volumeHelper), the bytes piped with backpressure (a slow target slows
  * the source's tar; at most a few hundred KiB are in this process at once), then both sides' digests
  * compared. A partial copy on the target from an earlier attempt goes first. A sandbox that has no
  * volumes (never started) has nothing to copy.
@@ -298,12 +298,12 @@ async function copyVolumes(
   source: DockerRuntime, target: DockerRuntime, name: string, signal: AbortSignal,
   progress: (bytes: number, total: number) => void, verifying: () => void,
 ): Promise<{ bytes: number; total: number }> {
-  await source.removeHelpers(name);
+  await source.volumes.removeHelpers(name);
   await target.removeVolumes(name, { transfer: false });
-  if (!(await source.hasVolumes(name))) return { bytes: 0, total: 0 };
-  await target.createVolumes(name);
+  if (!(await source.volumes.hasVolumes(name))) return { bytes: 0, total: 0 };
+  await target.volumes.createVolumes(name);
   signal.throwIfAborted();
-  const helpers = await Promise.all([source.volumeHelper(name), target.volumeHelper(name)]);
+  const helpers = await Promise.all([source.volumes.volumeHelper(name), target.volumes.volumeHelper(name)]);
   const [from, to] = helpers;
   // what does not take the signal itself (the engine's calls, du, the digests) is left when it fires;
   // removing the helpers ends it

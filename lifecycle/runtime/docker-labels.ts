@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type Docker from 'dockerode';
 
 /** Labels on everything the runtime creates, so a reconcile pass or a clean-up finds it. */
@@ -24,3 +25,11 @@ export function isHelper(c: Docker.ContainerInfo): boolean {
 /** A sandbox container's own limits, as labels, so a capacity count needs no inspect of each. */
 export const LABEL_MEMORY_MB = 'svc.memory-mb';
 export const LABEL_CPUS = 'svc.cpus';
+
+/** Host interfaces of sandbox networks start with this, so the egress rules can name them all. */
+export const SANDBOX_BRIDGE_PREFIX = 'svcb';
+
+/** The host bridge of a sandbox's network: at most 15 characters, as Linux allows. */
+export function sandboxBridge(network: string): string {
+  return SANDBOX_BRIDGE_PREFIX + createHash('sha256').update(network).digest('hex').slice(0, 11);
+}

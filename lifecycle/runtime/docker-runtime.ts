@@ -1,10 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type Docker from 'dockerode';
-import { createHash } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import type { SandboxRuntimeMode } from '../../core/config.ts';
-import { onJsonLines } from '../../core/json-lines.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { EngineCerts } from '../../store/index.ts';
 import { resourceNames } from '../names.ts';
@@ -12,37 +10,25 @@ import { shortenArpRetries } from './arp-retries.ts';
 import { delegateCgroups } from './cgroup-delegation.ts';
 import { guarded, statusCode, unreachableReason } from './engine-client.ts';
 import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
-import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder } from './host-config.ts';
+import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder, transferOf } from './host-config.ts';
 import { innerEngine } from './inner-engine.ts';
 import { KeptStates } from './kept-states.ts';
 import { SandboxExec } from './sandbox-exec.ts';
 import type { ContainerSpec, DiskUse, Inspection, ListOptions, ResourceUse, RuntimeState, SandboxRuntime } from './sandbox-runtime.ts';
 import { resumeLeftPause } from './volume-copy.ts';
-import { isHelper, LABEL_CPUS, LABEL_INSTANCE, LABEL_MEMORY_MB, LABEL_SANDBOX } from './docker-labels.ts';
+import { isHelper, LABEL_CPUS, LABEL_INSTANCE, LABEL_MEMORY_MB, LABEL_SANDBOX, sandboxBridge } from './docker-labels.ts';
 import { imageId, imageInputs, loadImage, saveImage } from './docker-images.ts';
 import { capacity, diskUse, resourceUse, type EngineCapacity } from './docker-readings.ts';
+import { watchContainerEvents } from './docker-events.ts';
 import { DockerVolumes } from './docker-volumes.ts';
 
-export { LABEL_INSTANCE, LABEL_SANDBOX } from './docker-labels.ts';
+export { LABEL_INSTANCE, LABEL_SANDBOX, SANDBOX_BRIDGE_PREFIX, sandboxBridge } from './docker-labels.ts';
 export { DEFAULT_NETWORKS, poolNetworks, type EngineCapacity } from './docker-readings.ts';
 
 /** How long an inspect waits for the engine before it answers "unreachable". */
 const INSPECT_TIMEOUT_MS = 10_000;
 /** An admin's list of every sandbox must not wait long on the engine's name. */
 const HOST_ASK_MS = 2000;
-
-/** The transfer folder a container has mounted, with where the sandbox sees it; nothing when it has none. */
-function transferOf(folder: string | undefined): { transferFolder?: string; transferMount?: string } {
-  return folder ? { transferFolder: folder, transferMount: TRANSFER_MOUNT } : {};
-}
-
-/** Host interfaces of sandbox networks start with this, so the egress rules can name them all. */
-export const SANDBOX_BRIDGE_PREFIX = 'svcb';
-
-/** The host bridge of a sandbox's network: at most 15 characters, as Linux allows. */
-export function sandboxBridge(network: string): string {
-  return SANDBOX_BRIDGE_PREFIX + createHash('sha256').update(network).digest('hex').slice(0, 11);
-}
 
 export interface DockerRuntimeOptions {
   image: string;
@@ -66,17 +52,14 @@ export interface DockerRuntimeOptions {
   networks?: number;
 }
 
-/** The container events that change what inspect answers (state, address; `create`: no longer deep sleep). */
-const STATE_EVENTS = ['create', 'start', 'restart', 'die', 'stop', 'oom', 'pause', 'unpause', 'destroy', 'rename', 'update'];
-
 /**
  * The sandbox runtime on one Docker engine of this host: the only code that creates, starts, stops
  * or removes sandbox containers there (SandboxExec, its `exec`, runs commands in them).
  */
 export class DockerRuntime implements SandboxRuntime {
   readonly exec: SandboxExec;
-  /** Volumes and the helpers that reach them (docker-volumes.ts). */
-  private readonly volumes: DockerVolumes;
+  /** Volumes and the helpers that reach them (docker-volumes.ts): what a move between engines uses of them too. */
+  readonly volumes: DockerVolumes;
   private engineName?: Promise<string>;
   /** What reads take each sandbox's state to be, while the engine's events are watched (watchStarts). */
   private readonly kept = new KeptStates();
@@ -171,7 +154,7 @@ export class DockerRuntime implements SandboxRuntime {
       if (this.opts.move) {
         await moveFromMainEngine(spec.name, { ...this.opts.move, to: this.docker, labels: () => labels, logger: this.opts.logger });
       }
-      await this.createVolumes(spec.name);
+      await this.volumes.createVolumes(spec.name);
       try {
         await this.docker.createNetwork({
           Name: names.network, Driver: 'bridge', Labels: labels, CheckDuplicate: true,
@@ -287,47 +270,12 @@ export class DockerRuntime implements SandboxRuntime {
    * Settles every sandbox container the engine starts by itself (its restart policy after a crash or an
    * out-of-memory kill, an engine restart) the moment it starts, instead of at the next reconcile pass:
    * its entrypoint waits for the cgroups. The same events keep what reads know (read()): only while
-   * the stream is up. Returns a function that stops watching.
+   * the stream is up (docker-events.ts). Returns a function that stops watching.
    */
   watchStarts(): () => void {
-    const settles = this.settles;
-    let stopped = false;
-    let stream: NodeJS.ReadableStream | undefined;
-    let again: NodeJS.Timeout | undefined;
     const onStart = (name: string) =>
       void this.settle(name).catch((err) => this.opts.logger.warn({ sandbox: name, err: (err as Error).message }, 'cgroup hand-over failed'));
-    const subscribe = async () => {
-      if (stopped) return;
-      try {
-        stream = await this.docker.getEvents({ filters: { type: ['container'], event: STATE_EVENTS, label: [`${LABEL_INSTANCE}=${this.opts.instance}`] } });
-        if (stopped) return (stream as unknown as { destroy(): void }).destroy();
-        this.kept.eventsNow(true);
-        onJsonLines(stream, (event) => {
-          const e = event as { Action?: string; Actor?: { Attributes?: Record<string, unknown> } } | null;
-          const name = e?.Actor?.Attributes?.[LABEL_SANDBOX];
-          if (typeof name !== 'string') return;
-          // the start of a start() of this runtime's own: that call settled it and keeps its state
-          if (e?.Action === 'start' && this.kept.startedByUs(name)) return;
-          this.kept.changed(name);
-          if (settles && e?.Action === 'start') onStart(name);
-        });
-        stream.on('error', () => undefined);
-        // 'close', not 'end': a stream the engine's side reset (it went away) never ends
-        stream.on('close', () => {
-          this.kept.eventsNow(false);
-          if (!stopped) again = setTimeout(subscribe, 1000);
-        });
-      } catch {
-        if (!stopped) again = setTimeout(subscribe, 1000);
-      }
-    };
-    void subscribe();
-    return () => {
-      stopped = true;
-      clearTimeout(again);
-      this.kept.eventsNow(false);
-      (stream as unknown as { destroy?(): void } | undefined)?.destroy?.();
-    };
+    return watchContainerEvents(this.docker, { instance: this.opts.instance, kept: this.kept, ...(this.settles ? { onStart } : {}) });
   }
 
   /** Deep sleep: container and network go, volumes stay. */
@@ -356,30 +304,14 @@ export class DockerRuntime implements SandboxRuntime {
     });
   }
 
-  /** The sandbox's volumes, made if missing (kept when they exist). */
-  createVolumes(name: string): Promise<void> {
-    return this.volumes.createVolumes(name);
-  }
 
   copyVolumes(from: string, to: string): Promise<void> {
     return this.volumes.copyVolumes(from, to);
   }
 
-  hasVolumes(name: string): Promise<boolean> {
-    return this.volumes.hasVolumes(name);
-  }
 
-  volumeHelper(name: string): Promise<{ container: string; remove(): Promise<void> }> {
-    return this.volumes.volumeHelper(name);
-  }
 
-  freeBytes(name: string): Promise<number> {
-    return this.volumes.freeBytes(name);
-  }
 
-  volumeBytes(name: string): Promise<number> {
-    return this.volumes.volumeBytes(name);
-  }
 
   archiveVolumes(name: string, dir: string): Promise<void> {
     return this.volumes.archiveVolumes(name, dir);
@@ -389,10 +321,6 @@ export class DockerRuntime implements SandboxRuntime {
     return this.volumes.removeVolumes(name, opts);
   }
 
-  /** Removes helper containers a killed archive or move left behind (they hold the sandbox's volumes). */
-  removeHelpers(name: string): Promise<void> {
-    return this.volumes.removeHelpers(name);
-  }
 
   /** Resource use of a running sandbox (docker-readings.ts). */
   resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined> {
@@ -441,10 +369,6 @@ export class DockerRuntime implements SandboxRuntime {
     return capacity(this.docker, this.opts, signal);
   }
 
-  /** Whether this engine holds the sandbox's files (docker-volumes.ts). */
-  holds(name: string): Promise<boolean> {
-    return this.volumes.holds(name);
-  }
 
   withVolumes(): Promise<string[]> {
     return this.volumes.withVolumes();

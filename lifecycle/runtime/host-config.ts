@@ -103,3 +103,8 @@ export function sandboxContainerOptions(spec: SandboxContainerSpec): Docker.Cont
     HostConfig: hostConfig,
   };
 }
+
+/** The transfer folder a container has mounted, with where the sandbox sees it; nothing when it has none. */
+export function transferOf(folder: string | undefined): { transferFolder?: string; transferMount?: string } {
+  return folder ? { transferFolder: folder, transferMount: TRANSFER_MOUNT } : {};
+}

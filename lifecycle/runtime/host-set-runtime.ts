@@ -197,7 +197,7 @@ export class HostSetRuntime implements SandboxRuntime {
       // asked even when it makes the create wait for this machine's engine: volumes of a sandbox from
       // before placements (or from before isolation, on the main engine) must never be left behind for
       // an empty sandbox on another host
-      const legacy = await this.opts.local.holds(spec.name);
+      const legacy = await this.opts.local.volumes.holds(spec.name);
       host = await this.opts.hosts.place(spec.name, legacy ? LOCAL_HOST : await this.placement.choose());
       placedNow = true;
     }

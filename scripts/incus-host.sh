@@ -9,6 +9,7 @@
 #   bash scripts/incus-host.sh stop       stops incusd (its containers stop with it: `incus admin shutdown`)
 #   bash scripts/incus-host.sh profile    prints the profile sandboxes run under (the test cluster uses it)
 #   bash scripts/incus-host.sh export DIR writes the image's two tarballs, DIR/meta.tar and DIR/rootfs.tar
+#   bash scripts/incus-host.sh firewall   only the sandboxes' firewall (below); each cluster member runs it
 #
 #   packages   incus-base, incus-client (Debian 12: from bookworm-backports, added as an apt source of
 #              its own; Debian 13: its own archive), btrfs-progs
@@ -19,6 +20,14 @@
 #              SVC_INCUS_ADDRESS_POOL (100.73.0.0/16; apart from Docker's 172.17/16, 10.213/16, 10.214/24,
 #              10.216+ and the test rig's 100.64/16): LXC sets the address inside (the image has no DHCP
 #              client), the host routes it (a /32 per sandbox); one NAT rule takes the pool out
+#   firewall   chains SVC-INCUS-IN and SVC-INCUS-FWD (first in INPUT and FORWARD), matching sandboxes by
+#              their NICs' host side (svcr+, lifecycle/runtime/incus/incus-network.ts): a sandbox reaches
+#              the internet and the nameservers (SVC_INCUS_DNS, else this machine's, port 53 only); not
+#              this machine, not link-local addresses, not the address pool (any member's sandboxes), not
+#              the private networks (SVC_INCUS_PRIVATE_NETWORKS, RFC 1918 and 100.64/10 unless set: the
+#              members, the service, Redis, PostgreSQL); it is reached by answers and by the service's
+#              addresses (SVC_INCUS_SERVICE_ADDRESSES, the edge) alone. The Docker runtime's rules, said
+#              for routed NICs (lifecycle/runtime/egress-firewall.ts); replaced whole at each run
 #   profile    `svc-sandbox`: what a sandbox needs on top of `default` (see sandbox_profile below)
 #   image      alias `svc-sandbox`: `docker export` of svc-sandbox:latest as the rootfs of a split image
 #              (a metadata tarball and the rootfs tarball); its property svc.inputs is the Docker image's
@@ -119,6 +128,53 @@ nat_rule() {
     sysctl -qw net.ipv4.ip_forward=1
 }
 
+# --- firewall: the Docker runtime's isolation for routed sandboxes (egress-firewall.ts says it for Docker)
+NIC=svcr+
+csv() { tr ',' '\n' <<< "$1" | sed '/^$/d'; }
+firewall_rules() {
+    local pool=$1 dns=$2 private=$3 service=$4 x
+    echo '*filter'
+    echo ':SVC-INCUS-IN - [0:0]'
+    echo ':SVC-INCUS-FWD - [0:0]'
+    echo "-A SVC-INCUS-IN -i $NIC -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+    echo "-A SVC-INCUS-IN -i $NIC -j DROP"
+    echo "-A SVC-INCUS-FWD -i $NIC -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+    echo "-A SVC-INCUS-FWD -o $NIC -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+    # ACCEPT, not a later RETURN: a nameserver may be private or link-local
+    for x in $(csv "$dns"); do
+        echo "-A SVC-INCUS-FWD -i $NIC -d $x/32 -p udp -m udp --dport 53 -j ACCEPT"
+        echo "-A SVC-INCUS-FWD -i $NIC -d $x/32 -p tcp -m tcp --dport 53 -j ACCEPT"
+    done
+    echo "-A SVC-INCUS-FWD -i $NIC -d 169.254.0.0/16 -j DROP"
+    echo "-A SVC-INCUS-FWD -i $NIC -d $pool -j DROP"
+    for x in $(csv "$private"); do echo "-A SVC-INCUS-FWD -i $NIC -d $x -j DROP"; done
+    echo "-A SVC-INCUS-FWD -i $NIC -j ACCEPT"
+    for x in $(csv "$service"); do echo "-A SVC-INCUS-FWD -o $NIC -s $x -j ACCEPT"; done
+    echo "-A SVC-INCUS-FWD -o $NIC -j DROP"
+    echo 'COMMIT'
+}
+first_jump() {
+    local tool=$1 parent=$2 chain=$3
+    [ "$($tool -w 5 -S "$parent" | sed -n 2p)" = "-A $parent -j $chain" ] && return 0
+    while $tool -w 5 -D "$parent" -j "$chain" 2> /dev/null; do :; done
+    $tool -w 5 -I "$parent" 1 -j "$chain"
+}
+firewall() {
+    local dns private service
+    dns=${SVC_INCUS_DNS-$(awk '$1 == "nameserver" && $2 ~ /^[0-9.]+$/ { printf "%s%s", sep, $2; sep = "," }' /etc/resolv.conf)}
+    private=${SVC_INCUS_PRIVATE_NETWORKS-10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10}
+    service=${SVC_INCUS_SERVICE_ADDRESSES-}
+    # one iptables-restore commit: never a moment without the chains, nor with half of them
+    firewall_rules "$ADDRESS_POOL" "$dns" "$private" "$service" | iptables-restore -w 5 --noflush
+    first_jump iptables INPUT SVC-INCUS-IN
+    first_jump iptables FORWARD SVC-INCUS-FWD
+    # routed NICs get no IPv6 address; nothing of it goes through
+    printf '*filter\n:SVC-INCUS-FWD - [0:0]\n-A SVC-INCUS-FWD -i %s -j DROP\n-A SVC-INCUS-FWD -o %s -j DROP\n:SVC-INCUS-IN - [0:0]\n-A SVC-INCUS-IN -i %s -j DROP\nCOMMIT\n' \
+        "$NIC" "$NIC" "$NIC" | ip6tables-restore -w 5 --noflush
+    first_jump ip6tables INPUT SVC-INCUS-IN
+    first_jump ip6tables FORWARD SVC-INCUS-FWD
+}
+
 # What a sandbox needs on top of the default profile (docs/incus.md says why each line is there).
 # - nesting, mknod/setxattr interception: the inner dockerd (overlay2 whiteouts, device nodes)
 # - idmap.isolated: every sandbox's root is a host uid range of its own, shared with no other sandbox
@@ -211,8 +267,9 @@ case $ACTION in
         answers && incus admin shutdown --timeout 60 || true
         exit 0 ;;
     image) ensure_image; exit 0 ;;
+    firewall) firewall; exit 0 ;;
     all) ;;
-    *) echo "usage: $0 [image|stop|profile|export DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [image|stop|profile|export DIR|firewall]" >&2; exit 2 ;;
 esac
 
 if command -v incus > /dev/null && [ -x /usr/libexec/incus/incusd ] && command -v mkfs.btrfs > /dev/null; then
@@ -233,6 +290,7 @@ else
     step "pool svc (btrfs, $POOL_SIZE)" init_daemon || fail "incus admin init failed"
 fi
 nat_rule
+step "firewall (SVC-INCUS-IN, SVC-INCUS-FWD)" firewall || fail "could not install the sandboxes' firewall"
 if profile_current; then
     say "profile svc-sandbox: current"
 else

@@ -20,9 +20,10 @@
 #
 # Network: bridge svcic0 at 100.64.0.1/16 on this machine; member i is 100.64.1.<i> (its eth0, default
 # route through the bridge), its API on 8443; sandboxes take routed addresses from 100.64.128.0/17 with
-# parent eth0 (proxy ARP on the bridge), so this machine reaches each at its own address. Only this machine and the members reach those addresses:
-# forwarding is allowed on the bridge alone, and the members' traffic out is NATed (rules commented
-# svc-test-cluster). Storage: a `dir` pool `data` per member (SVC_TEST_CLUSTER_POOL=btrfs: a 5 GiB btrfs
+# parent eth0 (proxy ARP on the bridge), so this machine reaches each at its own address. Forwarding is
+# allowed on the bridge alone, and the members' traffic out is NATed (rules commented svc-test-cluster);
+# in each member the sandboxes' firewall of scripts/incus-host.sh (SVC-INCUS-* chains): a sandbox reaches
+# the outside, not another sandbox, a member or this machine, and is reached by this machine alone. Storage: a `dir` pool `data` per member (SVC_TEST_CLUSTER_POOL=btrfs: a 5 GiB btrfs
 # loop file per member instead, copy-on-write). cluster.offline_threshold is 11 s (the minimum is 10),
 # as in Incus's own suite, so a killed member shows OFFLINE quickly. The sandbox image (alias
 # svc-sandbox, from svc-sandbox:latest on the Docker engine) and the profile svc-sandbox are those of
@@ -37,6 +38,7 @@ BRIDGE=svcic0
 NET=100.64
 POOL_DRIVER=${SVC_TEST_CLUSTER_POOL:-dir}
 OFFLINE_THRESHOLD=11
+SANDBOX_POOL=$NET.128.0/17
 
 say() { printf '[test-cluster] %s\n' "$*"; }
 die() { say "error: $*" >&2; exit 1; }
@@ -128,6 +130,13 @@ namespace_up() {
         ' sh "$veth-n" "$(address_of "$m")" "$NET.0.1"
     fi
     ip link set "$veth" up
+}
+
+# The sandboxes' firewall in the member (scripts/incus-host.sh firewall): the Docker runtime's isolation
+# for routed NICs. The service's address is this machine's on the bridge; the pool is the members' own.
+member_firewall() {
+    nsenter -n -t "$(holder_of "$1")" env SVC_INCUS_ADDRESS_POOL="$SANDBOX_POOL" SVC_INCUS_SERVICE_ADDRESSES="$NET.0.1" \
+        bash "$ROOT/scripts/incus-host.sh" firewall
 }
 
 # --- a member's daemon ----------------------------------------------------------------------------------
@@ -242,11 +251,14 @@ up() {
     for i in $(seq 1 "$n"); do
         m=m$i
         namespace_up "$m"
+        member_firewall "$m"
         daemon_up "$m"
+        # a member that was in the cluster has its certificate: asking m1 instead could fail for want of a
+        # database leader (two of three members killed), and a bootstrap then would fail the same way
         if [ "$m" = m1 ]; then
-            on m1 query /1.0/cluster 2> /dev/null | jq -e .enabled > /dev/null || bootstrap
+            [ -s "$DATA/m1/cluster.crt" ] || bootstrap
         else
-            is_member "$m" || join "$m"
+            [ -s "$DATA/$m/cluster.crt" ] || is_member "$m" || join "$m"
         fi
     done
     # members brought back by `up` after a `kill` beyond N
@@ -327,7 +339,7 @@ export SVC_INCUS_CLIENT_CERT=$DATA/client.crt
 export SVC_INCUS_CLIENT_KEY=$DATA/client.key
 export SVC_INCUS_SERVER_CERT=$DATA/m1/cluster.crt
 export SVC_INCUS_UNIX_SOCKET=$DATA/m1/unix.socket
-export SVC_INCUS_ADDRESS_POOL=$NET.128.0/17
+export SVC_INCUS_ADDRESS_POOL=$SANDBOX_POOL
 export SVC_INCUS_NIC_PARENT=eth0
 EOF
 }

@@ -127,6 +127,42 @@ export class IncusClient {
     return { type: header('x-incus-type'), uid: Number(header('x-incus-uid')), gid: Number(header('x-incus-gid')), mode: Number(header('x-incus-mode')), body: res.body };
   }
 
+  /**
+   * Writes a file (or makes a folder: `content` undefined) of an instance, running or not, through the
+   * file API; `mode` in octal as Incus takes it. An existing file is replaced.
+   */
+  async putFile(instance: string, path: string, content: Buffer | string | undefined, owner: { uid: number; gid: number; mode: number }): Promise<void> {
+    await this.fileRequest('POST', instance, path, content ?? '', {
+      'x-incus-uid': String(owner.uid), 'x-incus-gid': String(owner.gid), 'x-incus-mode': owner.mode.toString(8).padStart(4, '0'),
+      'x-incus-type': content === undefined ? 'directory' : 'file', 'x-incus-write': 'overwrite',
+    });
+  }
+
+  /** Removes a file of an instance; one that is not there is no error. */
+  async deleteFile(instance: string, path: string): Promise<void> {
+    await this.fileRequest('DELETE', instance, path).catch((err) => {
+      if (!(err instanceof IncusError && err.status === 404)) throw err;
+    });
+  }
+
+  private async fileRequest(method: 'POST' | 'DELETE', instance: string, path: string, body?: Buffer | string, headers: Record<string, string> = {}): Promise<void> {
+    const url = new URL(`/1.0/instances/${encodeURIComponent(instance)}/files`, this.origin);
+    url.searchParams.set('path', path);
+    url.searchParams.set('project', this.project);
+    let res;
+    try {
+      res = await request(url, { method, dispatcher: this.dispatcher, headers, body, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS });
+    } catch (err) {
+      throw new IncusUnreachable(`${this.where}: ${(err as Error).message}`);
+    }
+    const text = await readBounded(res.body);
+    if (res.statusCode >= 400) {
+      let message = `HTTP ${res.statusCode}`;
+      try { message = String((JSON.parse(text) as Envelope).error ?? message); } catch { /* not JSON: the status says it */ }
+      throw new IncusError(res.statusCode, message.slice(0, 500));
+    }
+  }
+
   async get<T>(path: string, opts?: { timeoutMs?: number }): Promise<T> {
     return (await this.call<T>('GET', path, undefined, opts)).metadata;
   }

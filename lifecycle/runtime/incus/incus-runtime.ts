@@ -13,6 +13,7 @@ import { copyInstance, KEY_DEEP, KEY_FINISHED, KEY_INSTANCE, LIST, runs, type In
 import { diskUse, machines, resourceUse } from './incus-readings.ts';
 import { incusRun } from './incus-exec.ts';
 import { guarded, IncusExecutor } from './incus-executor.ts';
+import { sandboxEnvironment } from './incus-sandbox-files.ts';
 import { watchInstanceEvents } from './incus-events.ts';
 import { routedNic, type SandboxAddresses } from './incus-network.ts';
 
@@ -102,19 +103,24 @@ export class IncusRuntime implements SandboxRuntime {
   create(spec: ContainerSpec): Promise<void> {
     return this.changing(spec.name, async () => {
       const existing = await this.ours(spec.name);
+      if (existing && existing.config[KEY_DEEP] !== 'true') return;
+      const env = sandboxEnvironment(spec.env);
       if (existing) {
-        if (existing.config[KEY_DEEP] === 'true') await this.setConfig(existing, { ...this.configOf(spec), [KEY_DEEP]: null }, { dropEnvironment: true });
-        return;
+        await this.setConfig(existing, this.configOf(spec, env.environment), { dropEnvironment: true });
+      } else {
+        await this.incus.act('POST', '/1.0/instances', {
+          name: spec.name, type: 'container', source: { type: 'image', alias: 'svc-sandbox' }, profiles: ['default', 'svc-sandbox'],
+          config: { ...this.configOf(spec, env.environment), [KEY_DEEP]: 'true' },
+          devices: { eth0: await this.nic(spec.name) },
+        });
       }
-      await this.incus.act('POST', '/1.0/instances', {
-        name: spec.name, type: 'container', source: { type: 'image', alias: 'svc-sandbox' }, profiles: ['default', 'svc-sandbox'],
-        config: this.configOf(spec),
-        devices: { eth0: await this.nic(spec.name) },
-      });
+      // in deep sleep until its files are written: a create cut short is made again, never started half made
+      await env.write(this.incus, spec.name);
+      await this.setConfig((await this.ours(spec.name))!, { [KEY_DEEP]: null });
     });
   }
 
-  private configOf(spec: ContainerSpec): Record<string, string> {
+  private configOf(spec: ContainerSpec, environment: Record<string, string>): Record<string, string> {
     const memoryMb = spec.limits?.memoryMb ?? this.opts.limits.memoryMb;
     const cpus = spec.limits?.cpus ?? this.opts.limits.cpus;
     return {
@@ -122,7 +128,7 @@ export class IncusRuntime implements SandboxRuntime {
       'limits.memory': `${memoryMb}MiB`,
       'limits.cpu.allowance': `${Math.round(cpus * 100)}%`,
       'limits.processes': String(this.opts.limits.pids),
-      ...Object.fromEntries(Object.entries(spec.env).map(([k, v]) => [`environment.${k}`, v])),
+      ...Object.fromEntries(Object.entries(environment).map(([k, v]) => [`environment.${k}`, v])),
     };
   }
 

@@ -75,6 +75,12 @@ export interface EdgeBackend {
    * that a data plane holding routes to it (edge/dataplane/) drops them at once. Returns the unsubscribe.
    */
   onSleeping?(listener: (sandbox: string) => void): () => void;
+  /**
+   * Optional: calls `listener` when what a sandbox's names resolve to may have changed without a
+   * sleep (its apps, their ports or visibility, its address), after the backend's answers show it,
+   * so that a data plane holding routes to it resolves them again at once. Returns the unsubscribe.
+   */
+  onChanged?(listener: (sandbox: string) => void): () => void;
 }
 
 /** Error code the backend uses when the owner's wake limit is reached (core/errors.ts TooManyWakes). */

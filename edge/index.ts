@@ -1,13 +1,16 @@
 /**
  * The edge: the service's one public TLS port (design.md, "The parts").
  *
- * Folders follow a connection's path, Traefik-like:
+ * Folders follow a connection's path, Traefik-like (edge.ts builds the parts, dispatch.ts hands
+ * each connection to what serves its route):
  * - listener/  the TLS port (SNI peek with a deadline, bytes put back) and the port-80 redirect
  * - router/    host name → route kind
  * - services/  HTTP reverse proxy, TCP forward (passthrough or after TLS), TLS termination,
- *              activity metering, wake coalescing
+ *              tunnel caps, activity metering, wake coalescing
  * - pages/     the pages the edge answers itself (waiting, 404, 429, loopback-only, …)
  * - certs/     the service CA and the certificates the edge serves
+ * - dataplane/ HAProxy in front: its configuration, process, and the route mirror (the provider
+ *              of its maps: what the backend resolves and tells)
  */
 export { startEdge, DEFAULT_TIMEOUTS, type Edge, type EdgeTimeouts, type StartEdgeOptions, type HttpHandler } from './edge.ts';
 export type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus, WakeUnderWay } from './backend.ts';

@@ -35,6 +35,11 @@ export interface EdgeTimeouts {
    * LoginGraceTime plus a margin (default SHELL_PROOF_MS).
    */
   shellProofMs: number;
+  /**
+   * With HAProxy as the data plane: how often every route in its maps is resolved again though no
+   * notice of the backend said it changed (default 1 s; dataplane/route-mirror.ts says why).
+   */
+  routeRecheckMs: number;
 }
 
 /** sshd's default LoginGraceTime: it drops a connection that has not signed in by then. */
@@ -58,6 +63,7 @@ export const DEFAULT_TIMEOUTS: EdgeTimeouts = {
   activityIntervalMs: 500,
   tunnelIdleMs: 3_600_000,
   shellProofMs: SHELL_PROOF_MS,
+  routeRecheckMs: 1_000,
 };
 
 /** How many connections one client address, and raw tunnels one sandbox, may hold at once. */

@@ -97,6 +97,11 @@ export class LifecycleEdgeBackend implements EdgeBackend {
   onSleeping(listener: (sandbox: string) => void): () => void {
     return this.apps.onSleeping(listener);
   }
+
+  /** A sandbox's app addresses changed (the app table, here or in another process). */
+  onChanged(listener: (sandbox: string) => void): () => void {
+    return this.apps.onChanged(listener);
+  }
 }
 
 /** A promise whose rejection its holder may never read (a request that left): not an unhandled one. */

@@ -3,7 +3,8 @@ import fs from 'node:fs/promises';
 import type { Logger } from '../../core/logger.ts';
 import type { EdgeBackend } from '../backend.ts';
 import { APP_TABLE, ENGINE_TABLE, SANDBOX_TUNNELS, TCP_TABLE } from './haproxy-config.ts';
-import { socketTarget, type RouteMirror } from './route-mirror.ts';
+import type { EngineProofs } from './engine-proofs.ts';
+import { socketTarget, type RouteMaps } from './route-maps.ts';
 import type { RuntimeApi } from './runtime-api.ts';
 
 /** Activity is read from HAProxy once per this interval (the granularity docs/data-plane.md states). */
@@ -14,7 +15,7 @@ export const ACTIVITY_POLL_MS = 1_000;
  * - apps: the per-sandbox stick table of the app backend (requests and bytes, `show table`);
  *   a sandbox whose counters moved had traffic.
  * - engines: bytes from dockerd count only past its handshake flight (as Node measured it on the
- *   first proven connection, RouteMirror.engineProofBytes): the proof that dockerd accepted the
+ *   first proven connection, EngineProofs.proofBytes): the proof that dockerd accepted the
  *   client certificate, which HAProxy cannot see (TLS is passed through). Live connections are read
  *   from the kernel's per-socket counters of HAProxy's sockets to dockerd (`ss -tie`), those that
  *   ended since the last poll from the engine stick table (endedConnectionsProven).
@@ -40,7 +41,9 @@ export class DataPlaneActivity {
     private readonly opts: {
       api: () => RuntimeApi | null;
       pid: () => number | undefined;
-      mirror: RouteMirror;
+      /** The routes in HAProxy's maps: traffic keeps them there, and tells whose sockets are whose. */
+      maps: RouteMaps;
+      engineProofs: EngineProofs;
       backend: EdgeBackend;
       enginePort: number;
       /** A shell's bytes count once it is this old (sshd's login grace). */
@@ -77,12 +80,12 @@ export class DataPlaneActivity {
         if (this.endedConnectionsProven(sandbox, c)) this.touch(sandbox);
         if (!c.conn_cur) continue;
         tunnels += c.conn_cur;
-        this.opts.mirror.used(sandbox);
+        this.opts.maps.used(sandbox);
       }
       for (const [sandbox, c] of await api.table(SANDBOX_TUNNELS)) {
         if (!c.conn_cur) continue;
         tunnels += c.conn_cur;
-        this.opts.mirror.used(sandbox);
+        this.opts.maps.used(sandbox);
       }
       if (tunnels > 0) await this.pollTunnelSockets();
       else {
@@ -108,11 +111,11 @@ export class DataPlaneActivity {
     this.engineTotals.set(sandbox, now);
     if (!before) return false;
     const ended = now.started - before.started - (now.open - before.open);
-    return ended > 0 && now.sent - before.sent > ended * this.opts.mirror.engineProofBytes(sandbox);
+    return ended > 0 && now.sent - before.sent > ended * this.opts.engineProofs.proofBytes(sandbox);
   }
 
   private touch(sandbox: string): void {
-    this.opts.mirror.used(sandbox);
+    this.opts.maps.used(sandbox);
     this.opts.backend.recordActivity(sandbox);
   }
 
@@ -126,7 +129,7 @@ export class DataPlaneActivity {
   private async pollTunnelSockets(): Promise<void> {
     const pid = this.opts.pid();
     if (!pid) return;
-    const targets = this.opts.mirror.socketTargets(this.opts.enginePort);
+    const targets = this.opts.maps.socketTargets(this.opts.enginePort);
     if (targets.size === 0) return;
     const filter = ['(', ...[...targets.keys()].flatMap((t, i) => (i ? ['or', 'dst', t] : ['dst', t])), ')'];
     const out = await new Promise<string>((resolve, reject) =>
@@ -141,7 +144,7 @@ export class DataPlaneActivity {
       const target = targets.get(socketTarget(s.peerAddress, s.peerPort));
       if (!target) continue;
       if (target.kind === 'engine') {
-        if (s.bytesReceived <= this.opts.mirror.engineProofBytes(target.sandbox)) continue;
+        if (s.bytesReceived <= this.opts.engineProofs.proofBytes(target.sandbox)) continue;
         engines.set(s.key, s.bytesReceived);
         if (this.engineReceived.get(s.key) !== s.bytesReceived) this.touch(target.sandbox);
         continue;

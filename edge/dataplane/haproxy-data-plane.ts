@@ -44,12 +44,13 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
   const runFolder = makeRunFolder(log);
   const dir = runFolder.path;
   const files = dataPlaneFiles(dir);
-  const mirror = new RouteMirror(o.backend, { domain: o.domain, files, certificates: o.certificates, logger: log, fixedNames: [`registry.${o.domain}`] });
+  const mirror = new RouteMirror(o.backend, { domain: o.domain, files, certificates: o.certificates, logger: log, fixedNames: [`registry.${o.domain}`], recheckMs: o.timeouts.routeRecheckMs });
   let proc: HaproxyProcess | null = null;
   const activity = new DataPlaneActivity({
     api: () => proc?.api ?? null,
     pid: () => proc?.pid,
-    mirror,
+    maps: mirror.maps,
+    engineProofs: mirror.engineProofs,
     backend: o.backend,
     enginePort: o.enginePort,
     shellProofMs: o.timeouts.shellProofMs,
@@ -70,7 +71,7 @@ export function haproxyDataPlane(o: HaproxyDataPlaneOptions): HaproxyDataPlane {
     },
     async start() {
       const port = o.port || (await freePort(o.host));
-      await mirror.writeDefaultCertificate();
+      await mirror.certificates.writeDefault();
       fs.writeFileSync(files.crtList, `${files.defaultCert}\n`);
       fs.writeFileSync(files.engineMap, '');
       fs.writeFileSync(files.appsMap, '');

@@ -20,23 +20,15 @@ import {
 import type { ServiceMetrics } from '../../core/metrics.ts';
 import { sendPage, writeRawPage } from '../pages/respond.ts';
 import type { ActivityMeter } from './activity.ts';
-import { hostWithoutPort, requestHeadersForApp, responseHeadersObject, type ForwardedFor } from './headers.ts';
+import { hostWithoutPort, requestHeadersForApp, type ForwardedFor } from './headers.ts';
 import { createEdgeHttpServer, type HttpLimits } from './http-server.ts';
 import { AppSockets } from './app-sockets.ts';
 import { proxyUpgrade } from './upgrade.ts';
+import { Exchange, type AppConnection, type ExchangeOwner } from './app-exchange.ts';
 import type { AppAccess } from '../app-access.ts';
 import { gateRequest, withoutServiceCredentials } from './app-gate.ts';
 import type { WakeGate } from './wake-gate.ts';
 import type { WakeHold } from './wake-hold.ts';
-
-/** What the listener learnt about a terminated app connection. */
-export interface AppConnection {
-  /** The SNI: the only host this connection may ask for. */
-  serverName: string;
-  /** Route label (`serverName` without `.<domain>`). */
-  label: string;
-  clientIp: string;
-}
 
 export interface AppProxyOptions {
   backend: EdgeBackend;
@@ -83,12 +75,6 @@ const NO_ANSWER = new Set([...STALE_SOCKET, 'ECONNREFUSED', 'EHOSTUNREACH', 'ENE
  */
 const NO_HOST = new Set(['EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN']);
 
-function requestHasBody(req: http.IncomingMessage): boolean {
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  const cl = req.headers['content-length'];
-  return cl !== undefined && cl !== '0';
-}
-
 type Decision =
   | { kind: 'page'; page: Page }
   | { kind: 'forward'; sandbox: string; target: AppRoute };
@@ -98,7 +84,7 @@ type Decision =
  * ways without buffering (a slow side pauses the other), keeps connections to apps alive, upgrades
  * (websockets) become a raw TCP splice once the app answers 101, and every chunk counts as activity.
  */
-export class AppHttpProxy {
+export class AppHttpProxy implements ExchangeOwner {
   readonly server: http.Server;
   private readonly conns = new WeakMap<object, AppConnection>();
   private readonly agent: Agent;
@@ -262,8 +248,7 @@ export class AppHttpProxy {
       req.on('data', exchange.onBytes);
       req.pause(); // undici resumes the body when it starts sending it; no chunk may flow past it before
     }
-    (res as ExchangeResponse)[kExchange] = exchange;
-    res.once('close', onResponseClose);
+    exchange.follow();
     this.agent.dispatch(
       {
         origin: target.host.includes(':') ? `http://[${target.host}]:${target.port}` : `http://${target.host}:${target.port}`,
@@ -322,84 +307,5 @@ export class AppHttpProxy {
         if (!socket.destroyed) writeRawPage(socket, page, req.method);
       }),
     });
-  }
-}
-
-// Listeners shared by all responses (EventEmitter calls them with `this` = the response): no
-// closure per request.
-const kExchange = Symbol('edge.exchange');
-type ExchangeResponse = http.ServerResponse & { [kExchange]?: Exchange };
-function onResponseClose(this: ExchangeResponse): void {
-  this[kExchange]?.clientGone();
-}
-function onResponseDrain(this: ExchangeResponse): void {
-  this[kExchange]?.drained();
-}
-
-/**
- * One request to an app, as undici's dispatch handler: streams the answer to the client with
- * backpressure. A class rather than a handful of closures: fewer allocations per request.
- */
-class Exchange implements Dispatcher.DispatchHandler {
-  readonly hasBody: boolean;
-  readonly onBytes: () => void;
-  private controller: Dispatcher.DispatchController | null = null;
-  private started = false;
-
-  constructor(
-    private readonly proxy: AppHttpProxy,
-    readonly req: http.IncomingMessage,
-    readonly res: http.ServerResponse,
-    readonly conn: AppConnection,
-    readonly sandbox: string,
-    readonly target: AppRoute,
-    readonly retried: boolean,
-  ) {
-    this.hasBody = requestHasBody(req);
-    this.onBytes = proxy.activityFor(sandbox);
-    this.onBytes();
-  }
-
-  /** The client went away before the answer was complete: stop the app's work too. */
-  clientGone(): void {
-    if (!this.res.writableFinished) this.controller?.abort(new Error('client went away'));
-  }
-
-  drained(): void {
-    this.controller?.resume();
-    this.proxy.sockets.release();
-  }
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-  }
-
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
-    if (statusCode < 200) return; // 1xx: Node answered 100-continue to the client already
-    this.started = true;
-    this.proxy.answered(this.conn.label, this.target);
-    this.res.writeHead(statusCode, statusMessage, responseHeadersObject(headers));
-    // Streams without a length (SSE, chunked) must show their head at once, not with the first chunk.
-    if (headers['content-length'] === undefined) this.res.flushHeaders();
-  }
-
-  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
-    this.onBytes();
-    if (!this.res.write(chunk)) {
-      c.pause(); // backpressure: the app waits for a slow client instead of filling our memory
-      this.res.once('drain', onResponseDrain);
-    }
-  }
-
-  onResponseEnd(): void {
-    this.res.off('close', onResponseClose);
-    this.res.end();
-  }
-
-  onResponseError(_c: Dispatcher.DispatchController, err: Error & { code?: string }): void {
-    this.res.off('close', onResponseClose);
-    if (this.started || this.res.headersSent) return void this.res.destroy(); // a cut, not an end
-    if (this.res.destroyed) return;
-    this.proxy.retryOrFail(this, err);
   }
 }

@@ -66,6 +66,7 @@ export class AppDirectory {
   /** Set by close(): work that was in flight then (a wake, a reconcile pass) starts no watcher after it. */
   private closed = false;
   private readonly sleepListeners = new Set<(sandbox: string) => void>();
+  private readonly changeListeners = new Set<(sandbox: string) => void>();
 
   /**
    * @param readProcNet the /proc/<pid>/net/tcp and tcp6 of a process in a sandbox (pid as the
@@ -136,9 +137,7 @@ export class AppDirectory {
           if (known || (await this.owns(entry.sandbox, entry.label))) table.set(label, known || entry);
           else delete raws[label];
         }
-        // swapped whole: the edge's lookups see the old table or the new one, never half of each
-        this.byLabel = table;
-        this.raws = new Map(Object.entries(raws));
+        this.swap(table, new Map(Object.entries(raws)));
       } while (this.reloadAgain && !this.closed);
     })().finally(() => { this.reloading = undefined; });
     return this.reloading;
@@ -289,6 +288,23 @@ export class AppDirectory {
     for (const listener of this.sleepListeners) listener(sandbox);
   }
 
+  /** Calls `listener` with each sandbox whose addresses changed in this process's table (the data plane's routes follow). */
+  onChanged(listener: (sandbox: string) => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  /** Swapped whole (the edge's lookups see the old table or the new one, never half of each); the change listeners hear whose entries differ. */
+  private swap(table: Map<string, AppEntry>, raws: Map<string, string>): void {
+    const before = { table: this.byLabel, raws: this.raws };
+    this.byLabel = table;
+    this.raws = raws;
+    const changed = new Set<string | undefined>();
+    for (const [label, raw] of before.raws) if (raws.get(label) !== raw) changed.add(before.table.get(label)?.sandbox);
+    for (const [label, raw] of raws) if (before.raws.get(label) !== raw) changed.add(table.get(label)?.sandbox);
+    for (const sandbox of changed) for (const listener of this.changeListeners) if (sandbox) listener(sandbox);
+  }
+
   /** Stops every watcher and the reloads for good (service shutdown); the table stays in Redis. */
   async close(): Promise<void> {
     this.closed = true;
@@ -346,8 +362,7 @@ export class AppDirectory {
     const raws = new Map(this.raws);
     for (const [label, entry] of table) if (entry.sandbox === sandbox && !fresh.has(label)) { table.delete(label); raws.delete(label); }
     for (const [label, entry] of fresh) { table.set(label, entry); raws.set(label, JSON.stringify(entry)); }
-    this.byLabel = table;
-    this.raws = raws;
+    this.swap(table, raws);
     await this.publish({ op: 'changed', sandbox });
   }
 }

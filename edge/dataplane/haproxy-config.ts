@@ -137,10 +137,15 @@ const CLIENT_ENGINES = 'st_client_engines';
  * Routes are never in this file: Node writes the maps through the Runtime API, so nothing reloads.
  */
 export function renderHaproxyConfig(o: HaproxyConfigOptions): string {
+  return [globalSection(o), publicFrontend(o), routeTables(o), tunnelFrontend(o), appFrontend(o)].join('');
+}
+
+/** A duration as HAProxy reads it. */
+const ms = (n: number) => `${Math.max(1, Math.round(n))}ms`;
+
+/** The process (its Runtime API socket, the TLS floor, the Lua action) and the defaults every proxy takes: the edge's deadlines. */
+function globalSection(o: HaproxyConfigOptions): string {
   const f = o.files;
-  const ms = (n: number) => `${Math.max(1, Math.round(n))}ms`;
-  // no host: every interface, IPv4 and IPv6 (as Node's listen without a host)
-  const bind = o.host === undefined ? `:::${o.port} v4v6` : `${o.host.includes(':') ? `ipv6@${o.host}` : o.host}:${o.port}`;
   return `# Written by the service at each start (edge/dataplane/haproxy-config.ts); routes live in the maps.
 global
     log stdout format raw local0 info
@@ -163,7 +168,15 @@ defaults
     timeout http-request ${ms(o.timeouts.headersMs)}
     timeout http-keep-alive ${ms(o.timeouts.keepAliveMs)}
 
-frontend public
+`;
+}
+
+/** The public port (mode tcp): the per-client cap, the SNI, the tunnel and engine caps, and the backend for each route kind. */
+function publicFrontend(o: HaproxyConfigOptions): string {
+  const f = o.files;
+  // no host: every interface, IPv4 and IPv6 (as Node's listen without a host)
+  const bind = o.host === undefined ? `:::${o.port} v4v6` : `${o.host.includes(':') ? `ipv6@${o.host}` : o.host}:${o.port}`;
+  return `frontend public
     mode tcp
     option tcplog
     bind ${bind}
@@ -201,7 +214,13 @@ frontend public
     use_backend ${PUBLIC_BACKENDS.registry} if { req.ssl_sni,lower -m str registry.${o.domain} }
     default_backend be_node
 
-backend ${ENGINE_TABLE}
+`;
+}
+
+/** The engine passthrough, the stick tables that count tunnels per client and sandbox, and the relays to the shell and TCP twin frontend. */
+function routeTables(o: HaproxyConfigOptions): string {
+  const f = o.files;
+  return `backend ${ENGINE_TABLE}
     mode tcp
     option splice-auto
     stick-table type string len 64 size 100k expire 1h store conn_cur,conn_cnt,bytes_out_cnt
@@ -233,7 +252,13 @@ backend ${PUBLIC_BACKENDS['app-tcp']}
     mode tcp
     server inner unix@${f.tunnelsSocket} send-proxy-v2
 
-# Shell and TCP twins: TLS ends here with the name's certificate, then raw TCP to the sandbox. A
+`;
+}
+
+/** Shells and TCP twins: TLS ended with the name's certificate, their caps, then raw TCP to the sandbox. */
+function tunnelFrontend(o: HaproxyConfigOptions): string {
+  const f = o.files;
+  return `# Shell and TCP twins: TLS ends here with the name's certificate, then raw TCP to the sandbox. A
 # name that left the map during the handshake (its sandbox started sleeping) is reset: Node resets
 # an asleep shell, and wakes an asleep TCP twin on the retry.
 frontend tunnels_tls
@@ -269,7 +294,13 @@ backend ${TCP_TABLE}
     tcp-request content set-dst-port var(sess.route),field(3,|)
     server sandbox 0.0.0.0:0
 
-backend ${PUBLIC_BACKENDS['app-http']}
+`;
+}
+
+/** Apps and the registry: TLS ended, each request to its app (the map), to Node, or (a blob the front allowed) to the upstream. */
+function appFrontend(o: HaproxyConfigOptions): string {
+  const f = o.files;
+  return `backend ${PUBLIC_BACKENDS['app-http']}
     mode tcp
     server inner unix@${f.appsSocket} send-proxy-v2
 

@@ -5,8 +5,11 @@
  * is the start call until the app accepts its first connection (an attempt every 10 ms, none waiting
  * for the one before), from the sandbox's address on this machine; a sleep is the stop call until it
  * returns. The two runtimes alternate, RUNS wakes each; medians and the ratio Incus / Docker.
+ * Then the same through the service (throughService below): a service on each runtime, the API's
+ * start until it answers, and until the app's page comes through the edge.
  *
  *   NODE_ENV=test npx tsx bench/incus-wake.ts        (RUNS=5; needs SVC_RUNTIME=incus npm run setup)
+ *   PARTS=engines or PARTS=service                   one of the two parts only
  *
  * Docker side as bench/wake-phases.ts makes it: the service's create options, the bridge's ARP
  * retries, then the cgroup hand-over. Incus side: profiles default + svc-sandbox, a routed NIC at
@@ -26,10 +29,13 @@ import { sandboxBridge } from '../lifecycle/runtime/docker-runtime.ts';
 import { sandboxContainerOptions } from '../lifecycle/runtime/host-config.ts';
 import { IncusClient } from '../lifecycle/runtime/incus/incus-client.ts';
 import { SANDBOX_CLI, sandboxDocker } from '../harness/sandbox-engine.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../harness/edge-sandbox.ts';
+import { answerOf, startTestService, type TestService } from '../harness/service.ts';
 
 const RUNS = Number(process.env.RUNS ?? 5);
 const IMAGE = 'svc-sandbox:latest';
 const FIXTURE = 'svc-fixture-busybox:latest';
+const FIXTURE_DIR = join(process.cwd(), 'fixtures/busybox');
 const INCUS_ADDRESS = process.env.SVC_INCUS_BENCH_ADDRESS ?? '100.73.255.1';
 const APP = 'mkdir -p /www && echo hello-app > /www/index.html && trap "exit 0" TERM; httpd -f -p 8080 -h /www & wait';
 const run = promisify(execFile);
@@ -120,34 +126,103 @@ async function cycle(kind: Kind, ip: string): Promise<void> {
   results[kind].wake.push((await acceptedAt(address)) - t0);
 }
 
-try {
-  const made0 = Date.now();
-  const dockerIp = await dockerMake();
-  const made1 = Date.now();
-  await incusMake();
-  const made2 = Date.now();
-  console.log(`made (image to app answering, with the fixture load): docker ${made1 - made0} ms, incus ${made2 - made1} ms`);
-  for (let i = 0; i < RUNS; i++) {
-    await cycle('docker', dockerIp);
-    await cycle('incus', INCUS_ADDRESS);
-    console.log(`run ${i + 1}: docker wake ${results.docker.wake.at(-1)} ms, sleep ${results.docker.sleep.at(-1)} ms; incus wake ${results.incus.wake.at(-1)} ms, sleep ${results.incus.sleep.at(-1)} ms`);
+/** The two runtimes' engines, side by side (no service). */
+async function engines(): Promise<void> {
+  try {
+    const made0 = Date.now();
+    const dockerIp = await dockerMake();
+    const made1 = Date.now();
+    await incusMake();
+    const made2 = Date.now();
+    console.log(`made (image to app answering, with the fixture load): docker ${made1 - made0} ms, incus ${made2 - made1} ms`);
+    for (let i = 0; i < RUNS; i++) {
+      await cycle('docker', dockerIp);
+      await cycle('incus', INCUS_ADDRESS);
+      console.log(`run ${i + 1}: docker wake ${results.docker.wake.at(-1)} ms, sleep ${results.docker.sleep.at(-1)} ms; incus wake ${results.incus.wake.at(-1)} ms, sleep ${results.incus.sleep.at(-1)} ms`);
+    }
+    const load = (await run('cat', ['/proc/loadavg'])).stdout.trim();
+    console.log(`\nmedians of ${RUNS} (load ${load}; the machine is shared)`);
+    console.log('| | Docker runtime | Incus | Incus / Docker |\n|---|---|---|---|');
+    for (const k of ['wake', 'sleep'] as const) {
+      const d = median(results.docker[k]);
+      const n = median(results.incus[k]);
+      console.log(`| ${k} (ms) | ${d} | ${n} | ${(n / d).toFixed(2)} |`);
+    }
+  } finally {
+    await container.remove({ force: true }).catch(() => {});
+    await docker.getNetwork(name).remove().catch(() => {});
+    for (const v of Object.values(volumes)) await docker.getVolume(v).remove().catch(() => {});
+    await incus.act('DELETE', `/1.0/instances/${name}`).catch(async () => {
+      await incus.act('PUT', `/1.0/instances/${name}/state`, { action: 'stop', force: true }).catch(() => {});
+      await incus.act('DELETE', `/1.0/instances/${name}`).catch(() => {});
+    });
+    await incus.close();
+    await rm(transfer, { recursive: true, force: true });
   }
-  const load = (await run('cat', ['/proc/loadavg'])).stdout.trim();
-  console.log(`\nmedians of ${RUNS} (load ${load}; the machine is shared)`);
-  console.log('| | Docker runtime | Incus | Incus / Docker |\n|---|---|---|---|');
-  for (const k of ['wake', 'sleep'] as const) {
-    const d = median(results.docker[k]);
-    const n = median(results.incus[k]);
-    console.log(`| ${k} (ms) | ${d} | ${n} | ${(n / d).toFixed(2)} |`);
-  }
-} finally {
-  await container.remove({ force: true }).catch(() => {});
-  await docker.getNetwork(name).remove().catch(() => {});
-  for (const v of Object.values(volumes)) await docker.getVolume(v).remove().catch(() => {});
-  await incus.act('DELETE', `/1.0/instances/${name}`).catch(async () => {
-    await incus.act('PUT', `/1.0/instances/${name}/state`, { action: 'stop', force: true }).catch(() => {});
-    await incus.act('DELETE', `/1.0/instances/${name}`).catch(() => {});
-  });
-  await incus.close();
-  await rm(transfer, { recursive: true, force: true });
 }
+
+// --- through the service: the API's start, and the app on screen through the edge --------------------
+/**
+ * One service per runtime (as startTestService makes them: its own data, Redis prefix, HAProxy), one
+ * sandbox each with the fixture app (restart unless-stopped) at its HTTPS address. A cycle: the
+ * lifecycle's sleep, then POST /api/sandboxes/:name/start until it answers (the sandbox runs and its
+ * engine answers), and until curl through the edge gets the app's page.
+ */
+async function throughService(): Promise<void> {
+  const kinds = ['docker', 'incus'] as const;
+  const figures = { docker: { start: [] as number[], app: [] as number[] }, incus: { start: [] as number[], app: [] as number[] } };
+  const services: Partial<Record<(typeof kinds)[number], { t: TestService; sb: EdgeSandbox }>> = {};
+  try {
+    for (const kind of kinds) {
+      const incusConfig = kind === 'incus' ? loadConfig({ ...process.env, SVC_RUNTIME: 'incus' }) : undefined;
+      const t = await startTestService(incusConfig ? { runtime: 'incus', incus: incusConfig.incus } : {});
+      const sb = await openEdgeSandbox(t, `bw${kind[0]}`);
+      services[kind] = { t, sb };
+      await sb.cli.docker(['build', '-q', '-t', 'bench-app:1', FIXTURE_DIR], { timeoutMs: 300_000 });
+      await sb.cli.docker(['run', '-d', '--name', 'web', '--restart', 'unless-stopped', '--label', 'tunnel.subdomain=web', '-p', '8080:8080', 'bench-app:1', 'sh', '-c', APP]);
+      await onScreen(sb, Date.now() + 60_000);
+    }
+    for (let i = 0; i < RUNS; i++) {
+      for (const kind of kinds) {
+        const { t, sb } = services[kind]!;
+        await t.service.lifecycle.sleep(sb.name, 'bench');
+        await sleep(500);
+        const t0 = Date.now();
+        const res = await t.api('POST', `/api/sandboxes/${sb.name}/start`, sb.user.token);
+        if (res.status !== 200) throw new Error(`start of the ${kind} sandbox: ${answerOf(res)}`);
+        figures[kind].start.push(Date.now() - t0);
+        figures[kind].app.push((await onScreen(sb, Date.now() + 60_000)) - t0);
+      }
+      console.log(`run ${i + 1} (service): docker start ${figures.docker.start.at(-1)} ms, app ${figures.docker.app.at(-1)} ms; incus start ${figures.incus.start.at(-1)} ms, app ${figures.incus.app.at(-1)} ms`);
+    }
+    const load = (await run('cat', ['/proc/loadavg'])).stdout.trim();
+    console.log(`\nthrough the service, medians of ${RUNS} (load ${load}; the machine is shared)`);
+    console.log('| | Docker runtime | Incus | Incus / Docker |\n|---|---|---|---|');
+    for (const k of ['start', 'app'] as const) {
+      const d = median(figures.docker[k]);
+      const n = median(figures.incus[k]);
+      console.log(`| ${k === 'start' ? 'POST start → answered (running)' : 'POST start → app on screen'} (ms) | ${d} | ${n} | ${(n / d).toFixed(2)} |`);
+    }
+  } finally {
+    for (const kind of kinds) {
+      const s = services[kind];
+      if (!s) continue;
+      await s.t.api('DELETE', `/api/sandboxes/${s.sb.name}`, s.sb.user.token).catch(() => undefined);
+      s.sb.close();
+      await s.t.close();
+    }
+  }
+}
+
+/** When curl through the edge first got the app's page (a try every 20 ms, each waiting for the one before). */
+async function onScreen(sb: EdgeSandbox, deadline: number): Promise<number> {
+  for (;;) {
+    if (/hello-app/.test(await sb.curl(`${sb.name}-web`).catch(() => ''))) return Date.now();
+    if (Date.now() > deadline) throw new Error(`the app of ${sb.name} did not come on screen within 60 s`);
+    await sleep(20);
+  }
+}
+
+const PARTS = new Set((process.env.PARTS ?? 'engines,service').split(','));
+if (PARTS.has('engines')) await engines();
+if (PARTS.has('service')) await throughService();

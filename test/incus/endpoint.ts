@@ -37,6 +37,7 @@ export async function runtimeOptions(instance: string): Promise<{ options: Incus
     options: {
       instance,
       addresses: poolAddresses(store.addresses, pool),
+      poolSize: 2 ** (32 - Number(pool.split('/')[1])) - 3,
       ...(process.env.SVC_INCUS_NIC_PARENT ? { nicParent: process.env.SVC_INCUS_NIC_PARENT } : {}),
       limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
       logger: pino({ level: 'silent' }),

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { ContainerSpec } from '../sandbox-runtime.ts';
 import type { IncusClient } from './incus-client.ts';
 
 /* An Incus instance as the runtime reads it, the keys it marks it with, and its copy (a fork). */
@@ -29,6 +30,19 @@ export const KEY_INSTANCE = 'user.svc.instance';
 /** Deep sleep: a stopped instance whose root volume is all the sandbox keeps. */
 export const KEY_DEEP = 'user.svc.deep';
 export const KEY_FINISHED = 'user.svc.finished_at';
+
+/** The configuration of a sandbox's instance: this service's mark, its limits, its environment. */
+export function instanceConfig(
+  spec: ContainerSpec, environment: Record<string, string>, defaults: { instance: string; limits: { memoryMb: number; cpus: number; pids: number } },
+): Record<string, string> {
+  return {
+    [KEY_INSTANCE]: defaults.instance,
+    'limits.memory': `${spec.limits?.memoryMb ?? defaults.limits.memoryMb}MiB`,
+    'limits.cpu.allowance': `${Math.round((spec.limits?.cpus ?? defaults.limits.cpus) * 100)}%`,
+    'limits.processes': String(defaults.limits.pids),
+    ...Object.fromEntries(Object.entries(environment).map(([k, v]) => [`environment.${k}`, v])),
+  };
+}
 
 /** Running as the runtime counts it: frozen (a fork's copy under way) is running, as paused is on Docker. */
 export function runs(i: Instance): boolean {

@@ -9,12 +9,14 @@ import {
 } from '../sandbox-runtime.ts';
 import { IncusError, IncusUnreachable, type IncusClient } from './incus-client.ts';
 import { archiveInstance } from './incus-archive.ts';
-import { copyInstance, KEY_DEEP, KEY_FINISHED, KEY_INSTANCE, LIST, runs, type Instance } from './incus-instance.ts';
+import { copyInstance, instanceConfig, KEY_DEEP, KEY_FINISHED, KEY_INSTANCE, LIST, runs, type Instance } from './incus-instance.ts';
 import { diskUse, machines, resourceUse } from './incus-readings.ts';
 import { incusRun } from './incus-exec.ts';
 import { guarded, IncusExecutor } from './incus-executor.ts';
 import { sandboxEnvironment } from './incus-sandbox-files.ts';
 import { watchInstanceEvents } from './incus-events.ts';
+import { IncusHosts } from './incus-hosts.ts';
+import { MemberHealth } from './incus-members.ts';
 import { routedNic, type SandboxAddresses } from './incus-network.ts';
 
 /**
@@ -34,6 +36,8 @@ export interface IncusRuntimeOptions {
   instance: string;
   /** The routed NICs' addresses (the store's table: incus-network.ts). */
   addresses: SandboxAddresses;
+  /** Addresses the pool hands out: what `svc hosts list` shows a member can hold. */
+  poolSize: number;
   /** With `parent`, proxy ARP announces each address on that link (a cluster's shared network). */
   nicParent?: string;
   limits: { memoryMb: number; cpus: number; pids: number };
@@ -45,23 +49,37 @@ export interface IncusRuntimeOptions {
 
 export class IncusRuntime implements SandboxRuntime {
   readonly exec: IncusExecutor;
+  /** Which cluster members are lost, known sooner than Incus knows it (incus-members.ts). */
+  readonly health: MemberHealth;
+  /** The members as `svc hosts …` sees them (incus-hosts.ts). */
+  readonly hosts: IncusHosts;
   /** What reads take each sandbox's state to be, while Incus's lifecycle events are watched (watchStarts). */
   private readonly kept = new KeptStates();
+  /** The member each sandbox was last seen on (lists, inspects, events): a lost member's answer at once. */
+  private readonly where = new Map<string, string>();
 
   constructor(private readonly incus: IncusClient, private readonly opts: IncusRuntimeOptions) {
     this.exec = new IncusExecutor(incus);
+    this.health = new MemberHealth(incus);
+    this.hosts = new IncusHosts(incus, this.health, this, { instance: opts.instance, poolSize: opts.poolSize });
   }
 
   /**
-   * From the list, never `GET /1.0/instances/{name}`: a cluster forwards that to the sandbox's member,
-   * and a lost member's makes it wait 20 s; the list answers at once and says `Error` for it.
+   * A sandbox on a member known lost (MemberHealth) is unreachable at once, without asking Incus: a
+   * cluster forwards a request for it to its member, and a list of all waits 20 s on a lost one.
+   * Else `GET /1.0/instances/{name}` (forwarded to its live member).
    */
   async inspect(name: string): Promise<Inspection> {
+    const on = this.where.get(name);
+    const lost = on === undefined ? undefined : this.health.lost().get(on);
+    if (lost) return { status: 'unreachable', reason: lost };
     let found: Instance | undefined;
     try {
       found = await this.withState(name);
     } catch (err) {
       if (err instanceof IncusUnreachable) return { status: 'unreachable', reason: err.reason };
+      // a member that could not forward to the sandbox's (its dial timed out): not an answer about it
+      if (err instanceof IncusError && err.status >= 500) return { status: 'unreachable', reason: err.message };
       throw err;
     }
     // a lost member's instance lists as Error with no config (whose it is cannot be told): unreachable
@@ -106,11 +124,11 @@ export class IncusRuntime implements SandboxRuntime {
       if (existing && existing.config[KEY_DEEP] !== 'true') return;
       const env = sandboxEnvironment(spec.env);
       if (existing) {
-        await this.setConfig(existing, this.configOf(spec, env.environment), { dropEnvironment: true });
+        await this.setConfig(existing, instanceConfig(spec, env.environment, this.opts), { dropEnvironment: true });
       } else {
         await this.incus.act('POST', '/1.0/instances', {
           name: spec.name, type: 'container', source: { type: 'image', alias: 'svc-sandbox' }, profiles: ['default', 'svc-sandbox'],
-          config: { ...this.configOf(spec, env.environment), [KEY_DEEP]: 'true' },
+          config: { ...instanceConfig(spec, env.environment, this.opts), [KEY_DEEP]: 'true' },
           devices: { eth0: await this.nic(spec.name) },
         });
       }
@@ -118,18 +136,6 @@ export class IncusRuntime implements SandboxRuntime {
       await env.write(this.incus, spec.name);
       await this.setConfig((await this.ours(spec.name))!, { [KEY_DEEP]: null });
     });
-  }
-
-  private configOf(spec: ContainerSpec, environment: Record<string, string>): Record<string, string> {
-    const memoryMb = spec.limits?.memoryMb ?? this.opts.limits.memoryMb;
-    const cpus = spec.limits?.cpus ?? this.opts.limits.cpus;
-    return {
-      [KEY_INSTANCE]: this.opts.instance,
-      'limits.memory': `${memoryMb}MiB`,
-      'limits.cpu.allowance': `${Math.round(cpus * 100)}%`,
-      'limits.processes': String(this.opts.limits.pids),
-      ...Object.fromEntries(Object.entries(environment).map(([k, v]) => [`environment.${k}`, v])),
-    };
   }
 
   /** The sandbox's routed NIC, with the address it holds (held now if it has none). */
@@ -208,13 +214,22 @@ export class IncusRuntime implements SandboxRuntime {
    * function that stops watching.
    */
   watchStarts(): () => void {
-    return watchInstanceEvents(this.incus, (e) => {
+    const stopEvents = watchInstanceEvents(this.incus, (e) => {
+      if (e.location) this.where.set(e.instance, e.location);
       if (e.action === 'instance-started' && this.kept.startedByUs(e.instance)) return;
       this.kept.changed(e.instance);
       if (e.action === 'instance-started') {
         void this.settle(e.instance).catch((err) => this.opts.logger.warn({ sandbox: e.instance, err: (err as Error).message }, 'settling a sandbox Incus started failed'));
       }
     }, (up) => this.kept.eventsNow(up));
+    // a member lost or back: what reads kept of its sandboxes goes
+    const stopHealth = this.health.watch((member) => {
+      for (const [name, on] of this.where) if (on === member) this.kept.changed(name);
+    });
+    return () => {
+      stopEvents();
+      stopHealth();
+    };
   }
 
   takeDown(name: string): Promise<void> {
@@ -323,9 +338,16 @@ export class IncusRuntime implements SandboxRuntime {
     return this.opts.toolImages;
   }
 
-  /** One instance with its state, from the list (filtered by name). */
+  /** One instance with its state (undefined when there is none). */
   private async withState(name: string): Promise<Instance | undefined> {
-    return (await this.incus.get<Instance[]>(`/1.0/instances?recursion=2&filter=${encodeURIComponent(`name eq ${name}`)}`)).find((i) => i.name === name);
+    try {
+      const i = await this.incus.get<Instance>(`/1.0/instances/${encodeURIComponent(name)}?recursion=1`);
+      if (i.location) this.where.set(name, i.location);
+      return i;
+    } catch (err) {
+      if (err instanceof IncusError && err.status === 404) return undefined;
+      throw err;
+    }
   }
 
   /**
@@ -333,7 +355,9 @@ export class IncusRuntime implements SandboxRuntime {
    * config), as the runner hosts' runtime leaves out the sandboxes of a host that does not answer.
    */
   private async all(): Promise<Instance[]> {
-    return (await this.incus.get<Instance[]>(LIST)).filter((i) => i.config?.[KEY_INSTANCE] === this.opts.instance);
+    const ours = (await this.incus.get<Instance[]>(LIST)).filter((i) => i.config?.[KEY_INSTANCE] === this.opts.instance);
+    for (const i of ours) this.where.set(i.name, i.location);
+    return ours;
   }
 
   private async ours(name: string): Promise<Instance | undefined> {

@@ -31,6 +31,24 @@ export function incusEndpoint(incus: IncusConfig): IncusEndpoint {
 }
 
 /**
+ * The runtime on Incus for the configuration, made at once (nothing asked): for the operator's
+ * `svc hosts …` process, and for openIncusRuntime once it has checked Incus.
+ */
+export function incusRuntime(config: Config, logger: Logger, addresses: AddressStore, opts: { client?: IncusClient; toolImages?: Docker } = {}): IncusRuntime {
+  const incus = config.incus!;
+  const bits = Number(incus.addressPool.split('/')[1]);
+  return new IncusRuntime(opts.client ?? new IncusClient(incusEndpoint(incus)), {
+    instance: config.redisPrefix,
+    addresses: poolAddresses(addresses, incus.addressPool),
+    poolSize: 2 ** (32 - bits) - 3, // the network's, one for a gateway and the broadcast are not handed out
+    ...(incus.nicParent ? { nicParent: incus.nicParent } : {}),
+    limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
+    ...(opts.toolImages ? { toolImages: opts.toolImages } : {}),
+    logger,
+  });
+}
+
+/**
  * The runtime on Incus as SVC_RUNTIME=incus asks for it (docs/incus.md): Incus, its profile and its
  * image checked before anything else starts (a clear error says what to run), the addresses from the
  * store's table. The management tool's image comes from this host's Docker engine when one answers.
@@ -61,14 +79,7 @@ export async function openIncusRuntime(config: Config, logger: Logger): Promise<
   });
   logger.info({ incus: client.where }, 'sandboxes run on Incus (SVC_RUNTIME=incus)');
   return {
-    runtime: (addresses) => new IncusRuntime(client, {
-      instance: config.redisPrefix,
-      addresses: poolAddresses(addresses, incus.addressPool),
-      ...(incus.nicParent ? { nicParent: incus.nicParent } : {}),
-      limits: { memoryMb: config.sandboxMemoryMb, cpus: config.sandboxCpus, pids: config.sandboxPids },
-      ...(toolImages ? { toolImages } : {}),
-      logger,
-    }),
+    runtime: (addresses) => incusRuntime(config, logger, addresses, { client, ...(toolImages ? { toolImages } : {}) }),
     // the chain is on this machine only where Incus is this machine's (a cluster's members have their own)
     openServicePort: (port) => (incus.urls.length === 0 ? openPort(port, { chain: INCUS_IN, interfaces: `${NIC_PREFIX}+` }) : Promise.resolve(async () => undefined)),
   };

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import type { TestService } from '../../harness/service.ts';
+import { eventually, type TestService } from '../../harness/service.ts';
+import { MOVE_STALE_MS } from '../../lifecycle/move.ts';
+import type { MoveRecord } from '../../store/index.ts';
 import { svcCli } from './svc-cli.ts';
 
 const run = promisify(execFile);
@@ -25,4 +27,20 @@ export function moveTools(t: () => TestService) {
     placement: async (name: string) => (await t().service.store.hosts.placementOf(name)) ?? 'local',
     cli: (...args: string[]) => svcCli(t().config, ...args),
   };
+}
+
+/**
+ * Writes the heartbeat of `sandbox`'s move back by MOVE_STALE_MS (and a second), as a mover that
+ * stopped renewing it that long ago leaves it: a reconcile pass reads nothing else to take a move over
+ * (lifecycle/move.ts, recoverMoves), so a test need not wait the 30 s. For a mover that is killed or
+ * stopped: the write is the store's compare-and-set, tried again if a renewal sent just before the
+ * stop lands first. Answers the move as it was.
+ */
+export async function ageMove(t: TestService, sandbox: string): Promise<MoveRecord> {
+  return eventually(async () => {
+    const found = (await t.service.store.hosts.moves()).find((m) => m.move.sandbox === sandbox);
+    assert.ok(found, `a move of ${sandbox} is recorded`);
+    const aged: MoveRecord = { ...found.move, heartbeat_at: new Date(Date.now() - MOVE_STALE_MS - 1000).toISOString() };
+    return (await t.service.store.hosts.updateMove(found.raw, aged)) ? found.move : undefined;
+  }, `the heartbeat of ${sandbox}'s move written back`, 10_000, 100);
 }

@@ -34,7 +34,9 @@ describe('HostSetRuntime: a silent host costs one ask, not every read; reads kep
   const instance = `svct${randomBytes(3).toString('hex')}`;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
   const config = { ...loadConfig({ SVC_DATA_DIR: dataDir }), secretKeyFile: TEST_SECRET_KEY_FILE, redisPrefix: instance };
-  const logger = pino({ level: 'silent' });
+  /** What the runtime logs, kept: the test waits for the line that says a host is away. */
+  const lines: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
   const nearby = `svc-${instance}-near`;
   const far = `svc-${instance}-far`;
   let store: Store;
@@ -84,9 +86,10 @@ describe('HostSetRuntime: a silent host costs one ask, not every read; reads kep
 
   it('a silent host is found by the watch\'s probe; then its reads answer unreachable at once and the other host\'s are unaffected', async () => {
     assert.deepEqual((await hosts.list()).map((s) => s.name).sort(), [far, nearby].sort());
+    const seen = lines.length;
     await proxy.hang();
     // no ask of it now: the probe every 5 s (5 s for its answer: a loaded engine is slow, not away) finds it
-    await new Promise((r) => setTimeout(r, 11_000));
+    await eventually(async () => lines.slice(seen).some((l) => l.includes('"host":"quiet"') && l.includes('host does not answer')), 'the watch\'s probe finding the host away', 30_000, 100);
     const [farMs, farState] = await timed(() => hosts.inspect(far));
     assert.equal(farState.status, 'unreachable');
     assert.ok(farMs < 200, `an away host's sandbox answers at once (${farMs.toFixed(0)} ms)`);

@@ -7,8 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { testHostsDown, testHostsUp } from '../../harness/test-hosts.ts';
-import { MOVE_STALE_MS } from '../../lifecycle/move.ts';
-import { containersOn, hostDocker, moveTools, volumesOn } from '../helpers/moving.ts';
+import { ageMove, containersOn, hostDocker, moveTools, volumesOn } from '../helpers/moving.ts';
 import { svcCli, svcCliBackground } from '../helpers/svc-cli.ts';
 
 const run = promisify(execFile);
@@ -169,10 +168,10 @@ describe('moving one sandbox, interrupted (svc hosts move)', () => {
       assert.match(beside.stderr, new RegExp(`has \\d+ MB free on its engine's data root, (\\d+) MB of it taken by 1 move under way there \\(${names.big}\\) \\(it keeps ${reserve} MB free`));
       assert.ok(Number(/(\d+) MB of it taken/.exec(beside.stderr)![1]) >= 200, 'the whole size of the big one');
       assert.equal(await placement(names.small), 'test-2');
-      const [paused] = (await t.service.store.hosts.moves()).map((m) => m.move);
-      await new Promise((r) => setTimeout(r, MOVE_STALE_MS - (Date.now() - Date.parse(paused!.heartbeat_at)) + 500));
+      // not renewed for MOVE_STALE_MS: its heartbeat written back that far (the mover is stopped)
+      const paused = await ageMove(t, names.big);
       await t.service.lifecycle.reconcile();
-      await eventually(async () => (await t.service.store.hosts.moves())[0]?.move.owner !== paused!.owner, 'the move taken over');
+      await eventually(async () => (await t.service.store.hosts.moves())[0]?.move.owner !== paused.owner, 'the move taken over');
     } finally {
       mover.signal('SIGCONT'); // while the new owner copies
     }

@@ -8,8 +8,7 @@ import { promisify } from 'node:util';
 import { EngineCli } from '../../harness/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { testHostsDown, testHostsUp } from '../../harness/test-hosts.ts';
-import { MOVE_STALE_MS } from '../../lifecycle/move.ts';
-import { containersOn, hostDocker, moveTools, volumesOn } from '../helpers/moving.ts';
+import { ageMove, containersOn, hostDocker, moveTools, volumesOn } from '../helpers/moving.ts';
 import { svcCliBackground } from '../helpers/svc-cli.ts';
 
 const run = promisify(execFile);
@@ -138,8 +137,8 @@ describe('moving sandboxes between runner hosts (svc hosts evacuate)', () => {
     await t.service.lifecycle.reconcile();
     assert.equal((await t.service.store.hosts.moves())[0]?.move.owner, move!.owner);
 
-    // once its process has not renewed it for MOVE_STALE_MS, a pass takes it over and copies again
-    await new Promise((r) => setTimeout(r, MOVE_STALE_MS - (Date.now() - Date.parse(move!.heartbeat_at)) + 500));
+    // once its process has not renewed it for MOVE_STALE_MS (its heartbeat written back that far), a pass takes it over and copies again
+    await ageMove(t, names.big);
     await t.service.lifecycle.reconcile();
     await eventually(async () => (await t.service.store.hosts.moves()).length === 0, 'the move finished by reconcile', 180_000, 1000);
     assert.equal(await placement(names.big), 'test-2');

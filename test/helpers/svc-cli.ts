@@ -1,9 +1,23 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../../core/config.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+/**
+ * What `npx svc` runs: package.json's bin, by the interpreter its first line names (`node --import
+ * tsx`), this Node. Run directly, without npm's resolution of the bin (a second Node process and
+ * about 1.5 s of CPU per command); test/operator/doctor.test.ts and backup.test.ts run `npx svc`
+ * itself. (`env -S` splits the line as the shell would; its words hold no quotes.)
+ */
+const SVC = (() => {
+  const bin = path.join(ROOT, (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { bin: { svc: string } }).bin.svc);
+  const shebang = /^#!\/usr\/bin\/env -S node (.*)$/m.exec(fs.readFileSync(bin, 'utf8').split('\n', 1)[0]!);
+  if (!shebang) throw new Error(`${bin}: its first line is not "#!/usr/bin/env -S node …", which svc-cli.ts runs it by`);
+  return { command: process.execPath, args: [...shebang[1]!.trim().split(/\s+/), bin] };
+})();
 
 export interface CliResult { code: number | null; stdout: string; stderr: string }
 
@@ -26,7 +40,7 @@ export function svcCliEnv(config: CliConfig): NodeJS.ProcessEnv {
  */
 export function svcCli(config: CliConfig, ...args: string[]): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn('npx', ['svc', ...args], { cwd: ROOT, env: svcCliEnv(config), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(SVC.command, [...SVC.args, ...args], { cwd: ROOT, env: svcCliEnv(config), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => { stdout += d; });
@@ -44,13 +58,13 @@ export interface BackgroundCli {
   output(): string;
   /** Resolves once its output matches `pattern`, or once it has ended. */
   when(pattern: RegExp): Promise<void>;
-  /** A signal to its whole process group (npx, tsx and node at once, as a crash or a pause would take them). */
+  /** A signal to its whole process group (all of the command at once, as a crash or a pause would take it). */
   signal(sig: NodeJS.Signals): void;
 }
 
 /** `npx svc …` as svcCli runs it, but in its own process group and left running: for kills and pauses mid-command. */
 export function svcCliBackground(config: CliConfig, ...args: string[]): BackgroundCli {
-  const child = spawn('npx', ['svc', ...args], { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: svcCliEnv(config) });
+  const child = spawn(SVC.command, [...SVC.args, ...args], { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: svcCliEnv(config) });
   let output = '';
   const waiting: Array<{ pattern: RegExp; resolve: () => void }> = [];
   const seen = () => {

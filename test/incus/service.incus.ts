@@ -1,8 +1,8 @@
 // The service on Incus (SVC_RUNTIME=incus, issue 34 §2), end to end with the clients users have:
 // the API creates a sandbox, the docker CLI reaches its engine through the engine address on the TLS
 // port, `docker compose up` publishes an app that curl reaches at its HTTPS address, ssh over the TLS
-// port, files up and down, the log stream (SSE), sleep and a wake by a request, deep sleep and a wake,
-// a fork, a terminal. On this machine's Incus (SVC_RUNTIME=incus npm run setup), or on the test cluster
+// port, files up and down, a push from the sandbox's engine to the service's registry, the log stream
+// (SSE), a terminal, sleep and a wake by a request, deep sleep and a wake, a fork, a manager sandbox. On this machine's Incus (SVC_RUNTIME=incus npm run setup), or on the test cluster
 // when its lines are in the environment (eval "$(scripts/test-cluster.sh env)"). Not in `npm test` yet:
 //
 //   NODE_ENV=test npx tsx --test test/incus/service.incus.ts
@@ -28,7 +28,7 @@ describe('the service on Incus, with real clients', () => {
   let t: TestService;
   let sb: EdgeSandbox;
   let name: string;
-  const forks: string[] = [];
+  const others: string[] = []; // the forks and the manager sandbox, deleted at the end
   const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
   const note = randomBytes(256 * 1024);
   const api = (method: string, route: string, body?: unknown) => t.api(method, route, sb.user.token, body);
@@ -45,12 +45,13 @@ describe('the service on Incus, with real clients', () => {
 
   before(async () => {
     const { runtime, incus: where } = loadConfig({ ...process.env, SVC_RUNTIME: 'incus' });
-    t = await startTestService({ runtime, incus: where, sseHeartbeatMs: 300 });
+    // a domain of its own: inside a sandbox, registry.<domain> is one line of its /etc/hosts
+    t = await startTestService({ runtime, incus: where, sseHeartbeatMs: 300, domain: 'svc-incus.test' });
     sb = await openEdgeSandbox(t, 'inc');
     name = sb.name;
   });
   after(async () => {
-    for (const f of forks) await t?.api('DELETE', `/api/sandboxes/${f}`, sb.user.token).catch(() => undefined);
+    for (const f of others) await t?.api('DELETE', `/api/sandboxes/${f}`, sb.user.token).catch(() => undefined);
     if (sb) await t.api('DELETE', `/api/sandboxes/${name}`, sb.user.token).catch(() => undefined);
     sb?.close();
     const left = t ? await instances().catch(() => []) : [];
@@ -108,6 +109,25 @@ describe('the service on Incus, with real clients', () => {
     assert.equal(sha(await download(name, '/root/note.bin')), sha(note));
     const listing = await api('GET', `/api/sandboxes/${name}/files?path=/root`);
     assert.ok(listing.body.some((e: { name: string; size: number }) => e.name === 'note.bin' && e.size === note.length), answerOf(listing));
+  });
+
+  it('the sandbox\'s own engine pushes an image to the service\'s registry (the service\'s public port, from inside)', async () => {
+    const sh = async (script: string, input?: string) => {
+      const r = await t.service.runtime.exec.run(name, ['sh', '-c', script], input);
+      return { code: r.exitCode, out: `${r.stdout.toString()}${r.stderr}` };
+    };
+    const registry = `registry.${t.config.domain}:${t.config.httpsPort}`;
+    // the service's host as the sandbox reaches it: its routed NIC's gateway (this machine, for one daemon)
+    const gateway = (await sh("ip -4 route show default | awk '{print $3}'")).out.trim();
+    assert.match(gateway, /^\d+\.\d+\.\d+\.\d+$/);
+    const ca = (await t.api('GET', '/ca.pem', undefined)).body as string;
+    await sh(`echo "${gateway} registry.${t.config.domain}" >> /etc/hosts && mkdir -p /etc/docker/certs.d/${registry} && cat > /etc/docker/certs.d/${registry}/ca.crt`, ca);
+    // Go's resolver reads /etc/hosts again at most every 5 s
+    await eventually(async () => /Login Succeeded/.test((await sh(`docker login ${registry} -u alice --password-stdin 2>&1`, sb.user.token)).out), 'docker login from inside', 30_000, 1000);
+    const pushed = await sh(`docker tag incus-app:1 ${registry}/${name}/app:1 && docker push -q ${registry}/${name}/app:1 2>&1`);
+    assert.equal(pushed.code, 0, pushed.out);
+    const listed = await api('GET', `/api/sandboxes/${name}/registry`);
+    assert.ok(listed.body.images.some((i: { name: string }) => i.name === `${name}/app`), answerOf(listed));
   });
 
   it('streams the apps\' log lines (SSE)', async () => {
@@ -168,7 +188,7 @@ describe('the service on Incus, with real clients', () => {
     const res = await api('POST', `/api/sandboxes/${name}/fork`, { name: `incf-${t.config.redisPrefix}` });
     assert.equal(res.status, 201, answerOf(res));
     const fork = res.body;
-    forks.push(fork.name);
+    others.push(fork.name);
     assert.equal(fork.status, 'running');
     assert.notEqual(fork.engine_access.host, (await record()).engine_access.host);
     assert.equal(sha(await download(fork.name, '/root/note.bin')), sha(note));
@@ -176,5 +196,14 @@ describe('the service on Incus, with real clients', () => {
     assert.equal(mine.get(fork.name), 'Running');
     assert.equal(mine.get(name), 'Running');
     assert.match(await app(), /incus-web/);
+  });
+
+  it('a manager sandbox gets the management tool (its image from this host\'s Docker engine), answering at its address', async () => {
+    const res = await api('POST', '/api/sandboxes', { name: `incm-${t.config.redisPrefix}`, template: 'manager', idle_timeout: '1h' });
+    assert.equal(res.status, 201, answerOf(res));
+    others.push(res.body.name);
+    const url = new URL(res.body.extras.manager_url as string);
+    const { stdout } = await run('curl', ['-sS', '--max-time', '60', '--cacert', sb.ca, '--resolve', `${url.hostname}:${t.config.httpsPort}:127.0.0.1`, `${url.origin}/api/status`]);
+    assert.ok(JSON.parse(stdout).Version, stdout);
   });
 });

@@ -117,9 +117,10 @@ describe('the service on Incus, with real clients', () => {
       return { code: r.exitCode, out: `${r.stdout.toString()}${r.stderr}` };
     };
     const registry = `registry.${t.config.domain}:${t.config.httpsPort}`;
-    // the service's host as the sandbox reaches it: its routed NIC's gateway (this machine, for one daemon)
-    const gateway = (await sh("ip -4 route show default | awk '{print $3}'")).out.trim();
-    assert.match(gateway, /^\d+\.\d+\.\d+\.\d+$/);
+    // the service's host as the sandbox reaches it: the address this machine sends to the sandbox from
+    const address = (await t.service.lifecycle.status(name)).address!;
+    const gateway = /\bsrc (\S+)/.exec((await run('ip', ['-4', 'route', 'get', address])).stdout)?.[1];
+    assert.ok(gateway, `no route from this machine to ${address}`);
     const ca = (await t.api('GET', '/ca.pem', undefined)).body as string;
     await sh(`echo "${gateway} registry.${t.config.domain}" >> /etc/hosts && mkdir -p /etc/docker/certs.d/${registry} && cat > /etc/docker/certs.d/${registry}/ca.crt`, ca);
     // Go's resolver reads /etc/hosts again at most every 5 s

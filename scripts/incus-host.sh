@@ -10,6 +10,8 @@
 #   bash scripts/incus-host.sh profile    prints the profile sandboxes run under (the test cluster uses it)
 #   bash scripts/incus-host.sh export DIR writes the image's two tarballs, DIR/meta.tar and DIR/rootfs.tar
 #   bash scripts/incus-host.sh firewall   only the sandboxes' firewall (below); each cluster member runs it
+#   bash scripts/incus-host.sh packages   only the packages (no daemon here): what the test cluster needs
+#                                         (scripts/test-cluster.sh, test/incus/cluster.test.ts)
 #
 #   packages   incus-base, incus-client (Debian 12: from bookworm-backports, added as an apt source of
 #              its own; Debian 13: its own archive), btrfs-progs
@@ -81,7 +83,7 @@ EOS
     [ -e $policy ] && had_policy=1
     if [ $had_policy = 0 ]; then printf '#!/bin/sh\nexit 101\n' > $policy; chmod +x $policy; fi
     { apt-get update -q && apt-get install -y -q --no-install-recommends "${target[@]}" \
-        incus-base incus-client btrfs-progs; } > /var/log/svc-incus-apt.log 2>&1 || rc=$?
+        incus-base incus-client btrfs-progs jq; } > /var/log/svc-incus-apt.log 2>&1 || rc=$?
     [ $had_policy = 1 ] || rm -f $policy
     [ $rc = 0 ] || { tail -n 20 /var/log/svc-incus-apt.log >&2; return $rc; }
 }
@@ -256,8 +258,19 @@ ensure_image() {
     fi
 }
 
+ensure_packages() {
+    if command -v incus > /dev/null && [ -x /usr/libexec/incus/incusd ] && command -v mkfs.btrfs > /dev/null && command -v jq > /dev/null; then
+        say "packages: $(dpkg-query -W -f='${Version}' incus-base) present"
+    else
+        step "apt-get install incus-base incus-client btrfs-progs" install_packages \
+            || fail "apt-get install failed, log in /var/log/svc-incus-apt.log"
+    fi
+    subids
+}
+
 case $ACTION in
     profile) sandbox_profile; exit 0 ;;
+    packages) ensure_packages; exit 0 ;;
     export)
         [ -n "${2:-}" ] || fail "export DIR"
         mkdir -p "$2"
@@ -269,16 +282,11 @@ case $ACTION in
     image) ensure_image; exit 0 ;;
     firewall) firewall; exit 0 ;;
     all) ;;
-    *) echo "usage: $0 [image|stop|profile|export DIR|firewall]" >&2; exit 2 ;;
+    *) echo "usage: $0 [image|stop|profile|export DIR|firewall|packages]" >&2; exit 2 ;;
 esac
 
-if command -v incus > /dev/null && [ -x /usr/libexec/incus/incusd ] && command -v mkfs.btrfs > /dev/null; then
-    say "packages: $(dpkg-query -W -f='${Version}' incus-base) present"
-else
-    step "apt-get install incus-base incus-client btrfs-progs" install_packages \
-        || fail "apt-get install failed, log in /var/log/svc-incus-apt.log"
-fi
-subids
+ensure_packages
+
 if answers; then
     say "daemon: answering"
 else

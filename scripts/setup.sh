@@ -6,7 +6,8 @@
 #   bash scripts/setup.sh           checks everything, installs and builds what is missing, then runs a
 #                                   container to prove the engine works and runs `svc doctor` (operator/doctor.ts)
 #   bash scripts/setup.sh --ensure  the same without that last proof (run by `npm test` / `npm start`)
-#   SVC_RUNTIME=incus, or --incus   also Incus and the sandbox image in it (scripts/incus-host.sh, docs/incus.md)
+#   SVC_RUNTIME=incus, or --incus   also Incus and the sandbox image in it (scripts/incus-host.sh, docs/incus.md);
+#                                   without it only Incus's packages (the test cluster's), no daemon
 #
 # Idempotent: on a machine already set up either mode only checks (about half a second). Works without a
 # terminal (CI). Concurrent runs wait for each other (lock in /run/lock).
@@ -320,10 +321,14 @@ if [ "$MODE" = full ]; then
         || fail "the Docker engine cannot run containers, see $DOCKERD_LOG"
 fi
 
-# --- Incus (only when asked) ---------------------------------------------------------------------------
-# The Incus runtime's daemon, pool, profile and the sandbox image as an Incus image (docs/incus.md).
+# --- Incus ---------------------------------------------------------------------------------------------
+# Asked for: the Incus runtime's daemon, pool, profile and the sandbox image as an Incus image
+# (docs/incus.md). Always: its packages alone, no daemon on this machine (the service stays on Docker),
+# for the test cluster that test/incus/cluster.test.ts makes and removes (scripts/test-cluster.sh).
 if [ $INCUS = 1 ]; then
     bash "$ROOT/scripts/incus-host.sh" 9>&- || fail "Incus could not be set up (docs/incus.md)"
+else
+    bash "$ROOT/scripts/incus-host.sh" packages 9>&- || fail "Incus's packages could not be installed (docs/incus.md)"
 fi
 
 # --- doctor --------------------------------------------------------------------------------------------

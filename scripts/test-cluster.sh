@@ -204,7 +204,7 @@ is_member() { on m1 query /1.0/cluster/members 2> /dev/null | grep -q "/1.0/clus
 # the profile sandboxes run under and the sandbox image, as on a single machine (scripts/incus-host.sh)
 cluster_contents() {
     if ! on m1 profile show svc-sandbox > /dev/null 2>&1; then
-        on m1 profile create svc-sandbox > /dev/null
+        on m1 profile create svc-sandbox < /dev/null > /dev/null  # it reads a profile from a stdin that is not a terminal
         bash "$ROOT/scripts/incus-host.sh" profile | on m1 profile edit svc-sandbox
     fi
     if ! on m1 image alias list -f csv 2> /dev/null | grep -q '^svc-sandbox,'; then

@@ -1,0 +1,218 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import type { IncusClient } from '../../lifecycle/runtime/incus/incus-client.ts';
+import { IncusHosts } from '../../lifecycle/runtime/incus/incus-hosts.ts';
+import { MemberHealth } from '../../lifecycle/runtime/incus/incus-members.ts';
+import { IncusRuntime } from '../../lifecycle/runtime/incus/incus-runtime.ts';
+import type { Mover } from '../../lifecycle/runtime/host-operations.ts';
+import type { Store } from '../../store/index.ts';
+import { clusterUp, moverStore, outsideMachine, recordSandbox, rig, SERVICE_ADDRESS } from '../../harness/test-cluster.ts';
+import { incusClient, runtimeOptions } from './endpoint.ts';
+
+const run = promisify(execFile);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Sandboxes on a 3-member Incus cluster made by scripts/test-cluster.sh on this machine (issue 34 §6):
+ * spread over the members, kept apart by the members' firewall, one moved, a member drained and
+ * evacuated (and its removal refused while it held sandboxes), a member lost and back. IncusRuntime and
+ * IncusHosts as the service and `svc hosts …` use them; the cluster is made here and taken down at the end.
+ */
+describe('Incus cluster: sandboxes over 3 members', { concurrency: false }, () => {
+  const instance = `svct${randomBytes(3).toString('hex')}`;
+  const names = [1, 2, 3].map((i) => `svc-${instance}-s${i}`);
+  let client: IncusClient;
+  let runtime: IncusRuntime;
+  let health: MemberHealth;
+  let hosts: IncusHosts;
+  let store: Store;
+  let mover: Mover;
+  const closers: Array<() => Promise<void>> = [];
+
+  /** Writes a file in the sandbox and answers its sha256 line. */
+  const keep = async (name: string) => {
+    const r = await runtime.exec.run(name, ['sh', '-c', 'head -c 4M /dev/urandom > /root/kept.bin && sha256sum /root/kept.bin']);
+    assert.equal(r.exitCode, 0, r.stderr);
+    return r.stdout.toString();
+  };
+  const digest = async (name: string) => (await runtime.exec.run(name, ['sha256sum', '/root/kept.bin'])).stdout.toString();
+  const engineAnswers = async (name: string) => (await runtime.exec.run(name, ['docker', 'info', '--format', '{{.Driver}}'])).stdout.toString().trim();
+  const placement = async () => new Map(await Promise.all(names.map(async (n) => [n, await runtime.hostOf(n)] as const)));
+  const addressOf = async (name: string) => {
+    const s = await runtime.inspect(name);
+    assert.ok(s.status === 'running' && s.address, `${name} runs with an address: ${JSON.stringify(s)}`);
+    return s.address;
+  };
+
+  before(async () => {
+    await clusterUp();
+    // a slice of the rig's pool of its own: another test process on the rig holds addresses in a store of its own
+    process.env.SVC_INCUS_ADDRESS_POOL = '100.64.250.0/24';
+    client = incusClient();
+    const opts = await runtimeOptions(instance);
+    closers.push(opts.close);
+    runtime = new IncusRuntime(client, opts.options);
+    health = new MemberHealth(client);
+    hosts = new IncusHosts(client, health, runtime, { instance, poolSize: 2 ** 15 - 3 });
+    const ms = await moverStore(instance);
+    closers.push(ms.close);
+    ({ store, mover } = ms);
+  });
+  after(async () => {
+    for (const n of names) await runtime?.removeVolumes(n).catch(() => undefined);
+    await health?.close();
+    await client?.close();
+    for (const close of closers) await close();
+    await rig('down');
+  });
+
+  it('places three sandboxes one on each member (Incus\'s scheduler takes the member with the fewest), each with its own routed address', async () => {
+    for (const n of names) {
+      await recordSandbox(store, n);
+      await runtime.create({ name: n, env: {} });
+      await runtime.start(n);
+    }
+    assert.deepEqual([...(await placement()).values()].sort(), ['m1', 'm2', 'm3']);
+    const addresses = await Promise.all(names.map(addressOf));
+    assert.equal(new Set(addresses).size, 3, `three addresses: ${addresses.join(' ')}`);
+    for (const a of addresses) assert.match(a, /^100\.64\.250\.\d+$/, 'from the pool it was given');
+  });
+
+  it('keeps sandboxes apart across members: another member\'s sandbox, the members and the service are refused; the outside and the service\'s own connections are not', async () => {
+    const [a, b, c] = names as [string, string, string];
+    const outside = await outsideMachine(`svcic${randomBytes(3).toString('hex')}`);
+    const service = net.createServer((s) => s.end('service-secret\n'));
+    await new Promise<void>((r) => service.listen(0, SERVICE_ADDRESS, r));
+    try {
+      const port = (service.address() as net.AddressInfo).port;
+      const probe = (targets: string[]) => runtime.exec.run(a, ['bash', '-c', targets.map((t) => {
+        const [ip, p] = t.split(':');
+        return `if timeout 3 bash -c 'exec 3<>/dev/tcp/${ip}/${p}' 2>/dev/null; then echo "open ${t}"; else echo "closed ${t}"; fi`;
+      }).join('; ')]).then((r) => r.stdout.toString());
+      // the control first: the outside answers (routing and NAT work), so a refusal below is the firewall's
+      assert.match(await probe(['198.51.100.2:7000']), /open 198\.51\.100\.2:7000/);
+      const refused = [
+        `${await addressOf(b)}:22`, `${await addressOf(c)}:2376`, // other members' sandboxes: sshd, engine
+        '100.64.1.1:8443', '100.64.1.2:8443', '100.64.1.3:8443', // the members' Incus API
+        `${SERVICE_ADDRESS}:${port}`, // a listener of the service's machine
+        '169.254.0.1:22', '192.168.251.2:7000', // link-local (the routed NIC's gateway), a private machine
+      ];
+      const out = await probe(refused);
+      for (const t of refused) assert.match(out, new RegExp(`closed ${t.replace(/\./g, '\\.')}`), out);
+      // an inner container with every capability gets no further (its packets leave as the sandbox's)
+      const image = (await run('docker', ['save', 'svc-fixture-busybox:latest'], { encoding: 'buffer', maxBuffer: 64 << 20 })).stdout;
+      assert.equal((await runtime.exec.run(a, ['docker', 'load'], image)).exitCode, 0);
+      const inner = await runtime.exec.run(a, ['docker', 'run', '--rm', '--network', 'host', '--cap-add', 'ALL', 'svc-fixture-busybox:latest',
+        'sh', '-c', `nc -w 3 ${await addressOf(b)} 22 </dev/null; nc -w 3 ${SERVICE_ADDRESS} ${port} </dev/null; echo done`]);
+      assert.doesNotMatch(inner.stdout.toString(), /SSH-2\.0|service-secret/);
+      // the service (the edge) reaches every member's sandbox
+      for (const n of [a, b, c]) assert.match(await sshBanner(await addressOf(n)), /^SSH-2\.0/, `the service reaches ${n}'s sshd`);
+    } finally {
+      service.close();
+      await outside.close();
+    }
+  });
+
+  it('moves one sandbox to another member (asleep, one Incus move): its files, its address and its engine go with it', async () => {
+    const name = names[0]!;
+    const from = (await runtime.hostOf(name))!;
+    const before = await keep(name);
+    const address = await addressOf(name);
+    const done = await hosts.move(mover, name);
+    assert.equal(done.from, from);
+    assert.notEqual(done.to, from);
+    assert.equal(await runtime.hostOf(name), done.to);
+    assert.equal((await runtime.inspect(name)).status, 'deep_sleep', 'asleep where it went, as a runner host\'s move leaves it');
+    await runtime.create({ name, env: {} });
+    await runtime.start(name);
+    assert.equal(await digest(name), before);
+    assert.equal(await addressOf(name), address);
+    assert.match(await sshBanner(address), /^SSH-2\.0/, 'reached at its address on its new member');
+    assert.equal(await engineAnswers(name), 'overlay2');
+    await assert.rejects(hosts.move(mover, name, { to: done.to }), /is on "m\d" already/);
+    await assert.rejects(hosts.move(mover, name, { to: 'm9' }), /no host named "m9"/);
+  });
+
+  it('drains a member (nothing new goes there), refuses to remove it while it holds sandboxes, evacuates it with files intact, and opens it again', async () => {
+    const member = (await runtime.hostOf(names[1]!))!;
+    const digests = new Map<string, string>();
+    for (const n of names) if ((await runtime.hostOf(n)) === member) digests.set(n, await keep(n));
+    assert.ok(digests.size > 0);
+    await assert.rejects(hosts.evacuate(mover, member), /is not drained/);
+    await hosts.setDrained(member, true);
+    assert.equal((await hosts.readings()).find((h) => h.name === member)?.drained, true);
+    await assert.rejects(hosts.remove(member), new RegExp(`host "${member}" holds ${digests.size} sandbox`));
+    // a sandbox made now goes elsewhere (the scheduler skips a member set to manual)
+    const extra = `svc-${instance}-x`;
+    names.push(extra);
+    await runtime.create({ name: extra, env: {} });
+    assert.notEqual(await runtime.hostOf(extra), member);
+
+    const { moved, failed } = await hosts.evacuate(mover, member);
+    assert.deepEqual(failed, []);
+    assert.deepEqual(moved.sort(), [...digests.keys()].sort());
+    for (const [n, sum] of digests) {
+      assert.notEqual(await runtime.hostOf(n), member);
+      await runtime.create({ name: n, env: {} });
+      await runtime.start(n);
+      assert.equal(await digest(n), sum, `${n}'s files came along`);
+      assert.equal(await engineAnswers(n), 'overlay2');
+    }
+    const reading = (await hosts.readings()).find((h) => h.name === member)!;
+    assert.equal(reading.drained, true);
+    assert.equal((await client.get<{ status: string }>(`/1.0/cluster/members/${member}`)).status, 'Evacuated', 'Incus keeps it empty too');
+    await hosts.setDrained(member, false);
+    assert.equal((await client.get<{ status: string }>(`/1.0/cluster/members/${member}`)).status, 'Online');
+    assert.equal((await hosts.readings()).find((h) => h.name === member)?.drained, false);
+  });
+
+  it('a killed member: its sandboxes unreachable, the others run commands all along; back with their files when it returns', async () => {
+    const where = await placement();
+    const lost = names.find((n) => where.get(n) && where.get(n) !== 'm1')!;
+    const member = where.get(lost)!;
+    await runtime.start(lost);
+    const sum = await keep(lost);
+    const kept = (await Promise.all(names.filter((n) => n !== lost && where.get(n) !== member).map(async (n) => ((await runtime.inspect(n)).status === 'running' ? n : undefined)))).filter((n): n is string => !!n);
+    assert.ok(kept.length > 0);
+    const stopWatch = health.watch(() => undefined);
+    try {
+      await rig('kill', member);
+      const t0 = Date.now();
+      let slowest = 0;
+      while (!health.lost().has(member) || (await runtime.inspect(lost)).status !== 'unreachable') {
+        for (const n of kept) {
+          const t = Date.now();
+          assert.equal((await runtime.exec.run(n, ['true'])).exitCode, 0, `${n} runs commands while ${member} is away`);
+          slowest = Math.max(slowest, Date.now() - t);
+        }
+        assert.notEqual((await runtime.inspect(lost)).status, 'deep_sleep', 'a lost member\'s sandbox is never taken for gone');
+        await sleep(250);
+      }
+      console.log(`# ${member} lost (MemberHealth) and ${lost} unreachable ${Date.now() - t0} ms after the kill; the others' commands took ${slowest} ms at most`);
+      const reading = (await hosts.readings()).find((h) => h.name === member)!;
+      assert.ok(reading.error, 'svc hosts list says why');
+      await assert.rejects(hosts.move(mover, lost), /does not answer/);
+    } finally {
+      stopWatch();
+      await rig('up', '3');
+    }
+    while ((await runtime.inspect(lost)).status !== 'running') await sleep(200);
+    // the member answers before it is ready for commands (`Server isn't ready yet`)
+    while (!(await runtime.exec.run(lost, ['true']).then((r) => r.exitCode === 0, () => false))) await sleep(200);
+    assert.equal(await digest(lost), sum);
+  });
+});
+
+/** The first line sshd sends at `address`:22, from this process (the service's side). */
+function sshBanner(address: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(22, address);
+    s.setTimeout(5000, () => s.destroy(new Error(`no answer from ${address}:22`)));
+    s.once('data', (d) => { resolve(d.toString().split('\r\n')[0]!); s.destroy(); });
+    s.once('error', reject);
+  });
+}

@@ -21,13 +21,12 @@ import { randomBytes } from 'node:crypto';
 import { startTestService } from '../harness/service.ts';
 import { clusterUp, moverStore, recordSandbox, rig } from '../harness/test-cluster.ts';
 import { testHostsDown, testHostsUp } from '../harness/test-hosts.ts';
-import type { IncusClient } from '../lifecycle/runtime/incus/incus-client.ts';
-import { IncusHosts } from '../lifecycle/runtime/incus/incus-hosts.ts';
+import { pino } from 'pino';
+import { loadConfig } from '../core/config.ts';
+import { IncusClient } from '../lifecycle/runtime/incus/incus-client.ts';
 import { LIST } from '../lifecycle/runtime/incus/incus-instance.ts';
-import { MemberHealth } from '../lifecycle/runtime/incus/incus-members.ts';
-import { IncusRuntime } from '../lifecycle/runtime/incus/incus-runtime.ts';
+import { incusEndpoint, incusRuntime } from '../lifecycle/runtime/incus/open-incus-runtime.ts';
 import type { SandboxExecutor } from '../lifecycle/runtime/sandbox-runtime.ts';
-import { incusClient, runtimeOptions } from '../test/incus/endpoint.ts';
 
 const RUNS = Number(process.env.RUNS ?? 3);
 const SIZE_MB = Number(process.env.SIZE_MB ?? 100);
@@ -49,20 +48,20 @@ async function idleMemory(exec: SandboxExecutor, name: string): Promise<{ rss: n
 const incus: { moves: number[]; bytes: number; memory?: { rss: number; cache: number }; loss?: Record<string, number> } = { moves: [], bytes: 0 };
 const runner: { moves: number[]; bytes: number; memory?: { rss: number; cache: number } } = { moves: [], bytes: 0 };
 
+// the runner side's service and its two hosts (started before the cluster's lines are in the
+// environment: this one runs on Docker), made before any figure so both sides run at the same load
+const t = await startTestService({ wakeHoldMs: 0 });
 await clusterUp();
-process.env.SVC_INCUS_ADDRESS_POOL = '100.64.251.0/24';
 const instance = `svcb${randomBytes(3).toString('hex')}`;
-const client: IncusClient = incusClient();
-const opts = await runtimeOptions(instance);
-const runtime = new IncusRuntime(client, opts.options);
-const health = new MemberHealth(client);
-const hosts = new IncusHosts(client, health, runtime, { instance, poolSize: 253 });
+// the service's runtime as SVC_RUNTIME=incus builds it, on the cluster `env` points at, with a pool slice of its own
+const config = loadConfig({ ...process.env, SVC_INCUS_ADDRESS_POOL: '100.64.251.0/24', SVC_REDIS_PREFIX: instance });
+const client = new IncusClient(incusEndpoint(config.incus!));
 const ms = await moverStore(instance);
+const runtime = incusRuntime(config, pino({ level: 'silent' }), ms.store.addresses, { client });
+const { health, hosts } = runtime;
 const name = `svc-${instance}-move`;
 const other = `svc-${instance}-lost`;
 
-// the runner side's service and its two hosts, made before any figure so both sides run at the same load
-const t = await startTestService({ wakeHoldMs: 0 });
 try {
   await testHostsUp(2, t.config);
   await t.service.store.hosts.put({ ...((await t.service.store.hosts.get('local')) ?? { name: 'local', created_at: new Date().toISOString() }), drained_at: new Date().toISOString() });
@@ -129,7 +128,6 @@ try {
   for (const n of [name, other]) await runtime.removeVolumes(n).catch(() => undefined);
   await health.close();
   await client.close();
-  await opts.close();
   await ms.close();
   await rig('down');
 }

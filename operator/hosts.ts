@@ -111,7 +111,7 @@ export async function writeHostFiles(dir: string, files: Record<string, string>)
 
 /** The hosts as the runtime has them (HostOperations): list, drain, evacuate, move and remove go through it. */
 export function openHosts(store: Store, config: Config): HostOperations {
-  return operatorHosts(store.hosts, config, cliLogger());
+  return operatorHosts(store, config, cliLogger());
 }
 
 export interface HostRow {
@@ -139,7 +139,7 @@ export function openMoves(store: Store, config: Config): { hosts: HostOperations
   const lock = new KeyedLock(new RedisLeases(redis, `${config.redisPrefix}:lease`));
   const sessions = new IdleSessions(redis, config.redisPrefix);
   return {
-    hosts: operatorHosts(store.hosts, config, logger),
+    hosts: operatorHosts(store, config, logger),
     mover: mover({
       store,
       exclusive: (name, work) => lock.run(name, work),
@@ -168,7 +168,7 @@ export function progressLine(p: MoveProgress): string {
 
 /** Every host with its state and figures, the service's own machine first. */
 export async function listHosts(store: Store, config: Config): Promise<HostRow[]> {
-  const hosts = operatorHosts(store.hosts, config, pino({ level: 'silent' }));
+  const hosts = operatorHosts(store, config, pino({ level: 'silent' }));
   const placements = await store.hosts.placements();
   const hostOf = (sandbox: string) => placements.get(sandbox) ?? LOCAL_HOST;
   const sandboxes = (await store.sandboxes.listAll()).filter((s) => !s.archived_at);
@@ -179,7 +179,8 @@ export async function listHosts(store: Store, config: Config): Promise<HostRow[]
       address: address ? `${address}:${port ?? HOST_ENGINE_PORT}` : '(this machine)',
       state: !load ? 'away' : drained ? 'drained' : 'ready',
       ...(error ? { reason: error } : {}),
-      sandboxes: placed,
+      // on Incus the members say what they hold (no placements in the store)
+      sandboxes: config.runtime === 'incus' ? load?.sandboxes ?? 0 : placed,
       ...(load ? {
         running: load.running,
         memory: { committed_bytes: load.committedMemoryBytes, total_bytes: load.memoryBytes },

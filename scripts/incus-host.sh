@@ -27,8 +27,9 @@
 #              the internet and the nameservers (SVC_INCUS_DNS, else this machine's, port 53 only); not
 #              this machine, not link-local addresses, not the address pool (any member's sandboxes), not
 #              the private networks (SVC_INCUS_PRIVATE_NETWORKS, RFC 1918 and 100.64/10 unless set: the
-#              members, the service, Redis, PostgreSQL); it is reached by answers and by the service's
-#              addresses (SVC_INCUS_SERVICE_ADDRESSES, the edge) alone. The Docker runtime's rules, said
+#              members, the service, Redis, PostgreSQL) but the service's public ports there
+#              (SVC_INCUS_SERVICE_PORTS, 443: registry pushes); it is reached by answers and by the
+#              service's addresses (SVC_INCUS_SERVICE_ADDRESSES, the edge) alone. The Docker runtime's rules, said
 #              for routed NICs (lifecycle/runtime/egress-firewall.ts); replaced whole at each run
 #   profile    `svc-sandbox`: what a sandbox needs on top of `default` (see sandbox_profile below)
 #   image      alias `svc-sandbox`: `docker export` of svc-sandbox:latest as the rootfs of a split image
@@ -134,18 +135,19 @@ nat_rule() {
 NIC=svcr+
 csv() { tr ',' '\n' <<< "$1" | sed '/^$/d'; }
 firewall_rules() {
-    local pool=$1 dns=$2 private=$3 service=$4 x
+    local pool=$1 dns=$2 private=$3 service=$4 ports=$5 x p
     echo '*filter'
-    echo ':SVC-INCUS-IN - [0:0]'
     echo ':SVC-INCUS-FWD - [0:0]'
-    echo "-A SVC-INCUS-IN -i $NIC -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
-    echo "-A SVC-INCUS-IN -i $NIC -j DROP"
     echo "-A SVC-INCUS-FWD -i $NIC -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
     echo "-A SVC-INCUS-FWD -o $NIC -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
     # ACCEPT, not a later RETURN: a nameserver may be private or link-local
     for x in $(csv "$dns"); do
         echo "-A SVC-INCUS-FWD -i $NIC -d $x/32 -p udp -m udp --dport 53 -j ACCEPT"
         echo "-A SVC-INCUS-FWD -i $NIC -d $x/32 -p tcp -m tcp --dport 53 -j ACCEPT"
+    done
+    # the service's public ports (registry pushes from inside), as the Docker runtime opens its own
+    for x in $(csv "$service"); do
+        for p in $(csv "$ports"); do echo "-A SVC-INCUS-FWD -i $NIC -d $x/32 -p tcp -m tcp --dport $p -j ACCEPT"; done
     done
     echo "-A SVC-INCUS-FWD -i $NIC -d 169.254.0.0/16 -j DROP"
     echo "-A SVC-INCUS-FWD -i $NIC -d $pool -j DROP"
@@ -167,7 +169,15 @@ firewall() {
     private=${SVC_INCUS_PRIVATE_NETWORKS-10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10}
     service=${SVC_INCUS_SERVICE_ADDRESSES-}
     # one iptables-restore commit: never a moment without the chains, nor with half of them
-    firewall_rules "$ADDRESS_POOL" "$dns" "$private" "$service" | iptables-restore -w 5 --noflush
+    firewall_rules "$ADDRESS_POOL" "$dns" "$private" "$service" "${SVC_INCUS_SERVICE_PORTS-443}" | iptables-restore -w 5 --noflush
+    # INPUT's chain is added to, never replaced: a service on this machine opens its public port there
+    # (egress-firewall.ts openPort), between these two rules
+    iptables -w 5 -N SVC-INCUS-IN 2> /dev/null || true
+    local rule
+    for rule in "-i $NIC -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT" "-i $NIC -j DROP"; do
+        # shellcheck disable=SC2086
+        iptables -w 5 -C SVC-INCUS-IN $rule 2> /dev/null || iptables -w 5 -A SVC-INCUS-IN $rule
+    done
     first_jump iptables INPUT SVC-INCUS-IN
     first_jump iptables FORWARD SVC-INCUS-FWD
     # routed NICs get no IPv6 address; nothing of it goes through

@@ -15,6 +15,8 @@
 #   scripts/test-cluster.sh kill M      takes member M down hard: its incusd killed (SIGKILL), its link cut
 #                                       (its containers keep running, unreachable, as on a host whose
 #                                       network went away); `up` brings it back.
+#   scripts/test-cluster.sh ports P,…   the service's public ports that sandboxes may reach on this
+#                                       machine (443 until said; registry pushes from inside)
 #   scripts/test-cluster.sh status      members as the cluster sees them (`incus cluster list`)
 #   scripts/test-cluster.sh incus M ... the incus CLI on member M (`... incus m1 list`)
 #
@@ -134,9 +136,18 @@ namespace_up() {
 
 # The sandboxes' firewall in the member (scripts/incus-host.sh firewall): the Docker runtime's isolation
 # for routed NICs. The service's address is this machine's on the bridge; the pool is the members' own.
+# The service's public ports (SVC_INCUS_SERVICE_PORTS, 443) are open to sandboxes: a test service on
+# another port says so with `ports` (kept in $STATE/ports for members brought back later).
 member_firewall() {
     nsenter -n -t "$(holder_of "$1")" env SVC_INCUS_ADDRESS_POOL="$SANDBOX_POOL" SVC_INCUS_SERVICE_ADDRESSES="$NET.0.1" \
-        bash "$ROOT/scripts/incus-host.sh" firewall
+        SVC_INCUS_SERVICE_PORTS="$(cat "$STATE/ports" 2> /dev/null || echo 443)" bash "$ROOT/scripts/incus-host.sh" firewall
+}
+service_ports() {
+    [[ $1 =~ ^[0-9]{1,5}(,[0-9]{1,5})*$ ]] || die "ports P[,P…]: the service's public ports, comma-separated"
+    echo "$1" > "$STATE/ports"
+    local m
+    for m in $(members_made); do holder_alive "$m" && member_firewall "$m"; done
+    say "sandboxes reach $NET.0.1 on port(s) $1"
 }
 
 # --- a member's daemon ----------------------------------------------------------------------------------
@@ -349,6 +360,7 @@ case ${1:-} in
     down) down ;;
     env) env_lines ;;
     kill) [ -n "${2:-}" ] || die "kill MEMBER"; kill_member "$2" ;;
+    ports) [ -n "${2:-}" ] || die "ports P[,P…]"; service_ports "$2" ;;
     status) on m1 cluster list ;;
     incus) [ -n "${2:-}" ] || die "incus MEMBER ARGS…"; m=$2; shift 2; member_index "$m" > /dev/null; on "$m" "$@" ;;
     *) sed -n '2,30p' "$0" >&2; exit 2 ;;

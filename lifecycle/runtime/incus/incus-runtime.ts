@@ -382,6 +382,8 @@ export class IncusRuntime implements SandboxRuntime {
    */
   private async setConfig(i: Instance, keys: Record<string, string | null>, opts: { dropEnvironment?: boolean } = {}): Promise<void> {
     const path = `/1.0/instances/${encodeURIComponent(i.name)}`;
+    // only keys set: one PATCH (a sleep's mark costs no read of the whole instance)
+    if (!opts.dropEnvironment && Object.values(keys).every((v) => v !== null)) return void (await this.incus.act('PATCH', path, { config: keys }));
     const current = await this.incus.get<Instance & { profiles: string[]; description: string }>(path);
     const config = Object.fromEntries(Object.entries(current.config).filter(([k]) => !(opts.dropEnvironment && k.startsWith('environment.'))));
     for (const [k, v] of Object.entries(keys)) if (v === null) delete config[k]; else config[k] = v;

@@ -171,12 +171,14 @@ describe('isolation: root in a sandbox is not root on the host', () => {
     const ns = `svcesc${randomBytes(3).toString('hex')}`;
     const veth = `ve${ns.slice(6)}`;
     const sh = (script: string) => run('sh', ['-ec', script]);
-    await sh(`ip netns add ${ns}; ip link add ${veth} type veth peer name eth0 netns ${ns}
-      ip addr add 192.168.251.1/30 dev ${veth}; ip link set ${veth} up; ip route add 198.51.100.2/32 dev ${veth}
-      ip -n ${ns} addr add 192.168.251.2/30 dev eth0; ip -n ${ns} addr add 198.51.100.2/32 dev eth0
-      ip -n ${ns} link set eth0 up; ip -n ${ns} link set lo up; ip -n ${ns} route add default via 192.168.251.1`);
-    const machine = spawn('ip', ['netns', 'exec', ns, 'socat', 'TCP-LISTEN:7000,fork,reuseaddr', 'SYSTEM:echo lan-secret']);
+    let machine: ReturnType<typeof spawn> | undefined;
     try {
+      // these addresses are harness/test-cluster.ts's too: npm test never runs test/incus beside this file
+      await sh(`ip netns add ${ns}; ip link add ${veth} type veth peer name eth0 netns ${ns}
+        ip addr add 192.168.251.1/30 dev ${veth}; ip link set ${veth} up; ip route add 198.51.100.2/32 dev ${veth}
+        ip -n ${ns} addr add 192.168.251.2/30 dev eth0; ip -n ${ns} addr add 198.51.100.2/32 dev eth0
+        ip -n ${ns} link set eth0 up; ip -n ${ns} link set lo up; ip -n ${ns} route add default via 192.168.251.1`);
+      machine = spawn('ip', ['netns', 'exec', ns, 'socat', 'TCP-LISTEN:7000,fork,reuseaddr', 'SYSTEM:echo lan-secret']);
       const probe = (ip: string) => `timeout 5 bash -c 'exec 3<>/dev/tcp/${ip}/7000; cat <&3' 2>/dev/null || echo "closed ${ip}"`;
       await eventually(async () => (await asRoot(a, probe('198.51.100.2'))).out.includes('lan-secret'), 'the public address answers the sandbox (the control)', 15_000);
       const lan = await asRoot(a, probe('192.168.251.2'));
@@ -189,8 +191,9 @@ describe('isolation: root in a sandbox is not root on the host', () => {
       const rules = (await run('iptables', ['-w', '5', '-S', 'SVC-SANDBOX-PRIVATE'])).stdout;
       for (const ns of t.config.sandboxDns.filter((d) => net.isIPv4(d))) assert.match(rules, new RegExp(`-d ${ns.replace(/\./g, '\\.')}/32 -i svcb\\+ -p udp -m udp --dport 53 -j ACCEPT`));
     } finally {
-      machine.kill();
-      await sh(`ip link del ${veth} || true; ip netns del ${ns}`);
+      // also after a set-up that failed half-way (an address another run holds): nothing of it left
+      machine?.kill();
+      await sh(`ip link del ${veth} 2>/dev/null || true; ip netns del ${ns} 2>/dev/null || true`);
     }
   });
 

@@ -162,3 +162,4 @@ if (revision) {
   console.log(`ratio (this tree / baseline): Node ${(now.node / before.node).toFixed(2)}×, Node + HAProxy ${((now.node + now.haproxy) / (before.node + before.haproxy)).toFixed(2)}×`);
 }
 console.log(`load average after: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+if (revision) fs.rmSync(runs[0]!.dir, { recursive: true, force: true });

@@ -59,6 +59,7 @@ const client = new IncusClient(incusEndpoint(config.incus!));
 const ms = await moverStore(instance);
 const runtime = incusRuntime(config, pino({ level: 'silent' }), ms.store.addresses, { client });
 const { health, hosts } = runtime;
+const unwatch = runtime.watchStarts();
 const name = `svc-${instance}-move`;
 const other = `svc-${instance}-lost`;
 
@@ -107,7 +108,6 @@ try {
   await runtime.create({ name: other, env: {} });
   await runtime.start(other);
   const member = (await runtime.hostOf(other))!;
-  const stop = health.watch(() => undefined);
   await sleep(2000);
   await rig('kill', member);
   const t0 = performance.now();
@@ -116,17 +116,16 @@ try {
   const listed = client.get(LIST, { timeoutMs: 60_000 }).then(() => { marks.list = since(); }, () => { marks.list = since(); });
   while (marks.health === undefined || marks.unreachable === undefined || marks.offline === undefined) {
     if (marks.health === undefined && health.lost().has(member)) marks.health = since();
-    if (marks.unreachable === undefined && (await runtime.inspect(other)).status === 'unreachable') marks.unreachable = since();
+    if (marks.unreachable === undefined && (await runtime.read(other)).status === 'unreachable') marks.unreachable = since();
     if (marks.offline === undefined && (await client.get<{ status: string }>(`/1.0/cluster/members/${member}`)).status === 'Offline') marks.offline = since();
     await sleep(100);
   }
   await listed;
-  stop();
   incus.loss = marks;
 } finally {
+  unwatch();
   await rig('up', '3');
   for (const n of [name, other]) await runtime.removeVolumes(n).catch(() => undefined);
-  await health.close();
   await client.close();
   await ms.close();
   await rig('down');

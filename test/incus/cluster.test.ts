@@ -5,8 +5,6 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import type { IncusClient } from '../../lifecycle/runtime/incus/incus-client.ts';
-import { IncusHosts } from '../../lifecycle/runtime/incus/incus-hosts.ts';
-import { MemberHealth } from '../../lifecycle/runtime/incus/incus-members.ts';
 import { IncusRuntime } from '../../lifecycle/runtime/incus/incus-runtime.ts';
 import type { Mover } from '../../lifecycle/runtime/host-operations.ts';
 import type { Store } from '../../store/index.ts';
@@ -27,8 +25,7 @@ describe('Incus cluster: sandboxes over 3 members', { concurrency: false }, () =
   const names = [1, 2, 3].map((i) => `svc-${instance}-s${i}`);
   let client: IncusClient;
   let runtime: IncusRuntime;
-  let health: MemberHealth;
-  let hosts: IncusHosts;
+  let unwatch: () => void;
   let store: Store;
   let mover: Mover;
   const closers: Array<() => Promise<void>> = [];
@@ -56,15 +53,15 @@ describe('Incus cluster: sandboxes over 3 members', { concurrency: false }, () =
     const opts = await runtimeOptions(instance);
     closers.push(opts.close);
     runtime = new IncusRuntime(client, opts.options);
-    health = new MemberHealth(client);
-    hosts = new IncusHosts(client, health, runtime, { instance, poolSize: 2 ** 15 - 3 });
+    // as the service runs it: Incus's events and the members' health watched, reads from what they kept
+    unwatch = runtime.watchStarts();
     const ms = await moverStore(instance);
     closers.push(ms.close);
     ({ store, mover } = ms);
   });
   after(async () => {
     for (const n of names) await runtime?.removeVolumes(n).catch(() => undefined);
-    await health?.close();
+    unwatch?.();
     await client?.close();
     for (const close of closers) await close();
     await rig('down');
@@ -122,7 +119,7 @@ describe('Incus cluster: sandboxes over 3 members', { concurrency: false }, () =
     const from = (await runtime.hostOf(name))!;
     const before = await keep(name);
     const address = await addressOf(name);
-    const done = await hosts.move(mover, name);
+    const done = await runtime.hosts.move(mover, name);
     assert.equal(done.from, from);
     assert.notEqual(done.to, from);
     assert.equal(await runtime.hostOf(name), done.to);
@@ -133,8 +130,8 @@ describe('Incus cluster: sandboxes over 3 members', { concurrency: false }, () =
     assert.equal(await addressOf(name), address);
     assert.match(await sshBanner(address), /^SSH-2\.0/, 'reached at its address on its new member');
     assert.equal(await engineAnswers(name), 'overlay2');
-    await assert.rejects(hosts.move(mover, name, { to: done.to }), /is on "m\d" already/);
-    await assert.rejects(hosts.move(mover, name, { to: 'm9' }), /no host named "m9"/);
+    await assert.rejects(runtime.hosts.move(mover, name, { to: done.to }), /is on "m\d" already/);
+    await assert.rejects(runtime.hosts.move(mover, name, { to: 'm9' }), /no host named "m9"/);
   });
 
   it('drains a member (nothing new goes there), refuses to remove it while it holds sandboxes, evacuates it with files intact, and opens it again', async () => {
@@ -142,17 +139,17 @@ describe('Incus cluster: sandboxes over 3 members', { concurrency: false }, () =
     const digests = new Map<string, string>();
     for (const n of names) if ((await runtime.hostOf(n)) === member) digests.set(n, await keep(n));
     assert.ok(digests.size > 0);
-    await assert.rejects(hosts.evacuate(mover, member), /is not drained/);
-    await hosts.setDrained(member, true);
-    assert.equal((await hosts.readings()).find((h) => h.name === member)?.drained, true);
-    await assert.rejects(hosts.remove(member), new RegExp(`host "${member}" holds ${digests.size} sandbox`));
+    await assert.rejects(runtime.hosts.evacuate(mover, member), /is not drained/);
+    await runtime.hosts.setDrained(member, true);
+    assert.equal((await runtime.hosts.readings()).find((h) => h.name === member)?.drained, true);
+    await assert.rejects(runtime.hosts.remove(member), new RegExp(`host "${member}" holds ${digests.size} sandbox`));
     // a sandbox made now goes elsewhere (the scheduler skips a member set to manual)
     const extra = `svc-${instance}-x`;
     names.push(extra);
     await runtime.create({ name: extra, env: {} });
     assert.notEqual(await runtime.hostOf(extra), member);
 
-    const { moved, failed } = await hosts.evacuate(mover, member);
+    const { moved, failed } = await runtime.hosts.evacuate(mover, member);
     assert.deepEqual(failed, []);
     assert.deepEqual(moved.sort(), [...digests.keys()].sort());
     for (const [n, sum] of digests) {
@@ -162,12 +159,12 @@ describe('Incus cluster: sandboxes over 3 members', { concurrency: false }, () =
       assert.equal(await digest(n), sum, `${n}'s files came along`);
       assert.equal(await engineAnswers(n), 'overlay2');
     }
-    const reading = (await hosts.readings()).find((h) => h.name === member)!;
+    const reading = (await runtime.hosts.readings()).find((h) => h.name === member)!;
     assert.equal(reading.drained, true);
     assert.equal((await client.get<{ status: string }>(`/1.0/cluster/members/${member}`)).status, 'Evacuated', 'Incus keeps it empty too');
-    await hosts.setDrained(member, false);
+    await runtime.hosts.setDrained(member, false);
     assert.equal((await client.get<{ status: string }>(`/1.0/cluster/members/${member}`)).status, 'Online');
-    assert.equal((await hosts.readings()).find((h) => h.name === member)?.drained, false);
+    assert.equal((await runtime.hosts.readings()).find((h) => h.name === member)?.drained, false);
   });
 
   it('a killed member: its sandboxes unreachable, the others run commands all along; back with their files when it returns', async () => {
@@ -178,26 +175,31 @@ describe('Incus cluster: sandboxes over 3 members', { concurrency: false }, () =
     const sum = await keep(lost);
     const kept = (await Promise.all(names.filter((n) => n !== lost && where.get(n) !== member).map(async (n) => ((await runtime.inspect(n)).status === 'running' ? n : undefined)))).filter((n): n is string => !!n);
     assert.ok(kept.length > 0);
-    const stopWatch = health.watch(() => undefined);
+    for (const n of [lost, ...kept]) assert.equal((await runtime.read(n)).status, 'running');
+    await rig('kill', member);
+    const t0 = Date.now();
     try {
-      await rig('kill', member);
-      const t0 = Date.now();
       let slowest = 0;
-      while (!health.lost().has(member) || (await runtime.inspect(lost)).status !== 'unreachable') {
+      const marks: { lost?: number; unreachable?: number } = {};
+      // reads, as the API, the UI, the CLI and MCP show a sandbox (what the events and the health kept)
+      while (marks.unreachable === undefined) {
         for (const n of kept) {
           const t = Date.now();
+          assert.equal((await runtime.read(n)).status, 'running', `${n} reads running while ${member} is away`);
           assert.equal((await runtime.exec.run(n, ['true'])).exitCode, 0, `${n} runs commands while ${member} is away`);
           slowest = Math.max(slowest, Date.now() - t);
         }
-        assert.notEqual((await runtime.inspect(lost)).status, 'deep_sleep', 'a lost member\'s sandbox is never taken for gone');
-        await sleep(250);
+        if (marks.lost === undefined && runtime.health.lost().has(member)) marks.lost = Date.now() - t0;
+        const state = await runtime.read(lost);
+        assert.notEqual(state.status, 'deep_sleep', 'a lost member\'s sandbox is never taken for gone');
+        if (state.status === 'unreachable') marks.unreachable = Date.now() - t0;
+        await sleep(100);
       }
-      console.log(`# ${member} lost (MemberHealth) and ${lost} unreachable ${Date.now() - t0} ms after the kill; the others' commands took ${slowest} ms at most`);
-      const reading = (await hosts.readings()).find((h) => h.name === member)!;
+      console.log(`# ${member} killed: lost (MemberHealth) after ${marks.lost ?? '?'} ms, ${lost} unreachable after ${marks.unreachable} ms; a read and a command on each other sandbox took ${slowest} ms at most`);
+      const reading = (await runtime.hosts.readings()).find((h) => h.name === member)!;
       assert.ok(reading.error, 'svc hosts list says why');
-      await assert.rejects(hosts.move(mover, lost), /does not answer/);
+      await assert.rejects(runtime.hosts.move(mover, lost), /does not answer/);
     } finally {
-      stopWatch();
       await rig('up', '3');
     }
     while ((await runtime.inspect(lost)).status !== 'running') await sleep(200);

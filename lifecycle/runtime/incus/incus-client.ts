@@ -87,6 +87,9 @@ export class IncusClient {
         body: body === undefined ? undefined : JSON.stringify(body),
         headersTimeout: opts.timeoutMs ?? REQUEST_TIMEOUT_MS,
         bodyTimeout: opts.timeoutMs ?? REQUEST_TIMEOUT_MS,
+        // a deadline given is the whole request's: the two above start once connected, and a connect to
+        // a member whose link is gone waits undici's own 10 s (MemberHealth's pings would take that long)
+        ...(opts.timeoutMs !== undefined ? { signal: AbortSignal.timeout(opts.timeoutMs) } : {}),
       });
     } catch (err) {
       throw new IncusUnreachable(`${this.where}: ${(err as Error).message}`);

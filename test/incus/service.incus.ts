@@ -2,7 +2,7 @@
 // the API creates a sandbox, the docker CLI reaches its engine through the engine address on the TLS
 // port, `docker compose up` publishes an app that curl reaches at its HTTPS address, ssh over the TLS
 // port, files up and down, a push from the sandbox's engine to the service's registry, the log stream
-// (SSE), a terminal, sleep and a wake by a request, deep sleep and a wake, a fork, a manager sandbox. On this machine's Incus (SVC_RUNTIME=incus npm run setup), or on the test cluster
+// (SSE), a terminal, exec, sleep and a wake by a request, deep sleep and a wake, a fork, a manager sandbox. On this machine's Incus (SVC_RUNTIME=incus npm run setup), or on the test cluster
 // when its lines are in the environment (eval "$(scripts/test-cluster.sh env)"). Not in `npm test` yet:
 //
 //   NODE_ENV=test npx tsx --test test/incus/service.incus.ts
@@ -38,7 +38,7 @@ describe('the service on Incus, with real clients', () => {
     .filter((i) => i.config?.['user.svc.instance'] === t.config.redisPrefix);
   const download = async (sandbox: string, file: string) => {
     const res = await fetch(`${t.url}/api/sandboxes/${sandbox}/files/content?path=${encodeURIComponent(file)}`, { headers: { authorization: `Bearer ${sb.user.token}` } });
-    assert.equal(res.status, 200);
+    if (res.status !== 200) assert.fail(`GET ${file} of ${sandbox}: ${res.status} ${await res.text()}`);
     return Buffer.from(await res.arrayBuffer());
   };
   const app = () => sb.curl(`${name}-web`);
@@ -152,15 +152,27 @@ describe('the service on Incus, with real clients', () => {
     let seen = '';
     ws.on('message', (data: Buffer) => { seen += data.toString('utf8'); });
     await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); });
+    const closed = new Promise<number>((resolve) => ws.once('close', (code: number) => resolve(code)));
     try {
       ws.send(JSON.stringify({ type: 'resize', cols: 101, rows: 33 }));
       await eventually(async () => {
         ws.send(JSON.stringify({ type: 'input', data: 'stty size; tty\r' }));
         return /33 101/.test(seen) && /\/dev\/pts\//.test(seen);
       }, 'the shell\'s answer on its terminal', 30_000, 1000);
+      // the shell's end ends the websocket, as the service says it
+      ws.send(JSON.stringify({ type: 'input', data: 'exit\r' }));
+      assert.equal(await closed, 1000);
     } finally {
       ws.close();
     }
+  });
+
+  it('exec through the API: stdin in, stdout, stderr and the exit code out; a timeout ends the command', async () => {
+    const ran = await api('POST', `/api/sandboxes/${name}/exec`, { command: 'read x; echo "got $x"; echo oops >&2; exit 3', stdin: 'hi\n' });
+    assert.equal(ran.status, 200, answerOf(ran));
+    assert.deepEqual([ran.body.exit_code, ran.body.stdout, ran.body.stderr], [3, 'got hi\n', 'oops\n']);
+    const late = await api('POST', `/api/sandboxes/${name}/exec`, { command: 'sleep 30', timeout: 1 });
+    assert.deepEqual([late.body.exit_code, late.body.timed_out], [124, true]);
   });
 
   it('asleep (the instance stopped), a request to the app wakes it and is answered by the app', async () => {

@@ -107,7 +107,8 @@ export async function incusRun(client: IncusClient, instance: string, cmd: strin
 /**
  * An interactive command on a terminal (`interactive: true`: one pty, its bytes both ways on the
  * operation's socket `0`); `resize` is a `window-resize` message on its control socket. The stream
- * ends when the command has exited (Incus closes the socket); destroying it closes both sockets.
+ * ends when the command has exited (Incus says so with an empty text message); destroying it closes
+ * both sockets.
  */
 export async function incusTerminal(
   client: IncusClient, instance: string, cmd: string[], size: { cols: number; rows: number },
@@ -130,7 +131,12 @@ export async function incusTerminal(
     destroy(err, cb) { data.close(); control.close(); cb(err); },
   });
   data.on('message', (chunk: Buffer, isBinary: boolean) => {
-    if (!isBinary) return; // an empty text message: the other side's end of the stream
+    // an empty text message: the pty's end (the command exited). Incus ends the operation only once
+    // this side closes the socket, so it is closed here
+    if (!isBinary) {
+      stream.push(null);
+      return void data.close();
+    }
     if (!stream.push(chunk)) data.pause();
   });
   data.once('close', () => { stream.push(null); control.close(); });

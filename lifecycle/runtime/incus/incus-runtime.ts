@@ -302,10 +302,15 @@ export class IncusRuntime implements SandboxRuntime {
     await guarded(() => this.incus.get('/1.0'));
   }
 
-  /** The cluster member the sandbox is on (its `location`; `none` for a daemon that is not clustered). */
+  /**
+   * The cluster member the sandbox is on (its `location`; `none` for a daemon that is not clustered):
+   * a lost member's sandbox by where it was last seen (asking would wait on the member), else asked.
+   */
   async hostOf(name: string): Promise<string | null> {
+    const known = this.where.get(name);
+    if (known !== undefined && this.health.lost().has(known)) return known;
     try {
-      return (await this.ours(name))?.location ?? null;
+      return (await this.withState(name))?.location ?? null;
     } catch {
       return null;
     }

@@ -47,6 +47,8 @@ describe('the service on Incus, with real clients', () => {
     const { runtime, incus: where } = loadConfig({ ...process.env, SVC_RUNTIME: 'incus' });
     // a domain of its own: inside a sandbox, registry.<domain> is one line of its /etc/hosts
     t = await startTestService({ runtime, incus: where, sseHeartbeatMs: 300, domain: 'svc-incus.test' });
+    // on the test cluster, the members' firewall lets sandboxes reach this service's public port (registry pushes)
+    if (process.env.SVC_INCUS_URLS) await run('bash', ['scripts/test-cluster.sh', 'ports', String(t.config.httpsPort)]);
     sb = await openEdgeSandbox(t, 'inc');
     name = sb.name;
   });

@@ -4,7 +4,7 @@ import type {
 } from '../host-operations.ts';
 import type { SandboxRuntime } from '../sandbox-runtime.ts';
 import { IncusError, type IncusClient } from './incus-client.ts';
-import { KEY_INSTANCE, LIST, runs, type Instance } from './incus-instance.ts';
+import { KEY_DEEP, KEY_INSTANCE, LIST, runs, type Instance } from './incus-instance.ts';
 import type { Member, MemberHealth } from './incus-members.ts';
 
 /**
@@ -102,8 +102,11 @@ export class IncusHosts implements HostOperations {
     await mover.exclusive(name, async () => {
       await mover.goingDown(name);
       // asleep as the runner layer leaves a moved sandbox: it wakes on the new member at its next request
-      await this.runtime.stop(name);
-      await this.runtime.takeDown(name);
+      // (one in deep sleep already is a stopped instance: nothing to put down)
+      if ((await this.ours()).find((i) => i.name === name)?.config[KEY_DEEP] !== 'true') {
+        await this.runtime.stop(name);
+        await this.runtime.takeDown(name);
+      }
       await this.incus.act('POST', `/1.0/instances/${encodeURIComponent(name)}?target=${encodeURIComponent(to)}`, { name, migration: true, live: false }, Math.min(deadlineS, MOVE_TIMEOUT_S));
     });
     await mover.placed(name).catch((err) => mover.logger.warn({ sandbox: name, err: (err as Error).message }, 'move: the other processes were not told of the new placement'));

@@ -145,19 +145,9 @@ export async function scanLayer(
   const gitStores = new GitStores(archives.budget.limits.maxHeld);
   const archiveCost = () => ({ members: archives.budget.members, bytes: archives.budget.bytes, ms: Math.round(archives.budget.ms) });
   try {
-    const head = await firstBytes(tap, 4); // gzip or zstd magic
-    let decompress: Transform | PassThrough;
-    let child: ReturnType<typeof spawn> | undefined;
-    if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) {
-      compression = 'gzip';
-      decompress = zlib.createGunzip({ chunkSize: 256 * 1024 });
-    } else if (head.length >= 4 && head.readUInt32LE(0) === 0xfd2fb528) {
-      compression = 'zstd';
-      ({ stream: decompress, child } = zstdDecompressor());
-    } else {
-      compression = 'none';
-      decompress = new PassThrough();
-    }
+    const picked = decompressorFor(await firstBytes(tap, 4));
+    compression = picked.compression;
+    const { decompress, child } = picked;
     const extract = tar.extract();
     const fail = (err: Error) => extract.destroy(err);
     tap.on('error', fail);
@@ -165,30 +155,7 @@ export async function scanLayer(
     counter.on('error', fail);
     tap.pipe(decompress).pipe(counter).pipe(extract as unknown as NodeJS.WritableStream);
     try {
-      for await (const entry of extract) {
-        entries += 1;
-        if (entries > limits.maxEntries) throw new UnscannableLayer(`the layer has more than ${limits.maxEntries} entries`);
-        const h = entry.header;
-        const path = checkedPath(h.name, limits);
-        if (typeof h.size === 'number' && (h.size < 0 || h.size > limits.maxEntrySize)) throw new UnscannableLayer(`entry "${path}" claims an absurd size ${h.size}`);
-        const regular = h.type === 'file' || h.type === 'contiguous-file';
-        const base = path.slice(path.lastIndexOf('/') + 1);
-        const matches: PathMatch[] = regular || h.type === 'link' ? (base.startsWith('.wh.') ? [] : pathMatches(rules, path)) : [];
-        if (!regular) {
-          for (const m of matches) if (!m.content) flag(path, m.rule);
-          entry.resume();
-          continue;
-        }
-        const git = gitObjectFile(path);
-        if (git) {
-          await gitStores.add(git.gitdir, path, entry as AsyncIterable<Buffer>);
-          continue;
-        }
-        const file = new FileScan(rules, path, matches, flag, archives.budget.limits.maxHeld);
-        for await (const chunk of entry as AsyncIterable<Buffer>) file.feed(chunk);
-        const nested = file.end();
-        if (nested) await archives.budget.timed(() => openArchive(nested, path, 1, archives));
-      }
+      await scanEntries(extract, limits, archives, gitStores, () => ++entries);
       await archives.budget.timed(() => gitStores.scan(archives));
     } finally {
       child?.kill('SIGKILL');
@@ -207,6 +174,48 @@ export async function scanLayer(
   }
   const list = [...findings.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.rule < b.rule ? -1 : a.rule > b.rule ? 1 : (a.line ?? 0) - (b.line ?? 0)));
   return { state: list.length ? 'flagged' : 'clean', findings: list, compressedBytes, bytes, entries, compression, archives: archiveCost() };
+}
+
+/** The decompressor a layer's first bytes ask for: gzip or zstd by their magic, else the bytes as they are. */
+function decompressorFor(head: Buffer): { compression: LayerScanResult['compression']; decompress: Transform | PassThrough; child?: ReturnType<typeof spawn> } {
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return { compression: 'gzip', decompress: zlib.createGunzip({ chunkSize: 256 * 1024 }) };
+  if (head.length >= 4 && head.readUInt32LE(0) === 0xfd2fb528) {
+    const { stream, child } = zstdDecompressor();
+    return { compression: 'zstd', decompress: stream, child };
+  }
+  return { compression: 'none', decompress: new PassThrough() };
+}
+
+/**
+ * Applies the rules to every entry of the layer's tar as it streams: paths, regular files' bytes,
+ * archives inside them; `.git` objects are kept for the history scan after the last entry.
+ * `counted` counts one entry and answers how many so far (the layer's result reports it).
+ */
+async function scanEntries(extract: tar.Extract, limits: LayerLimits, archives: ArchiveContext, gitStores: GitStores, counted: () => number): Promise<void> {
+  const { rules, flag } = archives;
+  for await (const entry of extract) {
+    if (counted() > limits.maxEntries) throw new UnscannableLayer(`the layer has more than ${limits.maxEntries} entries`);
+    const h = entry.header;
+    const path = checkedPath(h.name, limits);
+    if (typeof h.size === 'number' && (h.size < 0 || h.size > limits.maxEntrySize)) throw new UnscannableLayer(`entry "${path}" claims an absurd size ${h.size}`);
+    const regular = h.type === 'file' || h.type === 'contiguous-file';
+    const base = path.slice(path.lastIndexOf('/') + 1);
+    const matches: PathMatch[] = regular || h.type === 'link' ? (base.startsWith('.wh.') ? [] : pathMatches(rules, path)) : [];
+    if (!regular) {
+      for (const m of matches) if (!m.content) flag(path, m.rule);
+      entry.resume();
+      continue;
+    }
+    const git = gitObjectFile(path);
+    if (git) {
+      await gitStores.add(git.gitdir, path, entry as AsyncIterable<Buffer>);
+      continue;
+    }
+    const file = new FileScan(rules, path, matches, flag, archives.budget.limits.maxHeld);
+    for await (const chunk of entry as AsyncIterable<Buffer>) file.feed(chunk);
+    const nested = file.end();
+    if (nested) await archives.budget.timed(() => openArchive(nested, path, 1, archives));
+  }
 }
 
 /** Entry path relative to the layer root; refuses paths that escape it or are absurd. */

@@ -4,6 +4,8 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import { loadConfig } from '../../core/config.ts';
+import { answerOf, eventually, startTestService } from '../../harness/service.ts';
 import type { IncusClient } from '../../lifecycle/runtime/incus/incus-client.ts';
 import { IncusRuntime } from '../../lifecycle/runtime/incus/incus-runtime.ts';
 import type { Mover } from '../../lifecycle/runtime/host-operations.ts';
@@ -206,6 +208,55 @@ describe('Incus cluster: sandboxes over 3 members', { concurrency: false }, () =
     // the member answers before it is ready for commands (`Server isn't ready yet`)
     while (!(await runtime.exec.run(lost, ['true']).then((r) => r.exitCode === 0, () => false))) await sleep(200);
     assert.equal(await digest(lost), sum);
+  });
+
+  it('the service on the cluster: a lost member\'s sandbox is unavailable in the API within seconds, the others answer; back when it returns', async () => {
+    const { runtime: kind, incus: where } = loadConfig({ ...process.env, SVC_RUNTIME: 'incus', SVC_INCUS_ADDRESS_POOL: '100.64.249.0/24' });
+    const t = await startTestService({ runtime: kind, incus: where });
+    try {
+      const user = await t.user('alice');
+      const hosts = t.service.runtime.hosts!;
+      // the service talks to m1: the sandbox to lose goes elsewhere (m1 drained meanwhile), the other one off its member
+      const create = async (n: string) => {
+        const res = await t.api('POST', '/api/sandboxes', user.token, { name: `${n}-${t.config.redisPrefix}`, idle_timeout: '1h' });
+        assert.equal(res.status, 201, answerOf(res));
+        return res.body.name as string;
+      };
+      await hosts.setDrained('m1', true);
+      const lostName = await create('la');
+      await hosts.setDrained('m1', false);
+      const member = (await t.service.runtime.hostOf(lostName))!;
+      await hosts.setDrained(member, true);
+      const keptName = await create('lb');
+      await hosts.setDrained(member, false);
+      assert.notEqual(await t.service.runtime.hostOf(keptName), member);
+      const status = async (n: string) => {
+        const t0 = Date.now();
+        const res = await t.api('GET', `/api/sandboxes/${n}`, user.token);
+        return { status: res.body.status as string, ms: Date.now() - t0 };
+      };
+      assert.equal((await status(lostName)).status, 'running');
+      await rig('kill', member);
+      const t0 = Date.now();
+      let slowest = 0;
+      try {
+        for (;;) {
+          const kept = await status(keptName);
+          assert.equal(kept.status, 'running');
+          slowest = Math.max(slowest, kept.ms);
+          if ((await status(lostName)).status === 'unavailable') break;
+          await sleep(200);
+        }
+        console.log(`# through the API: ${lostName} unavailable ${Date.now() - t0} ms after its member was killed; ${keptName}'s record took ${slowest} ms at most`);
+        const list = await t.api('GET', '/api/sandboxes', user.token);
+        assert.deepEqual(list.body.map((x: { name: string; status: string }) => [x.name, x.status]).sort(), [[lostName, 'unavailable'], [keptName, 'running']].sort());
+      } finally {
+        await rig('up', '3');
+      }
+      await eventually(async () => (await status(lostName)).status === 'running', `${lostName} running again once its member is back`, 60_000);
+    } finally {
+      await t.close();
+    }
   });
 });
 

@@ -65,8 +65,10 @@ export async function addressStore(backend: Backend): Promise<AddressStore> {
           if (!(await owners.insertIfAbsent([address], sandbox))) continue; // another process took it first
         }
         if (await addressOf.insertIfAbsent([sandbox], address)) return address;
-        // another hold of the same sandbox committed first: its address stands, this one goes back
-        if ((await owners.get([address])) === sandbox) await owners.delete([address]);
+        // another hold of the same sandbox committed first: its address stands; this one goes back unless
+        // it is that same address (both holds found or took the same row: deleting it would leave none)
+        const committed = await addressOf.get([sandbox]);
+        if (committed !== address && (await owners.get([address])) === sandbox) await owners.delete([address]);
       }
       throw new errors.Conflict(`could not take an address in ${pool} for ${sandbox}: ${HOLD_TRIES} tries lost to other processes`);
     },

@@ -96,13 +96,8 @@ export class DockerRuntime implements SandboxRuntime {
    * inspect()'s answer for reads (lists, records): while the engine's events are watched, what they
    * kept of the sandbox since its last inspect. Transitions use inspect().
    */
-  async read(name: string): Promise<Inspection> {
-    const kept = this.kept.get(name);
-    if (kept) return kept;
-    const unchanged = this.kept.asking(name);
-    const answer = await this.inspect(name);
-    if (unchanged()) this.kept.keep(name, answer);
-    return answer;
+  read(name: string): Promise<Inspection> {
+    return this.kept.read(name, (n) => this.inspect(n));
   }
 
   /** Runs a call that changes a sandbox, then forgets what reads kept of it (its events may come after the call returns). */

@@ -31,6 +31,16 @@ export class KeptStates {
     return () => this.up && epoch === this.epoch && (this.changes.get(name) ?? 0) === changes;
   }
 
+  /** A read: what is kept of the sandbox, else `inspect`'s answer, kept when nothing changed while it was asked. */
+  async read(name: string, inspect: (name: string) => Promise<Inspection>): Promise<Inspection> {
+    const kept = this.get(name);
+    if (kept) return kept;
+    const unchanged = this.asking(name);
+    const answer = await inspect(name);
+    if (unchanged()) this.keep(name, answer);
+    return answer;
+  }
+
   keep(name: string, answer: Inspection): void {
     if (this.up && answer.status !== 'unreachable') this.seen.set(name, answer);
   }

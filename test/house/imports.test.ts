@@ -1,18 +1,12 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it, before, after } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { checkImports } from '../../scripts/check-imports.ts';
 import { FLOORS } from '../../scripts/house.ts';
+import { ROOT, runCheck } from './run-check.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CHECK = path.join(ROOT, 'scripts/check-imports.ts');
-const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
-const run = promisify(execFile);
 
 /** The house's TypeScript sources (and nothing else: no packages, no builds) copied under `to`. */
 function copySources(to: string): void {
@@ -25,17 +19,6 @@ function copySources(to: string): void {
       return fs.statSync(src).isDirectory() || /\.tsx?$/.test(name);
     },
   });
-}
-
-/** The check as `npm run check:imports` runs it: its exit code and what it printed. */
-async function runCheck(root: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(TSX, [CHECK, root], { cwd: ROOT });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
 }
 
 describe('the import check (scripts/check-imports.ts, floors in scripts/house.ts)', () => {
@@ -54,7 +37,7 @@ describe('the import check (scripts/check-imports.ts, floors in scripts/house.ts
 
   it('passes on the house as it is', async () => {
     assert.deepEqual(checkImports(ROOT), []);
-    const { code, stdout } = await runCheck(ROOT);
+    const { code, stdout } = await runCheck('scripts/check-imports.ts', ROOT);
     assert.equal(code, 0);
     assert.match(stdout, /every import runs down the house/);
   });
@@ -63,7 +46,7 @@ describe('the import check (scripts/check-imports.ts, floors in scripts/house.ts
     fs.writeFileSync(path.join(copy, 'core/planted.ts'), "import type { Lifecycle } from '../lifecycle/index.ts';\nexport type Planted = Lifecycle;\n");
     try {
       assert.deepEqual(planted(), [['up', 'core/planted.ts:1', 'lifecycle/index.ts']]);
-      const { code, stderr } = await runCheck(copy);
+      const { code, stderr } = await runCheck('scripts/check-imports.ts', copy);
       assert.equal(code, 1);
       assert.match(stderr, /^core\/planted\.ts:1: up: core \(floor 1\) imports lifecycle\/index\.ts from lifecycle \(floor 4\), up the house$/m);
     } finally {

@@ -1,28 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it, before, after } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { checkSizes, listedLongUnits } from '../../scripts/check-sizes.ts';
+import { ROOT, runCheck } from './run-check.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CHECK = path.join(ROOT, 'scripts/check-sizes.ts');
-const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
-const run = promisify(execFile);
-
-/** The check as `npm run check:sizes` runs it: its exit code and what it printed. */
-async function runCheck(root: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(TSX, [CHECK, root], { cwd: ROOT });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 /** A function of `lines` lines in all (its first and last line included). */
 const longFunction = (name: string, lines: number) => `export function ${name}(): number {\n  let n = 0;\n${'  n += 1;\n'.repeat(lines - 3)}}\n`;
@@ -46,7 +29,7 @@ describe('the size check (scripts/check-sizes.ts, the exceptions in docs/archite
     assert.deepEqual(report.over, []);
     assert.deepEqual(report.stale, []);
     assert.ok(report.kept.every((u) => u.why.length > 0));
-    const { code, stdout } = await runCheck(ROOT);
+    const { code, stdout } = await runCheck('scripts/check-sizes.ts', ROOT);
     assert.equal(code, 0);
     assert.match(stdout, /no file over 400 lines, no function over 120/);
   });
@@ -70,7 +53,7 @@ describe('the size check (scripts/check-sizes.ts, the exceptions in docs/archite
         ['store/planted-file.ts', 'store/planted-file.ts:1', 401],
       ]);
       assert.deepEqual(stale, []);
-      const { code, stderr } = await runCheck(root);
+      const { code, stderr } = await runCheck('scripts/check-sizes.ts', root);
       assert.equal(code, 1);
       assert.match(stderr, /^core\/planted\.ts:1: function core\/planted\.ts planted has 121 lines \(at most 120\): cut it along its jobs, or list it with why it stays in docs\/architecture\.md/m);
       assert.match(stderr, /^store\/planted-file\.ts:1: file store\/planted-file\.ts has 401 lines \(at most 400\)/m);
@@ -91,7 +74,7 @@ describe('the size check (scripts/check-sizes.ts, the exceptions in docs/archite
       assert.deepEqual(over, []);
       assert.deepEqual(kept.map((u) => [u.unit, u.why]), [['core/planted.ts planted', 'a planted table of things, one short entry each']]);
       assert.deepEqual(stale, ['core/gone.ts']);
-      const { code, stderr } = await runCheck(root);
+      const { code, stderr } = await runCheck('scripts/check-sizes.ts', root);
       assert.equal(code, 1);
       assert.match(stderr, /lists core\/gone\.ts, which is not over its bound \(any more\): take its row out/);
       assert.doesNotMatch(stderr, /planted/);

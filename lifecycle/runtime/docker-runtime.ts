@@ -205,15 +205,11 @@ export class DockerRuntime implements SandboxRuntime {
           this.kept.ownStart(name, false); // it ran already (304): no start event follows
           if (statusCode(err) !== 304) throw err;
         }
-        const unchanged = this.kept.asking(name);
-        const info = await container.inspect({ abortSignal: AbortSignal.timeout(INSPECT_TIMEOUT_MS) });
-        await this.settleWith(info);
-        const state = this.stateOf(name, info);
-        // kept as read() keeps an answer: only when no event of another change came meanwhile
-        const keep = unchanged();
-        this.kept.changed(name);
-        if (keep) this.kept.keep(name, state);
-        return state;
+        return await this.kept.afterChange(name, async () => {
+          const info = await container.inspect({ abortSignal: AbortSignal.timeout(INSPECT_TIMEOUT_MS) });
+          await this.settleWith(info);
+          return this.stateOf(name, info);
+        });
       } catch (err) {
         this.kept.changed(name);
         throw err;

@@ -41,6 +41,19 @@ export class KeptStates {
     return answer;
   }
 
+  /**
+   * The state after a change of the runtime's own (a start), asked by `ask`: what was kept of the
+   * sandbox goes, and the answer is kept as read() keeps one, only when no other change came meanwhile.
+   */
+  async afterChange<T extends Inspection>(name: string, ask: () => Promise<T>): Promise<T> {
+    const unchanged = this.asking(name);
+    const state = await ask();
+    const keep = unchanged();
+    this.changed(name);
+    if (keep) this.keep(name, state);
+    return state;
+  }
+
   keep(name: string, answer: Inspection): void {
     if (this.up && answer.status !== 'unreachable') this.seen.set(name, answer);
   }

@@ -147,12 +147,7 @@ export class IncusRuntime implements SandboxRuntime {
         if (i.status === 'Frozen') await this.state(name, 'unfreeze'); // a fork's freeze its process did not end
         else if (i.status !== 'Running') await this.state(name, 'start');
         await this.acceptsCommands(name);
-        const unchanged = this.kept.asking(name);
-        const state = reachable(await this.inspect(name));
-        const keep = unchanged();
-        this.kept.changed(name);
-        if (keep) this.kept.keep(name, state);
-        return state;
+        return await this.kept.afterChange(name, async () => reachable(await this.inspect(name)));
       } catch (err) {
         this.kept.changed(name);
         throw err;

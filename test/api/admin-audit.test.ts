@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { SANDBOX_CLI } from '../../harness/sandbox-engine.ts';
 import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
 import { resourceNames } from '../../lifecycle/names.ts';
+import { downloadExport } from '../helpers/export-folder.ts';
 import { svcCli } from '../helpers/svc-cli.ts';
 
 const run = promisify(execFile);
@@ -103,12 +104,8 @@ describe('admin and audit log', () => {
     sandbox = created.body.name;
     secrets.push(created.body.client_key.split('\n').slice(1, -2).join(''));
     ok(await asAlice('PATCH', `/api/sandboxes/${sandbox}`, { idle_timeout: '2h' }));
-    const zip = await fetch(`${t.url}/api/sandboxes/${sandbox}/export`, { headers: { authorization: `Bearer ${alice.token}` } });
-    assert.equal(zip.status, 200);
-    fs.writeFileSync(path.join(keyDir, 'export.zip'), Buffer.from(await zip.arrayBuffer()));
-    const env = (await run('unzip', ['-p', path.join(keyDir, 'export.zip'), '*/svc.env'])).stdout;
-    const exported = /^SVC_TOKEN=(svc_[A-Za-z0-9_-]{43})$/m.exec(env)?.[1];
-    assert.ok(exported, 'the export folder carries a token');
+    const { token: exported } = await downloadExport(t, sandbox, alice.token, keyDir);
+    assert.match(exported, /^svc_[A-Za-z0-9_-]{43}$/, 'the export folder carries a token');
     secrets.push(exported);
     ok(await asAlice('DELETE', `/api/me/ssh-keys/${key.body.id}`));
     ok(await asAlice('DELETE', `/api/me/tokens/${spare.body.record.id}`));

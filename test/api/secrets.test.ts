@@ -11,6 +11,8 @@ import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts
 import { SANDBOX_CLI } from '../../harness/sandbox-engine.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
 import { curl } from '../helpers/curl.ts';
+import { downloadExport } from '../helpers/export-folder.ts';
+import { sshThroughEdge } from '../helpers/ssh-through-edge.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -102,11 +104,7 @@ describe('secrets', () => {
     // the sandbox container's own log (its entrypoint, sshd) and the export folder hold none either
     const { stdout: containerLog, stderr: containerErr } = await run('docker', [...SANDBOX_CLI, 'logs', name]);
     assert.ok(!`${containerLog}${containerErr}`.includes(VALUE), 'the sandbox container log shows no secret');
-    const zip = await fetch(`${t.url}/api/sandboxes/${name}/export`, { headers: { authorization: `Bearer ${alice.token}` } });
-    assert.equal(zip.status, 200);
-    const folder = path.join(sb.dir, 'export');
-    fs.writeFileSync(`${folder}.zip`, Buffer.from(await zip.arrayBuffer()));
-    await run('unzip', ['-q', `${folder}.zip`, '-d', folder]);
+    const { folder } = await downloadExport(t, name, alice.token, sb.dir);
     const exported = (await run('grep', ['-rlF', '-e', VALUE, '-e', 'line one', folder]).catch((err: { code: number; stdout: string }) => (err.code === 1 ? { stdout: '' } : Promise.reject(err)))).stdout;
     assert.equal(exported, '', 'the export folder holds no secret');
     const file = new URL(t.config.storeUrl).pathname;
@@ -136,16 +134,8 @@ describe('secrets', () => {
   });
 
   it('reaches ssh sessions through the edge, and comes back after the sandbox sleeps and wakes', async () => {
-    const key = path.join(sb.dir, 'id_ed25519');
-    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
-    const added = await t.api('POST', '/api/me/ssh-keys', alice.token, { key: fs.readFileSync(`${key}.pub`, 'utf8').trim() });
-    assert.equal(added.status, 201, answerOf(added));
-    const ssh = (command: string) => run('ssh', [
-      '-i', key, '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR',
-      '-o', `ProxyCommand=openssl s_client -quiet -connect 127.0.0.1:${t.config.httpsPort} -servername %h`,
-      `root@${name}-shell-tcp.${t.config.domain}`, command,
-    ], { timeout: 60_000 });
-    const { stdout } = await eventually(() => ssh('printenv DB_PASSWORD'), 'ssh into the sandbox', 60_000, 1000);
+    const ssh = await sshThroughEdge(t, alice.token, sb.dir);
+    const { stdout } = await eventually(() => ssh(name, 'printenv DB_PASSWORD'), 'ssh into the sandbox', 60_000, 1000);
     assert.equal(stdout, `${ROTATED}\n`);
 
     // asleep as the idle timer leaves it (the container stopped, its tmpfs gone), then woken
@@ -153,6 +143,6 @@ describe('secrets', () => {
     const started = await t.api('POST', `/api/sandboxes/${name}/start`, alice.token);
     assert.equal(started.status, 200, answerOf(started));
     assert.equal((await exec('printenv DB_PASSWORD; ls /run/svc/secrets')).stdout, `${ROTATED}\nDB_PASSWORD\n`);
-    assert.equal((await eventually(() => ssh('printenv DB_PASSWORD'), 'ssh after the wake', 60_000, 1000)).stdout, `${ROTATED}\n`);
+    assert.equal((await eventually(() => ssh(name, 'printenv DB_PASSWORD'), 'ssh after the wake', 60_000, 1000)).stdout, `${ROTATED}\n`);
   });
 });

@@ -2,16 +2,14 @@
 // (spec 1.1, 3 rule 5, 4.3, 4.4): build, both kinds of app address, exec, logs, a second release that
 // recreates only what changed, a failing build, sleep and wake, and `docker compose` inside over ssh.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import type { EngineCli } from '../../harness/engine-cli.ts';
 import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { sshThroughEdge } from '../helpers/ssh-through-edge.ts';
 
-const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
 
 /** A build context: the busybox fixture's rootfs plus a Dockerfile of the test's own. */
@@ -50,11 +48,9 @@ describe('docker compose v2 against a sandbox', () => {
   let sb: EdgeSandbox;
   let alice: { id: string; token: string };
   let name: string;
-  let port: number;
   let cli: EngineCli;
   let dir: string;
 
-  const host = (label: string) => `${label}.${t.config.domain}`;
   const curl = (label: string) => sb.curl(label);
   const record = () => sb.record();
   const containerIds = async () => {
@@ -64,7 +60,6 @@ describe('docker compose v2 against a sandbox', () => {
 
   before(async () => {
     t = await startTestService();
-    port = t.config.httpsPort;
     sb = await openEdgeSandbox(t, 'cmp');
     ({ name, cli, dir, user: alice } = sb);
     context(path.join(dir, 'web'), serve('web-1'));
@@ -85,6 +80,7 @@ describe('docker compose v2 against a sandbox', () => {
   it('deploys with `up -d --build` (BuildKit through the engine address) and serves both spec 4.3 addresses', async () => {
     await cli.compose(dir, ['-p', 'shop', 'up', '-d', '--build'], { timeoutMs: 300_000 });
     const short = name.slice('svc-'.length);
+    const port = t.config.httpsPort;
     const expected = [`https://${name}-api.${t.config.domain}:${port}`, `https://${short}-shop-shop-web-1-port8080.${t.config.domain}:${port}`].sort();
     await eventually(async () => {
       const r = await record();
@@ -147,16 +143,8 @@ describe('docker compose v2 against a sandbox', () => {
   });
 
   it('inside the sandbox over ssh, `docker compose` sees the project', async () => {
-    const key = path.join(dir, 'id_ed25519');
-    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
-    const added = await t.api('POST', '/api/me/ssh-keys', alice.token, { key: fs.readFileSync(key + '.pub', 'utf8').trim() });
-    assert.equal(added.status, 201, answerOf(added));
-    const ssh = (command: string) => run('ssh', [
-      '-i', key, '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR',
-      '-o', `ProxyCommand=openssl s_client -quiet -connect 127.0.0.1:${port} -servername %h`,
-      `root@${host(`${name}-shell-tcp`)}`, command,
-    ], { timeout: 60_000 });
-    const { stdout } = await eventually(() => ssh('docker compose version --short && docker compose ls --all --format json && docker compose -p shop ps --format "{{.Service}}"'), 'ssh into the sandbox', 60_000, 1000);
+    const ssh = await sshThroughEdge(t, alice.token, dir);
+    const { stdout } = await eventually(() => ssh(name, 'docker compose version --short && docker compose ls --all --format json && docker compose -p shop ps --format "{{.Service}}"'), 'ssh into the sandbox', 60_000, 1000);
     const [version, ls, ...services] = stdout.trim().split('\n');
     assert.match(version!, /^v?2\./);
     assert.ok(JSON.parse(ls!).some((p: { Name: string }) => p.Name === 'shop'), ls);

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { WAITING_HEADER } from '../../edge/index.ts';
 import { RuntimeApi } from '../../edge/dataplane/runtime-api.ts';
-import { EngineCli } from '../../harness/engine-cli.ts';
-import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { openEdgeSandbox, type EdgeSandbox } from '../../harness/edge-sandbox.ts';
+import type { EngineCli } from '../../harness/engine-cli.ts';
+import { eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { sshThroughEdge } from '../helpers/ssh-through-edge.ts';
 
 const run = promisify(execFile);
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -16,11 +16,11 @@ const FIXTURE = path.resolve('fixtures/busybox');
 /** A real sandbox behind the real edge, reached by curl, the docker CLI, ssh and openssl. */
 describe('a sandbox through the edge', () => {
   let t: TestService;
+  let sb: EdgeSandbox;
   let alice: { id: string; token: string };
   let name: string;
   let port: number;
   let cli: EngineCli;
-  let dir: string;
   let ca: string;
 
   const host = (label: string) => `${label}.${t.config.domain}`;
@@ -35,19 +35,12 @@ describe('a sandbox through the edge', () => {
     // the waiting page's path: no hold (test/edge/wake-hold-sandbox.test.ts holds)
     t = await startTestService({ wakeHoldMs: 0 });
     port = t.config.httpsPort;
-    alice = await t.user('alice');
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-edge-e2e-'));
-    ca = path.join(dir, 'ca.pem');
-    fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
-    const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `edge-${t.config.redisPrefix}`, idle_timeout: '1h' });
-    assert.equal(res.status, 201, answerOf(res));
-    name = res.body.name;
-    assert.equal(res.body.engine_access.port, port);
-    cli = new EngineCli(res.body.engine_access.host, '127.0.0.1', port, res.body);
+    sb = await openEdgeSandbox(t, 'edge');
+    ({ name, cli, ca, user: alice } = sb);
+    assert.equal((await sb.record()).engine_access.port, port);
   });
   after(async () => {
-    cli?.dispose();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    sb?.close();
     await t?.close();
   });
 
@@ -109,15 +102,8 @@ describe('a sandbox through the edge', () => {
   });
 
   it('lets ssh in as root with a registered key, through openssl s_client on the TLS port', async () => {
-    const key = path.join(dir, 'id_ed25519');
-    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
-    const added = await t.api('POST', '/api/me/ssh-keys', alice.token, { key: fs.readFileSync(key + '.pub', 'utf8').trim() });
-    assert.equal(added.status, 201, answerOf(added));
-    const ssh = async () => (await run('ssh', [
-      '-i', key, '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR',
-      '-o', `ProxyCommand=openssl s_client -quiet -connect 127.0.0.1:${port} -servername %h`,
-      `root@${host(`${name}-shell-tcp`)}`, 'id -un && docker ps --format "{{.Names}}"',
-    ], { timeout: 30_000 })).stdout;
+    const shell = await sshThroughEdge(t, alice.token, sb.dir);
+    const ssh = async () => (await shell(name, 'id -un && docker ps --format "{{.Names}}"')).stdout;
     const stdout = await ssh();
     assert.match(stdout, /^root\n/);
     assert.match(stdout, /web/, 'inside, the docker CLI talks to the sandbox engine');

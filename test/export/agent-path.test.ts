@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
+import { downloadExport } from '../helpers/export-folder.ts';
 
-const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const FIXTURE = path.resolve(HERE, '../../fixtures/busybox');
 
@@ -29,11 +28,7 @@ describe("an agent's path with only the export folder", () => {
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `agent-${t.config.redisPrefix}`, idle_timeout: '1h' });
     assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
-    const zip = await fetch(`${t.url}/api/sandboxes/${name}/export`, { headers: { authorization: `Bearer ${alice.token}` } });
-    assert.equal(zip.status, 200);
-    fs.writeFileSync(path.join(tmp, 'export.zip'), Buffer.from(await zip.arrayBuffer()));
-    await run('unzip', ['-q', path.join(tmp, 'export.zip'), '-d', tmp]);
-    token = /^SVC_TOKEN=(.*)$/m.exec(fs.readFileSync(path.join(tmp, name, 'svc.env'), 'utf8'))![1]!;
+    ({ token } = await downloadExport(t, name, alice.token, tmp));
     // The agent finds its sandbox asleep.
     await t.service.lifecycle.sleep(name, 'test');
   });

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { downloadExport } from '../helpers/export-folder.ts';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -61,12 +62,7 @@ describe('user CLI (svc.mjs) with only an export folder', () => {
     const res = await t.api('POST', '/api/sandboxes', alice.token, { name: `cli-${t.config.redisPrefix}`, idle_timeout: '1h' });
     assert.equal(res.status, 201, answerOf(res));
     name = res.body.name;
-    const zip = await fetch(`${t.url}/api/sandboxes/${name}/export`, { headers: { authorization: `Bearer ${alice.token}` } });
-    assert.equal(zip.status, 200);
-    fs.writeFileSync(path.join(tmp, 'export.zip'), Buffer.from(await zip.arrayBuffer()));
-    await run('unzip', ['-q', path.join(tmp, 'export.zip'), '-d', tmp]);
-    folder = path.join(tmp, name);
-    token = /^SVC_TOKEN=(.*)$/m.exec(fs.readFileSync(path.join(folder, 'svc.env'), 'utf8'))![1]!;
+    ({ folder, token } = await downloadExport(t, name, alice.token, tmp));
     fs.mkdirSync(home);
     const names = ['engine', 'shell-tcp', 'web', 'api'].map((s) => `${name}-${s}.localhost`).join(' ');
     fs.writeFileSync(hosts, `127.0.0.1 localhost ${names}\n`);

@@ -58,22 +58,9 @@ describe('faults: the service, Redis and sandboxes killed at bad moments', () =>
     assert.deepEqual(problems, [], `${r.fault}\n--- service log ---\n${svc.tail()}`);
   };
 
-  const api = async (method: string, route: string, body?: unknown, target = svc): Promise<{ status: number; body: any }> => {
-    try {
-      const res = await fetch(target.apiUrl + route, {
-        method,
-        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(120_000),
-      });
-      const text = await res.text();
-      let parsed: unknown = text;
-      try { parsed = JSON.parse(text); } catch { /* not JSON */ }
-      return { status: res.status, body: parsed };
-    } catch (err) {
-      return { status: 0, body: (err as Error).message };
-    }
-  };
+  /** A request as the test's user; status 0 when no answer came (the process killed under it). */
+  const api = (method: string, route: string, body?: unknown, target = svc): Promise<{ status: number; body: any }> =>
+    target.api(method, route, token, body).catch((err: Error) => ({ status: 0, body: err.message }));
   /** GET of the sandbox: its state as a client reads it. */
   const view = async (name: string) => (await api('GET', `/api/sandboxes/${name}`)).body as { status: string; stops_at: string | null; deep_sleep_at: string | null };
   /** The engine's truth about a sandbox container. */

@@ -95,6 +95,20 @@ export class ServiceProcess {
     return `http://127.0.0.1:${this.env.apiPort}`;
   }
 
+  /** A request to this process's API as a client sends it: its status, and its body parsed when it is JSON. */
+  async api(method: string, route: string, token: string, body?: unknown): Promise<{ status: number; body: any }> {
+    const res = await fetch(this.apiUrl + route, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(120_000),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try { parsed = JSON.parse(text); } catch { /* not JSON */ }
+    return { status: res.status, body: parsed };
+  }
+
   get pid(): number | undefined {
     return this.proc?.pid;
   }

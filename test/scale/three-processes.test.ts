@@ -46,18 +46,7 @@ describe('three service processes on one Redis, one PostgreSQL store and one reg
   let cli: EngineCli | undefined;
   const figures: string[] = [];
 
-  const api = async (target: ServiceProcess, method: string, route: string, body?: unknown): Promise<{ status: number; body: any }> => {
-    const res = await fetch(target.apiUrl + route, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(120_000),
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try { parsed = JSON.parse(text); } catch { /* not JSON */ }
-    return { status: res.status, body: parsed };
-  };
+  const api = (target: ServiceProcess, method: string, route: string, body?: unknown) => target.api(method, route, token, body);
   const status = async (target: ServiceProcess) => ((await api(target, 'GET', `/api/sandboxes/${sandbox}`)).body as { status: string }).status;
   /** The app through one process's edge, as a browser asks for it: its body, or '' when it does not answer. */
   const appGet = async (target: ServiceProcess): Promise<string> => {

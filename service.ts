@@ -103,8 +103,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const news = new LifecycleNews(redis, config.redisPrefix, logger);
   // users' secrets go into a sandbox through its exec: after each start the lifecycle makes, at each change, before sessions
   const secrets: SecretDelivery = new SecretDelivery({ store, exec: runtime.exec, lifecycle: { status: (name) => lifecycle.status(name) }, logger });
-  const lifecycle: Lifecycle = new Lifecycle({ config, store, runtime: deliveringSecrets(runtime, secrets, logger), sessions, sshKeyMarks, leases, queue, apps, logger, admission, news, metrics });
-  await news.listen({ placed: (sandbox) => runtime.placementChanged(sandbox), ownerDisabled: (owner) => void lifecycle.sleepOwner(owner) });
+  const lifecycle: Lifecycle = new Lifecycle({ config, store, runtime: deliveringSecrets(runtime, secrets, logger), sessions, sshKeyMarks, leases, queue, apps, logger, admission, metrics });
+  await news.listen({ ownerDisabled: (owner) => void lifecycle.sleepOwner(owner) });
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   const stopWatchingStarts = runtime.watchStarts();
   await queue.startReconciling();

@@ -33,7 +33,7 @@ export interface Config {
   managerImage: string;
   /** `default` (cap-add ALL, unconfined) or `sysbox-runc` where installed. */
   sandboxRuntime: SandboxRuntimeMode;
-  /** What runs sandboxes (SVC_RUNTIME): `docker` (this machine's engine and the runner hosts) or `incus` (docs/incus.md). */
+  /** What runs sandboxes (SVC_RUNTIME): `docker` (this machine's engine) or `incus` (an Incus daemon or cluster, docs/incus.md). */
   runtime: 'docker' | 'incus';
   /** Where the Incus daemon or cluster is (only with SVC_RUNTIME=incus). */
   incus: IncusConfig | undefined;
@@ -54,7 +54,7 @@ export interface Config {
   sandboxDns: string[];
   /**
    * IPv4 networks sandboxes of this machine never reach (egress-firewall.ts): other machines of the
-   * private network (Redis, PostgreSQL, other service processes, runner hosts). Only `sandboxDns` is let
+   * private network (Redis, PostgreSQL, other service processes). Only `sandboxDns` is let
    * through, on port 53. Empty with SVC_SANDBOX_PRIVATE_NETWORKS=none.
    */
   sandboxPrivateNetworks: string[];
@@ -88,10 +88,8 @@ export interface Config {
   scanConcurrency: number;
   /** Prometheus metrics (GET /metrics); `SVC_METRICS=off` turns them off. */
   metrics: boolean;
-  /** A move of a sandbox to another host that has not committed after this long rolls back (SVC_MOVE_DEADLINE). */
+  /** How long a move of a sandbox to another Incus member may take before it is given up (SVC_MOVE_DEADLINE). */
   moveDeadlineMs: number;
-  /** A move is refused unless the target keeps this much free after the copy (SVC_MOVE_FREE_RESERVE_MB). */
-  moveFreeReserveMb: number;
 }
 
 const MB = 1024 * 1024;
@@ -331,6 +329,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     scanConcurrency: int(env, 'SVC_SCAN_CONCURRENCY', 2),
     metrics: onOff(env, 'SVC_METRICS', true),
     moveDeadlineMs: duration(env, 'SVC_MOVE_DEADLINE', '1h'),
-    moveFreeReserveMb: int(env, 'SVC_MOVE_FREE_RESERVE_MB', 1024),
   };
 }

@@ -32,8 +32,8 @@ export async function moverStore(name: string): Promise<{ store: Store; mover: M
   return {
     store,
     mover: {
-      store, exclusive: (_n, work) => work(), goingDown: async () => undefined, placed: async () => undefined,
-      logger: pino({ level: 'silent' }), deadlineMs: 600_000, freeReserveBytes: 0,
+      store, exclusive: (_n, work) => work(), goingDown: async () => undefined,
+      logger: pino({ level: 'silent' }), deadlineMs: 600_000,
     },
     async close() {
       await store.close();

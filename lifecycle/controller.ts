@@ -17,11 +17,9 @@ import { engineHost, type SandboxView } from './view.ts';
 import type { CreateSandboxInput, LifecycleDeps, SettingsPatch, Wake } from './lifecycle-deps.ts';
 import { SleepTimers } from './sleep-timers.ts';
 import { finishArchive, newArchivePath } from './archive.ts';
-import { mover } from './mover.ts';
 import { installManagerTool } from './manager-access.ts';
 import { reconcile } from './reconcile.ts';
 import { forkSandbox } from './fork.ts';
-import type { Mover } from './runtime/host-operations.ts';
 import { SandboxViews } from './sandbox-views.ts';
 import { SessionClock } from './session-clock.ts';
 import { SshKeySync } from './ssh-key-sync.ts';
@@ -54,8 +52,6 @@ export class Lifecycle {
   readonly sshKeys: SshKeySync;
   /** The idle and deep-sleep timers the queue's jobs fire (worker.ts). */
   readonly timers: SleepTimers;
-  /** A reconcile pass's recovery of interrupted moves, while it runs (a copy takes longer than a pass). */
-  private recovering?: Promise<void>;
 
   constructor(private readonly deps: LifecycleDeps) {
     this.log = deps.logger.child({ part: 'lifecycle' });
@@ -124,7 +120,7 @@ export class Lifecycle {
   /** A new sandbox of the source's owner, its volumes a copy of the source's (lifecycle/fork.ts). */
   fork(owner: UserRecord, source: SandboxRecord, name: string): Promise<SandboxView> {
     return forkSandbox({
-      runtime: this.deps.runtime, record: (n) => this.record(n), moving: (n) => this.moving(n),
+      runtime: this.deps.runtime, record: (n) => this.record(n),
       exclusive: (n, work) => this.exclusive(n, work), create: (o, i, fill) => this.create(o, i, fill),
     }, owner, source, name);
   }
@@ -283,42 +279,8 @@ export class Lifecycle {
     await this.timers.scheduleDeepSleep(record, await this.status(name));
   }
 
-  /** True while the sandbox is being copied to another host: it starts nowhere until the move commits or rolls back. */
-  moving(name: string): Promise<boolean> {
-    return this.deps.store.hosts.copying(name);
-  }
-
-  /**
-   * This process as the mover of sandboxes between hosts (the runtime's HostOperations): the sandbox's
-   * lease, and forgetting it ran. Reconcile's recovery of moves uses it, and so do moves made in the
-   * service's process (bench/move.ts).
-   */
-  mover(): Mover {
-    return mover({
-      store: this.deps.store,
-      exclusive: (name, work) => this.exclusive(name, work),
-      goingDown: async (name) => {
-        this.deps.apps.unwatch(name);
-        await this.deps.sessions.close(name);
-        await this.deps.admission.stopped(name);
-        this.clock.forget(name);
-      },
-      placed: (name) => this.deps.news.tell({ op: 'placed', sandbox: name }),
-      logger: this.log,
-    }, this.deps.config);
-  }
-
-  /**
-   * One reconcile pass (lifecycle/reconcile.ts); runs every RECONCILE_EVERY_MS. Moves a killed process
-   * left are taken over beside it (recoverMoves), not awaited: a copy may outlast several passes.
-   */
+  /** One reconcile pass (lifecycle/reconcile.ts); runs every RECONCILE_EVERY_MS. */
   async reconcile(): Promise<void> {
-    const hosts = this.deps.runtime.hosts;
-    if (hosts && !this.recovering) {
-      this.recovering = hosts.recoverMoves(this.mover())
-        .catch((err) => this.log.error({ err }, 'reconcile: recovering interrupted moves failed; next pass tries again'))
-        .finally(() => { this.recovering = undefined; });
-    }
     await reconcile({ ...this.deps, log: this.log }, {
       exclusive: (name, work) => this.exclusive(name, work),
       state: (name) => this.status(name),

@@ -71,9 +71,6 @@ export class LifecycleEdgeBackend implements EdgeBackend {
   /** The record and its owner are read once here, and handed to the wake. */
   async requestWake(sandbox: string): Promise<WakeUnderWay> {
     const record = await this.lifecycle.record(sandbox);
-    // being copied to another host (lifecycle/move.ts): it cannot start, and its waiting page must not
-    // use up its owner's wakes; the page's next request after the move wakes it on its new host
-    if (await this.lifecycle.moving(sandbox)) return { running: handled(Promise.reject(new Error('the sandbox is moving to another host'))) };
     const owner = await this.lifecycle.owner(record);
     await this.limits.take(owner);
     this.states.delete(sandbox);

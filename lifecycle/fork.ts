@@ -12,8 +12,6 @@ export interface ForkParts {
   runtime: SandboxRuntime;
   /** The source's record as it is now (SVC_SANDBOX_NOT_FOUND / ARCHIVED when it went). */
   record(name: string): Promise<SandboxRecord>;
-  /** Whether the sandbox is being copied to another host (a move). */
-  moving(name: string): Promise<boolean>;
   /** One transition of a sandbox at a time, across processes: the source's lease holds it still for the copy. */
   exclusive<T>(name: string, work: () => Promise<T>): Promise<T>;
   /** The lifecycle's create, with `fill` run under the new sandbox's lease before its first start. */
@@ -24,16 +22,14 @@ export interface ForkParts {
  * Forks `source` (its owner's, read by the caller) into a sandbox named `name`. Its settings (template,
  * idle timeout, deep sleep, memory and CPU limits) are the source's at this moment, then its own; the
  * owner's quotas count it as any create (max_sandboxes, memory_mb, cpus, max_running). An engine
- * that does not answer (503), a move under way (503), name errors, a taken name and quotas answer
- * before anything is made.
+ * that does not answer (503), name errors, a taken name and quotas answer before anything is made.
  */
 export async function forkSandbox(parts: ForkParts, owner: UserRecord, source: SandboxRecord, name: string): Promise<SandboxView> {
   const { runtime } = parts;
   if (!runtime.copyVolumes) throw new errors.Conflict('this service\'s sandbox runtime cannot copy a sandbox\'s storage: forks are not available here');
   const copy = runtime.copyVolumes.bind(runtime);
-  // refused before a record is made: a source whose engine does not answer, or that is moving
+  // refused before a record is made: a source whose engine does not answer
   reachable(await runtime.inspect(source.name));
-  if (await parts.moving(source.name)) throw new errors.Busy(10, `sandbox "${source.name}" is moving to another host; fork it once it is there`);
   const input: CreateSandboxInput = {
     name,
     template: source.template,

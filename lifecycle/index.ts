@@ -1,6 +1,5 @@
 export { Lifecycle, type Wake, type CreateSandboxInput, type SettingsPatch, DEFAULT_IDLE_TIMEOUT, DEFAULT_DEEP_SLEEP_AFTER } from './controller.ts';
 export { startLifecycleWorker } from './worker.ts';
-export { applyRunnerPools, openDockerRuntime, openHostSet } from './runtime/open-docker-runtime.ts';
 export { openSandboxRuntime } from './runtime/open-runtime.ts';
 export { procNetTcp } from './host-commands.ts';
 export type { SandboxRuntime, SandboxExecutor, RuntimeState, ExecProcess } from './runtime/sandbox-runtime.ts';
@@ -21,5 +20,5 @@ export type { Capacity, HostFigures, HostOperations, HostReading, Mover, MovePro
 export { mover } from './mover.ts';
 export { operatorHosts } from './runtime/operator-hosts.ts';
 export { engineClient } from './runtime/engine-client.ts';
-export { LifecycleNews, tellNews, tellNewsOnce } from './lifecycle-news.ts';
+export { LifecycleNews, tellNewsOnce } from './lifecycle-news.ts';
 export { managerAccess } from './manager-access.ts';

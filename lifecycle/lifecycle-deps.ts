@@ -6,7 +6,6 @@ import type { RedisLeases } from '../core/redis-lease.ts';
 import type { LifecycleQueue } from '../queue/index.ts';
 import type { Store } from '../store/index.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
-import type { LifecycleNews } from './lifecycle-news.ts';
 import type { RuntimeState, SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import type { IdleSessions } from './sessions.ts';
 import type { SshKeyMarks } from './ssh-key-marks.ts';
@@ -41,8 +40,6 @@ export interface LifecycleDeps {
   logger: Logger;
   /** Quotas and the host guard: checked before a record or container is made. */
   admission: Admission;
-  /** What this process tells the others (a placement a move changed) and hears from them (lifecycle-news.ts). */
-  news: LifecycleNews;
   metrics?: ServiceMetrics;
 }
 

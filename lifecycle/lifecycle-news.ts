@@ -5,23 +5,20 @@ import type { Logger } from '../core/logger.ts';
  * What one process (a service process, or `svc` on the command line) tells every service process of
  * a change it made in the store that they act on or keep a copy of, on `<prefix>:lifecycle:news`.
  * Pub/sub is best-effort: a process that missed a message learns the change at its next reconcile
- * pass (a disabled owner's running sandboxes) or at its next miss (a placement), as before the news.
+ * pass (a disabled owner's running sandboxes), as before the news.
  */
 export type LifecycleNewsItem =
-  /** The sandbox's placement changed (a move committed): the host each process remembers for it is stale. */
-  | { op: 'placed'; sandbox: string }
   /** The account was disabled: its running sandboxes go to sleep. */
-  | { op: 'owner-disabled'; owner: string };
+  { op: 'owner-disabled'; owner: string };
 
 export interface LifecycleNewsHandlers {
-  placed(sandbox: string): void;
   ownerDisabled(ownerId: string): void;
 }
 
 const channel = (prefix: string) => `${prefix}:lifecycle:news`;
 
-/** Tells every service process (this one too) over `redis`. */
-export async function tellNews(redis: Redis, prefix: string, news: LifecycleNewsItem): Promise<void> {
+/** Tells every service process over `redis`. */
+async function tellNews(redis: Redis, prefix: string, news: LifecycleNewsItem): Promise<void> {
   await redis.publish(channel(prefix), JSON.stringify(news));
 }
 
@@ -41,7 +38,6 @@ export async function tellNewsOnce(redisUrl: string, prefix: string, news: Lifec
 function parse(message: string): LifecycleNewsItem | undefined {
   try {
     const news = JSON.parse(message) as Partial<LifecycleNewsItem> & Record<string, unknown>;
-    if (news.op === 'placed' && typeof news.sandbox === 'string') return { op: 'placed', sandbox: news.sandbox };
     if (news.op === 'owner-disabled' && typeof news.owner === 'string') return { op: 'owner-disabled', owner: news.owner };
   } catch {
     // not JSON
@@ -55,11 +51,6 @@ export class LifecycleNews {
 
   constructor(private readonly redis: Redis, private readonly prefix: string, private readonly log: Logger) {}
 
-  /** Tells every process, this one included. */
-  tell(news: LifecycleNewsItem): Promise<void> {
-    return tellNews(this.redis, this.prefix, news);
-  }
-
   async listen(handlers: LifecycleNewsHandlers): Promise<void> {
     const subscriber = this.redis.duplicate();
     this.subscriber = subscriber;
@@ -68,8 +59,7 @@ export class LifecycleNews {
       const news = parse(message);
       if (!news) return;
       this.log.debug({ news }, 'lifecycle news');
-      if (news.op === 'placed') handlers.placed(news.sandbox);
-      else handlers.ownerDisabled(news.owner);
+      handlers.ownerDisabled(news.owner);
     });
     await subscriber.subscribe(channel(this.prefix));
   }

@@ -10,7 +10,7 @@ export class UsageError extends Error {}
 
 export type Options = {
   admin?: boolean; sandbox?: string; name?: string; json?: boolean; help?: boolean; user?: string; out?: string;
-  'no-admin'?: boolean; 'with-secret-key'?: boolean; port?: string; csr?: string; 'certs-out'?: string; 'same-machine'?: boolean; networks?: string; pool?: string; dns?: string; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string; to?: string; deadline?: string;
+  'no-admin'?: boolean; 'with-secret-key'?: boolean; action?: string; since?: string; until?: string; limit?: string; 'max-sandboxes'?: string; 'max-running'?: string; 'memory-mb'?: string; cpus?: string; 'wakes-per-hour'?: string; to?: string; deadline?: string;
 };
 
 const STRING = { type: 'string' } as const;
@@ -19,7 +19,7 @@ const OPTIONS = {
   admin: FLAG, sandbox: STRING, name: STRING, json: FLAG, user: STRING, out: STRING, 'no-admin': FLAG, 'with-secret-key': FLAG,
   action: STRING, since: STRING, until: STRING, limit: STRING,
   'max-sandboxes': STRING, 'max-running': STRING, 'memory-mb': STRING, cpus: STRING, 'wakes-per-hour': STRING,
-  port: STRING, csr: STRING, 'certs-out': STRING, 'same-machine': FLAG, networks: STRING, pool: STRING, dns: STRING, to: STRING, deadline: STRING,
+  to: STRING, deadline: STRING,
   help: { type: 'boolean', short: 'h' },
 } as const;
 

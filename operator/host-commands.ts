@@ -1,31 +1,17 @@
-import { readFile } from 'node:fs/promises';
-import { args, moveDeadline, note, only, out, SANDBOX_PREFIX, table, UsageError, type OnStore } from './command-line.ts';
-import { addHost, listHosts, openHosts, openMoves, progressLine, writeHostFiles } from './hosts.ts';
+import { args, moveDeadline, note, only, out, SANDBOX_PREFIX, table, type OnStore } from './command-line.ts';
+import { listHosts, openHosts, openMoves, progressLine } from './hosts.ts';
 
-/** `svc hosts …`: runner hosts added, listed, drained, evacuated and removed (docs/scale-out.md). */
+/**
+ * What `svc hosts add` answers, whatever its options (svc.ts asks before parsing them): runner hosts
+ * went with issue 34, and a machine joins an Incus cluster instead.
+ */
+export const HOSTS_ADD_GONE = '"svc hosts add" is gone: this release runs no runner hosts. One machine runs sandboxes on its Docker engine; ' +
+  'several machines are an Incus cluster, which a machine joins with "incus cluster add" (docs/scale-out.md, "From one machine to a cluster"). Nothing was changed';
+
+/** `svc hosts …`: the runtime's hosts listed, drained, evacuated and removed (docs/scale-out.md). */
 export async function hostsCommand(inv: OnStore): Promise<void> {
   const { command, action, rest, options, config, store, audit } = inv;
   switch (action) {
-    case 'add': {
-      only(options, ['port', 'csr', 'certs-out', 'same-machine', 'networks', 'pool', 'dns'], command);
-      if (typeof options.pool !== 'string') throw new UsageError('"svc hosts add" needs --pool CIDR: the host\'s sandbox addresses (scripts/runner.sh prints it)');
-      if (options.networks !== undefined && !/^[1-9][0-9]{0,5}$/.test(options.networks)) throw new UsageError(`--networks needs a number of sandbox networks, got "${options.networks}"`);
-      const [name, address] = args(rest, 2, 'NAME ADDRESS', command);
-      if (options.port !== undefined && !/^[0-9]{1,5}$/.test(options.port)) throw new UsageError(`--port needs a port number, got "${options.port}"`);
-      const { record, files } = await addHost(store, config, {
-        name: name!, address: address!, pool: options.pool, sameMachine: options['same-machine'] === true,
-        ...(options.port ? { port: Number(options.port) } : {}),
-        ...(options.networks ? { networks: Number(options.networks) } : {}),
-        ...(options.dns ? { dns: options.dns.split(',').filter(Boolean) } : {}),
-        ...(options.csr ? { csrPem: await readFile(options.csr === '-' ? '/dev/stdin' : options.csr, 'utf8') } : {}),
-      });
-      const dir = options['certs-out'] ?? `${record.name}-certs`;
-      await writeHostFiles(dir, files);
-      await audit('admin.host_add', record.name, `${record.address}:${record.port}`);
-      out(`host ${record.name} at ${record.address}:${record.port} (its certificate names ${record.server_name}); ` +
-        `wrote ${Object.keys(files).join(', ')} to ${dir}: the host's engine takes them (SVC_ENGINE_TLS_DIR, scripts/runner.sh --certs DIR)`);
-      return;
-    }
     case 'list': {
       only(options, ['json'], command);
       args(rest, 0, '', command);
@@ -54,7 +40,7 @@ export async function hostsCommand(inv: OnStore): Promise<void> {
       const [name] = args(rest, 1, 'NAME', command);
       await openHosts(store, config).remove(name!);
       await audit('admin.host_remove', name!);
-      out(`removed host ${name}; stop its engine on that machine (scripts/runner.sh --stop)`);
+      out(`removed host ${name} from the cluster`);
       return;
     }
   }

@@ -18,7 +18,6 @@
  *   svc doctor                        checks this host and the configuration (docs/operations.md)
  *   svc backup FILE [--with-secret-key] | svc restore FILE
  *                                     one backup file of the store; restored into an empty store
- *   svc hosts add NAME ADDRESS --pool CIDR [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N] [--dns A,B]
  *   svc hosts list [--json] | svc hosts drain NAME | svc hosts undrain NAME | svc hosts remove NAME
  *   svc hosts evacuate NAME [--deadline D] | svc hosts move SANDBOX [--to HOST] [--deadline D]
  *
@@ -34,7 +33,7 @@ import { openStore } from '../store/index.ts';
 import { isUserCommand, runCli } from '../user-cli/run.ts';
 import { auditCommand, exportCommand, tokenCommand, userCommand } from './account-commands.ts';
 import { note, out, parseCommandLine, UsageError, type Invocation, type OnStore } from './command-line.ts';
-import { hostsCommand } from './host-commands.ts';
+import { HOSTS_ADD_GONE, hostsCommand } from './host-commands.ts';
 import { backupCommand, doctorCommand, restoreCommand } from './upkeep-commands.ts';
 import { USAGE } from './usage.ts';
 
@@ -48,13 +47,15 @@ const GROUPS: Record<string, Group> = {
   token: { actions: ['create', 'list', 'revoke'], store: true, run: tokenCommand },
   audit: { store: true, run: auditCommand },
   export: { store: true, run: exportCommand },
-  hosts: { actions: ['add', 'list', 'drain', 'undrain', 'remove', 'evacuate', 'move'], store: true, run: hostsCommand },
+  hosts: { actions: ['list', 'drain', 'undrain', 'remove', 'evacuate', 'move'], store: true, run: hostsCommand },
   doctor: { store: false, run: doctorCommand },
   backup: { store: false, run: backupCommand },
   restore: { store: false, run: restoreCommand },
 };
 
 async function run(argv: string[]): Promise<void> {
+  // before its options are parsed: a runner's printed line (--pool, --csr, …) gets the answer, not a usage error
+  if (argv[0] === 'hosts' && argv[1] === 'add') throw new Error(HOSTS_ADD_GONE);
   const { positionals, options } = parseCommandLine(argv);
   const [group, action, ...rest] = positionals;
   if (options.help || group === 'help' || group === undefined) {

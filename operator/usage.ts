@@ -27,25 +27,18 @@ export const USAGE = `usage:
                                       list of archives; the secret key file only with --with-secret-key
   svc restore FILE                    restore a backup into an empty store (SVC_STORE_URL, SVC_STORE_TABLE); says what
                                       else to copy (secret key, archives, registry blobs)
-  svc hosts add NAME ADDRESS --pool CIDR [--port N] [--csr FILE] [--certs-out DIR] [--same-machine] [--networks N]
-                                      register a runner host (scripts/runner.sh prints this line): the service CA signs
-                                      its engine certificate (for the request in FILE, or a new key) and the service's
-                                      client certificate; ca.pem and cert.pem (key.pem) go to DIR (default ./NAME-certs);
-                                      --pool: its sandbox addresses (none of this machine's sandboxes reaches them);
-                                      --networks: sandbox networks its pool holds (what its engine reports);
-                                      --dns: its nameservers, for its sandboxes' inner containers (else SVC_SANDBOX_DNS)
   svc hosts list [--json]             hosts with state, sandboxes, memory and CPU committed / total
-  svc hosts drain NAME                no new sandboxes on NAME ("local": this machine); undrain opens it again
+  svc hosts drain NAME                on an Incus cluster: no new sandboxes on member NAME; undrain opens it again
   svc hosts evacuate NAME [--deadline D]
-                                      move every sandbox of the drained host NAME to the hosts placement chooses
-                                      (volumes copied and checked, the sandbox down meanwhile; it wakes on its new
-                                      host at its next request); prints each move's progress; one that fails is
-                                      rolled back and named at the end, the others move
+                                      on an Incus cluster: move every sandbox of the drained member NAME to the
+                                      others, one after another (each asleep meanwhile; it wakes on its new member
+                                      at its next request), then evacuate the member; prints each move
   svc hosts move SANDBOX [--to HOST] [--deadline D]
-                                      move one sandbox to HOST (default: the host placement chooses), as evacuate
-                                      does; --deadline (30m, 2h; default SVC_MOVE_DEADLINE, 1h): a move not done
-                                      by then is rolled back
-  svc hosts remove NAME               forget a drained host; refused while it holds sandboxes (docs/scale-out.md)
+                                      on an Incus cluster: move one sandbox to member HOST (default: the member
+                                      with the fewest); --deadline (30m, 2h; default SVC_MOVE_DEADLINE, 1h)
+  svc hosts remove NAME               on an Incus cluster: take a drained member that holds no sandbox out
+                                      (on one machine's Docker engine these say there is nowhere to go, and how
+                                      to grow: docs/scale-out.md)
 
 a user's commands (status, ls, create, start, keep-awake, logs, exec, cp, ssh, docker-context, up, urls)
   are the user CLI's, with SVC_URL/SVC_TOKEN/SVC_SANDBOX or svc.env: svc status --help (docs/user-tools.md)

@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
 # npm test after its set-up: every test/**/*.test.ts through node:test (tsx), in two lanes
 # (docs/testing.md, "How they keep out of each other's way"). Files that take something of the whole
-# machine run one at a time with nothing beside them: the runner hosts (fixed names, network
-# namespaces and sockets; their engines killed; the free disk space a move counts; the host-wide
-# SVC-SANDBOX-POOLS chain, which every service start rewrites), the sandbox engine's restart
-# (sandbox-image), the Incus test cluster (its stand-in machine's addresses are escapes.test.ts's). All
-# others keep to their own service, data folder, Redis prefix, store table, ports and labels, and
-# run two at a time. Exits non-zero if either lane failed; both always run.
+# machine run one at a time with nothing beside them: the sandbox engine's restart (sandbox-image),
+# the Incus test cluster (fixed names, network namespaces and addresses; its stand-in machine's
+# addresses are escapes.test.ts's). All others keep to their own service, data folder, Redis prefix,
+# store table, ports and labels, and run two at a time. Exits non-zero if either lane failed; both always run.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 export NODE_ENV=test
 
-ALONE='^test/(hosts|incus)/|^test/runtime/sandbox-image\.test\.ts$'
+ALONE='^test/incus/|^test/runtime/sandbox-image\.test\.ts$'
 # files named on the command line (npm test -- test/x.test.ts …), else every one
 if [ $# -gt 0 ]; then mapfile -t all < <(printf '%s\n' "$@"); else mapfile -t all < <(find test -name '*.test.ts' | sort); fi
 mapfile -t alone < <(printf '%s\n' "${all[@]}" | grep -E "$ALONE")

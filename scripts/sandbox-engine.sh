@@ -12,8 +12,8 @@
 #   data root  /var/lib/svc-sandbox-docker    (images, the sandboxes' volumes)
 #   log        /var/log/svc-sandbox-dockerd.log
 #
-# A runner host (docs/scale-out.md) runs the same engine, set by the environment: scripts/runner.sh and
-# scripts/test-hosts.sh give these; unset, the engine is the service machine's own, as above.
+# Another engine of the same kind is set by the environment (runner hosts, removed by issue 34, gave
+# these; nothing in this repository sets them now); unset, the engine is the service machine's own, as above.
 #   SVC_ENGINE_NAME             names socket, data root, exec root, pidfile and log (/run/NAME.sock …)
 #   SVC_SANDBOX_ADDRESS_POOL    the sandboxes' pool (10.213.0.0/16): one of its own on every host
 #   SVC_SANDBOX_NETWORK_SIZE    the prefix of each sandbox's network in it (28: 4096 networks in a /16; a

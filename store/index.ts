@@ -7,14 +7,14 @@ import { userStore, type UserStore } from './users.ts';
 import { serviceKeyStore, type ServiceKeyStore } from './service-keys.ts';
 import { storeLock } from './lock.ts';
 import { auditStore, type AuditStore } from './audit.ts';
-import { hostStore, type HostStore } from './hosts.ts';
+import { runnerLeftoverStore, type RunnerLeftoverStore } from './runner-leftovers.ts';
 import { secretStore, type SecretStore } from './secrets.ts';
 import { addressStore, type AddressStore } from './addresses.ts';
 
-export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts, HostRecord, MoveRecord, QuotaValues } from './records.ts';
-export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore, HostStore, SecretStore, AddressStore };
+export type { UserRecord, TokenRecord, SandboxRecord, SshKeyRecord, EngineCerts, QuotaValues } from './records.ts';
+export type { UserStore, TokenStore, SandboxStore, ServiceKeyStore, SecretStore, AddressStore, RunnerLeftoverStore };
+export type { RunnerLeftovers } from './runner-leftovers.ts';
 export type { SecretMeta, SecretScope, SecretHash } from './secrets.ts';
-export { LOCAL_HOST } from './hosts.ts';
 export type { ServiceKeyName } from './service-keys.ts';
 export type { AuditStore, AuditRow, AuditFilter, AuditPage } from './audit.ts';
 export type { RegistryStore, RepoRecord, VersionRecord, LayerScanRecord, Finding, ScanState, ScanProgress } from './registry.ts';
@@ -31,8 +31,8 @@ export interface Store {
   serviceKeys: ServiceKeyStore;
   /** The audit log (issue 24): a table of its own. */
   audit: AuditStore;
-  /** Runner hosts and the host of each sandbox (issue 20). */
-  hosts: HostStore;
+  /** What runner hosts (issue 20, removed by issue 34) left in the store: read at start, never written. */
+  runnerLeftovers: RunnerLeftoverStore;
   /** Users' secrets (issue 35), sealed; their keyed hashes for the registry's scan. */
   secrets: SecretStore;
   /** Sandbox addresses of the Incus runtime's routed NICs, one pool for every cluster member (issue 34). */
@@ -68,7 +68,7 @@ export async function openStore(url: string, options: StoreOptions): Promise<Sto
       registry: await registryStore(backend),
       serviceKeys: await serviceKeyStore(backend, box),
       audit: await auditStore(backend),
-      hosts: await hostStore(backend, box),
+      runnerLeftovers: await runnerLeftoverStore(backend),
       secrets: await secretStore(backend, box),
       addresses: await addressStore(backend),
       exclusive: (keys, work) => locks.run(keys, work),

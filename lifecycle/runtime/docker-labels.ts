@@ -8,11 +8,11 @@ export const LABEL_INSTANCE = 'svc.instance';
 export const LABEL_ROLE = 'svc.role';
 export const ROLE_ARCHIVER = 'archiver';
 
-/** `mover` on the containers a move reads or writes a sandbox's volumes through (lifecycle/move.ts). */
+/** `mover` on the helper that copies a sandbox's volumes into a fork's (volume-copy.ts). */
 export const ROLE_MOVER = 'mover';
 
 /**
- * Whether a container of this instance is a helper (an archiver, a mover), by its label, never by a
+ * Whether a container of this instance is a helper (an archiver, a fork's copier), by its label, never by a
  * name a user chose (a sandbox may be called `x-archiver-1`). Archivers made before the label are
  * known by the exact name `<their sandbox>-archiver-<digits>`, which no sandbox's own container has.
  */

@@ -30,7 +30,7 @@ export function poolNetworks(pools: Array<{ Base: string; Size: number }> | null
   return total > 0 ? total : undefined;
 }
 
-/** What an engine holds and what it has room for: what placement (host-placement.ts) scores. */
+/** What an engine holds and what it has room for: what `svc hosts list` shows. */
 export type EngineCapacity = HostFigures;
 
 /**
@@ -89,7 +89,7 @@ export async function diskUse(exec: SandboxExec, name: string): Promise<DiskUse>
  * running ones (a sandbox made before the limit labels counts the defaults), networks of all.
  * `signal` bounds the two engine calls.
  */
-export function capacity(docker: Docker, opts: { instance: string; networks?: number; limits: { memoryMb: number; cpus: number } }, signal?: AbortSignal): Promise<EngineCapacity> {
+export function capacity(docker: Docker, opts: { instance: string; limits: { memoryMb: number; cpus: number } }, signal?: AbortSignal): Promise<EngineCapacity> {
   return guarded(async () => {
     // dockerode passes abortSignal on to its requests, though its types do not list it here
     const info = docker.info as unknown as (opts: { abortSignal?: AbortSignal }) => Promise<{ MemTotal: number; NCPU: number; DefaultAddressPools?: Array<{ Base: string; Size: number }> | null }>;
@@ -105,7 +105,7 @@ export function capacity(docker: Docker, opts: { instance: string; networks?: nu
       cpus: machine.NCPU,
       sandboxes: sandboxes.length,
       running: running.length,
-      networks: opts.networks ?? poolNetworks(machine.DefaultAddressPools) ?? DEFAULT_NETWORKS,
+      networks: poolNetworks(machine.DefaultAddressPools) ?? DEFAULT_NETWORKS,
       committedMemoryBytes: running.reduce((sum, c) => sum + label(c, LABEL_MEMORY_MB, opts.limits.memoryMb) * 1024 * 1024, 0),
       committedCpus: running.reduce((sum, c) => sum + label(c, LABEL_CPUS, opts.limits.cpus), 0),
     };

@@ -12,18 +12,19 @@ import { guarded, statusCode, unreachableReason } from './engine-client.ts';
 import { moveFromMainEngine, type EngineMoveOptions } from './engine-move.ts';
 import { sandboxContainerOptions, TRANSFER_MOUNT, transferFolder, transferOf } from './host-config.ts';
 import { innerEngine } from './inner-engine.ts';
+import type { HostOperations } from './host-operations.ts';
 import { KeptStates } from './kept-states.ts';
+import { OneMachineHosts } from './one-machine-hosts.ts';
 import { SandboxExec } from './sandbox-exec.ts';
 import type { ContainerSpec, DiskUse, Inspection, ListOptions, ResourceUse, RuntimeState, SandboxRuntime } from './sandbox-runtime.ts';
 import { resumeLeftPause } from './volume-copy.ts';
 import { isHelper, LABEL_CPUS, LABEL_INSTANCE, LABEL_MEMORY_MB, LABEL_SANDBOX, sandboxBridge } from './docker-labels.ts';
-import { imageId, imageInputs, loadImage, saveImage } from './docker-images.ts';
+import { imageInputs, saveImage } from './docker-images.ts';
 import { capacity, diskUse, resourceUse, type EngineCapacity } from './docker-readings.ts';
 import { watchContainerEvents } from './docker-events.ts';
 import { DockerVolumes } from './docker-volumes.ts';
 
 export { LABEL_INSTANCE, LABEL_SANDBOX, SANDBOX_BRIDGE_PREFIX, sandboxBridge } from './docker-labels.ts';
-export { DEFAULT_NETWORKS, poolNetworks, type EngineCapacity } from './docker-readings.ts';
 
 /** How long an inspect waits for the engine before it answers "unreachable". */
 const INSPECT_TIMEOUT_MS = 10_000;
@@ -48,8 +49,6 @@ export interface DockerRuntimeOptions {
   hostDuties?: boolean;
   /** Where sandboxes made on the main engine come from at their next creation (userns mode). */
   move?: Omit<EngineMoveOptions, 'to' | 'labels' | 'logger'>;
-  /** Sandbox networks the engine's address pool holds: what the operator said; unset, what the engine reports. */
-  networks?: number;
 }
 
 /**
@@ -58,8 +57,10 @@ export interface DockerRuntimeOptions {
  */
 export class DockerRuntime implements SandboxRuntime {
   readonly exec: SandboxExec;
-  /** Volumes and the helpers that reach them (docker-volumes.ts): what a move between engines uses of them too. */
-  readonly volumes: DockerVolumes;
+  /** Volumes and the helpers that reach them (docker-volumes.ts). */
+  private readonly volumes: DockerVolumes;
+  /** Its one machine, as `svc hosts …` sees it (one-machine-hosts.ts): listed, nowhere to move to. */
+  readonly hosts: HostOperations = new OneMachineHosts(this);
   private engineName?: Promise<string>;
   /** What reads take each sandbox's state to be, while the engine's events are watched (watchStarts). */
   private readonly kept = new KeptStates();
@@ -69,7 +70,7 @@ export class DockerRuntime implements SandboxRuntime {
     private readonly opts: DockerRuntimeOptions,
   ) {
     this.exec = new SandboxExec(docker);
-    this.volumes = new DockerVolumes(docker, opts, this.exec);
+    this.volumes = new DockerVolumes(docker, opts);
   }
 
   /**
@@ -88,9 +89,6 @@ export class DockerRuntime implements SandboxRuntime {
       return null;
     }
   }
-
-  /** One engine: there is no other host to have moved to. */
-  placementChanged(_name: string): void {}
 
   /**
    * inspect()'s answer for reads (lists, records): while the engine's events are watched, what they
@@ -308,8 +306,8 @@ export class DockerRuntime implements SandboxRuntime {
     return this.volumes.archiveVolumes(name, dir);
   }
 
-  removeVolumes(name: string, opts: { transfer?: boolean } = {}): Promise<void> {
-    return this.volumes.removeVolumes(name, opts);
+  removeVolumes(name: string): Promise<void> {
+    return this.volumes.removeVolumes(name);
   }
 
 
@@ -331,19 +329,6 @@ export class DockerRuntime implements SandboxRuntime {
     return saveImage(this.docker, image);
   }
 
-  /** The image sandboxes are made from (its name, as the service was configured). */
-  get sandboxImage(): string {
-    return this.opts.image;
-  }
-
-  imageId(image: string): Promise<string | undefined> {
-    return imageId(this.docker, image);
-  }
-
-  loadImage(tar: NodeJS.ReadableStream, signal?: AbortSignal): Promise<void> {
-    return loadImage(this.docker, tar, signal);
-  }
-
   innerEngine(name: string, address: string, certs: EngineCerts, opts: { timeoutMs?: number } = {}): Docker {
     return innerEngine(name, address, certs, opts);
   }
@@ -355,7 +340,7 @@ export class DockerRuntime implements SandboxRuntime {
     await guarded(() => ping.call(this.docker, { abortSignal: signal }));
   }
 
-  /** The engine's machine and what this instance's sandboxes hold of it (docker-readings.ts), for placement. */
+  /** The engine's machine and what this instance's sandboxes hold of it (docker-readings.ts), for `svc hosts list`. */
   figures(signal?: AbortSignal): Promise<EngineCapacity> {
     return capacity(this.docker, this.opts, signal);
   }

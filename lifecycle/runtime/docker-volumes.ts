@@ -8,7 +8,6 @@ import { resourceNames } from '../names.ts';
 import { isHelper, LABEL_INSTANCE, LABEL_ROLE, LABEL_SANDBOX, ROLE_ARCHIVER, ROLE_MOVER } from './docker-labels.ts';
 import { guarded, statusCode } from './engine-client.ts';
 import { transferFolder } from './host-config.ts';
-import type { SandboxExec } from './sandbox-exec.ts';
 import { copySandboxVolumes } from './volume-copy.ts';
 
 /** How long removeHelpers waits for a helper whose removal another call began. */
@@ -24,8 +23,7 @@ const ARCHIVED_PATHS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker/volum
 export class DockerVolumes {
   constructor(
     private readonly docker: Docker,
-    private readonly opts: { image: string; instance: string; logger: Logger; transferRoot?: string; move?: { from: Docker } },
-    private readonly exec: SandboxExec,
+    private readonly opts: { image: string; instance: string; logger: Logger; transferRoot?: string },
   ) {}
 
   /** The sandbox's volumes, made if missing (kept when they exist). */
@@ -42,82 +40,6 @@ export class DockerVolumes {
       await this.createVolumes(to);
       const helperLabels = { [LABEL_SANDBOX]: to, [LABEL_INSTANCE]: this.opts.instance, [LABEL_ROLE]: ROLE_MOVER };
       await copySandboxVolumes({ docker: this.docker, image: this.opts.image, helperLabels, logger: this.opts.logger }, from, to);
-    });
-  }
-
-  /** Whether the engine has any of the sandbox's volumes (a sandbox that never ran may have none). */
-  hasVolumes(name: string): Promise<boolean> {
-    return guarded(async () => {
-      for (const volume of Object.values(resourceNames(name).volumes)) {
-        try {
-          await this.docker.getVolume(volume).inspect();
-          return true;
-        } catch (err) {
-          if (statusCode(err) !== 404) throw err;
-        }
-      }
-      return false;
-    });
-  }
-
-  /**
-   * A running helper container (the sandbox image, no network, nothing but `sleep`) with the sandbox's
-   * volumes at /v/root, /v/home, /v/srv, /v/opt and /v/docker, for a move's tar and checksums through
-   * `exec` (its name stands for the sandbox's: container names are sandbox names). It runs in the engine's
-   * user namespace: the files' owners it sees are those the sandbox sees, whatever the host's uid range.
-   */
-  volumeHelper(name: string): Promise<{ container: string; remove(): Promise<void> }> {
-    return this.helper(name, Object.entries(resourceNames(name).volumes).map(([key, volume]) => `${volume}:/v/${key}`));
-  }
-
-  /**
-   * Bytes free on the file system of this engine's data root, where a sandbox's volumes would be made:
-   * `df` of the root of a helper that mounts nothing (its layer lives there), so nothing of the sandbox
-   * is made here. The helper bears the sandbox's name: removeHelpers clears one a killed process left.
-   */
-  async freeBytes(name: string): Promise<number> {
-    const helper = await this.helper(name, []);
-    try {
-      const df = await this.exec.run(helper.container, ['df', '-kP', '/']);
-      const avail = df.stdout.toString().trim().split('\n').at(-1)?.trim().split(/\s+/)[3];
-      if (df.exitCode !== 0 || !avail || !/^\d+$/.test(avail)) throw new Error(`could not read the free space of the engine's data root: ${df.stderr.trim().slice(-200)}`);
-      return Number(avail) * 1024;
-    } finally {
-      await helper.remove().catch(() => undefined);
-    }
-  }
-
-  /** Bytes the sandbox's volumes take on this engine's disk (`du`, sparse files as stored); 0 when it has none. */
-  async volumeBytes(name: string): Promise<number> {
-    if (!(await this.hasVolumes(name))) return 0;
-    const helper = await this.volumeHelper(name);
-    try {
-      const du = await this.exec.run(helper.container, ['du', '-sk', '/v']); // not -x: each volume is a mount of its own
-      const kib = /^(\d+)/.exec(du.stdout.toString())?.[1];
-      if (du.exitCode !== 0 || kib === undefined) throw new Error(`could not read the size of sandbox "${name}"'s volumes: ${du.stderr.trim().slice(-200)}`);
-      return Number(kib) * 1024;
-    } finally {
-      await helper.remove().catch(() => undefined);
-    }
-  }
-
-  private helper(name: string, binds: string[]): Promise<{ container: string; remove(): Promise<void> }> {
-    return guarded(async () => {
-      const container = `${name}-mover-${Date.now()}`;
-      const helper = await this.docker.createContainer({
-        name: container,
-        Image: this.opts.image,
-        Entrypoint: ['sleep', 'infinity'],
-        Labels: { [LABEL_SANDBOX]: name, [LABEL_INSTANCE]: this.opts.instance, [LABEL_ROLE]: ROLE_MOVER },
-        HostConfig: { NetworkMode: 'none', Binds: binds },
-      });
-      await helper.start();
-      return {
-        container,
-        remove: () => guarded(async () => {
-          await helper.remove({ force: true }).catch((err) => { if (statusCode(err) !== 404) throw err; });
-        }),
-      };
     });
   }
 
@@ -162,14 +84,11 @@ export class DockerVolumes {
     });
   }
 
-  /**
-   * Removes what a sandbox keeps on the host beyond its container: volumes, helpers holding them, transfer
-   * folder (`transfer: false` keeps it: a move's leftover on a host that shares the folder with the sandbox's new one).
-   */
-  removeVolumes(name: string, opts: { transfer?: boolean } = {}): Promise<void> {
+  /** Removes what a sandbox keeps on the host beyond its container: volumes, helpers holding them, transfer folder. */
+  removeVolumes(name: string): Promise<void> {
     return guarded(async () => {
       await this.removeHelpers(name);
-      if (this.opts.transferRoot !== undefined && opts.transfer !== false) await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
+      if (this.opts.transferRoot !== undefined) await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
       for (const volume of Object.values(resourceNames(name).volumes)) {
         try {
           await this.docker.getVolume(volume).remove();
@@ -180,7 +99,7 @@ export class DockerVolumes {
     });
   }
 
-  /** Removes helper containers a killed archive or move left behind (they hold the sandbox's volumes). */
+  /** Removes helper containers a killed archive or fork left behind (they hold the sandbox's volumes). */
   async removeHelpers(name: string): Promise<void> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [`${LABEL_INSTANCE}=${this.opts.instance}`, `${LABEL_SANDBOX}=${name}`] } });
     const underWay: string[] = [];
@@ -192,38 +111,15 @@ export class DockerVolumes {
         else if (statusCode(err) !== 404) throw err;
       }
     }
-    // A removal already under way ends when the engine lets go of the container: an exec whose client
-    // stalled (a paused mover) holds it until that client reads or goes. Waited for a while, so that
-    // the volumes can go next; past that, removing them fails and the caller's move rolls back.
+    // A removal already under way ends when the engine lets go of the container (a fork's copy helper
+    // whose process stalled holds it until that process reads or goes). Waited for a while, so that
+    // the volumes can go next; past that, removing them fails and the caller tries again later.
     const until = Date.now() + HELPER_REMOVAL_WAIT_MS;
     for (const id of underWay) {
       while (Date.now() < until && await this.docker.getContainer(id).inspect().then(() => true, (err) => statusCode(err) !== 404)) {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
-  }
-
-  /**
-   * Whether this engine holds the sandbox's files: its volumes, or, where sandboxes move from the main
-   * engine at their next creation (engine-move.ts), volumes of it there.
-   */
-  holds(name: string): Promise<boolean> {
-    return guarded(async () => {
-      // by name, not by listing all volumes (a create asks this: with 500 sandboxes, 2000 volumes)
-      const own = await Promise.all(Object.values(resourceNames(name).volumes).map((volume) => this.docker.getVolume(volume).inspect().then(() => true, (err) => {
-        if (statusCode(err) === 404) return false;
-        throw err;
-      })));
-      if (own.includes(true)) return true;
-      if (!this.opts.move) return false;
-      try {
-        await this.opts.move.from.getVolume(resourceNames(name).volumes.root).inspect();
-        return true;
-      } catch (err) {
-        if (statusCode(err) === 404) return false;
-        throw err;
-      }
-    });
   }
 
   /** Sandboxes of this instance that still have volumes on the host engine (with or without a container). */

@@ -14,7 +14,8 @@ import { SANDBOX_BRIDGE_PREFIX } from './docker-runtime.ts';
 const run = promisify(execFile);
 const IN = 'SVC-SANDBOX-IN';
 const FWD = 'SVC-SANDBOX-FWD';
-const POOLS = 'SVC-SANDBOX-POOLS';
+/** The chain a release with runner hosts kept their pools in (issue 20; removed by issue 34): taken away at start. */
+const RUNNER_POOLS = 'SVC-SANDBOX-POOLS';
 const PRIVATE = 'SVC-SANDBOX-PRIVATE';
 const BRIDGES = `${SANDBOX_BRIDGE_PREFIX}+`;
 
@@ -73,9 +74,11 @@ export async function installEgressRules(logger: Logger): Promise<void> {
     ['-o', BRIDGES, '-j', 'DROP'],
   ], ['FORWARD', 'DOCKER-USER']);
   // first in FWD (inserted, not appended: a chain from an older version ends with its ACCEPT)
-  for (const first of [POOLS, PRIVATE]) {
-    await ipt('iptables', ['-N', first]);
-    await ensure('iptables', FWD, ['-i', BRIDGES, '-j', first], 1);
+  await ipt('iptables', ['-N', PRIVATE]);
+  await ensure('iptables', FWD, ['-i', BRIDGES, '-j', PRIVATE], 1);
+  if (await ipt('iptables', ['-C', FWD, '-i', BRIDGES, '-j', RUNNER_POOLS])) {
+    // another process starting may be taking it away too: whichever step it did first is done
+    for (const step of [['-D', FWD, '-i', BRIDGES, '-j', RUNNER_POOLS], ['-F', RUNNER_POOLS], ['-X', RUNNER_POOLS]]) await ipt('iptables', step).catch(() => false);
   }
   // sandbox networks have no IPv6 addresses, but the host's bridge has a link-local one
   await chain('ip6tables', IN, [['-i', BRIDGES, ...established], ['-i', BRIDGES, '-j', 'DROP']], ['INPUT']);
@@ -94,8 +97,8 @@ async function replaceChain(name: string, rules: string[]): Promise<void> {
 
 /**
  * Keeps this machine's sandboxes off the private network (SVC_SANDBOX_PRIVATE_NETWORKS, RFC 1918 and
- * 100.64/10 unless set): the other machines of a deployment (Redis, PostgreSQL, service processes,
- * runner hosts) answer anyone there, and a sandbox's packets leave masqueraded as this machine's. This
+ * 100.64/10 unless set): the other machines of a deployment (Redis, PostgreSQL, service processes)
+ * answer anyone there, and a sandbox's packets leave masqueraded as this machine's. This
  * machine's own addresses are the INPUT chain's (the edge port only), so the edge stays reachable
  * whatever its address. The nameservers sandboxes are given (SVC_SANDBOX_DNS) stay reachable on port
  * 53 (even link-local ones), and answers to connections let in go back. Replaced whole at every start.
@@ -108,16 +111,6 @@ export async function blockPrivateNetworks(networks: string[], nameservers: stri
     ...dns.flatMap((ns) => ['udp', 'tcp'].map((proto) => `-i ${BRIDGES} -d ${ns}/32 -p ${proto} -m ${proto} --dport 53 -j ACCEPT`)),
     ...networks.map((cidr) => `-i ${BRIDGES} -d ${cidr} -j DROP`),
   ]);
-}
-
-/**
- * Keeps this machine's sandboxes off the runner hosts' sandbox pools. A runner lets in whatever comes
- * from this machine's address (the edge dials its sandboxes from there), which a sandbox's packets
- * masqueraded here would be too. The chain is replaced whole in one iptables-restore commit (never a
- * moment without it, nor with half of it); FWD jumps to it first (installEgressRules).
- */
-export async function blockRunnerPools(pools: string[]): Promise<void> {
-  await replaceChain(POOLS, pools.map((pool) => `-i ${BRIDGES} -d ${pool} -j DROP`));
 }
 
 const PORT_OWNER = /^svc-p(\d+)$/;

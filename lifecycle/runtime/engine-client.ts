@@ -1,4 +1,3 @@
-import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import Docker from 'dockerode';
 import { RuntimeUnreachable } from './sandbox-runtime.ts';
 
@@ -14,7 +13,7 @@ export function statusCode(err: unknown): number | undefined {
   return (err as { statusCode?: number } | null)?.statusCode;
 }
 
-/** Node's codes of a TLS handshake that failed (a runner host's certificate expired, or names another host). */
+/** Node's codes of a TLS handshake that failed (an engine over TCP whose certificate expired, or names another host). */
 const TLS_HANDSHAKE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_(GET|VERIFY)|DEPTH_ZERO_SELF_SIGNED|SELF_SIGNED_CERT)/;
 
 /**
@@ -38,25 +37,4 @@ export async function guarded<T>(call: () => Promise<T>): Promise<T> {
     const reason = unreachableReason(err);
     throw reason ? new RuntimeUnreachable(reason) : err;
   }
-}
-
-/** A runner host's engine, as the service reaches it: mutual TLS, its certificate checked for `serverName`. */
-export interface HostEngineAddress {
-  address: string;
-  port: number;
-  serverName: string;
-  ca: string;
-  cert: string;
-  key: string;
-}
-
-/**
- * A dockerode client of a runner host's engine. The host's certificate names the host
- * (`<name>.hosts.<domain>`), not the address dialled, so it is checked against that name.
- */
-export function hostEngineClient(host: HostEngineAddress): Docker {
-  return new Docker({
-    host: host.address, port: host.port, protocol: 'https', ca: host.ca, cert: host.cert, key: host.key,
-    checkServerIdentity: (_dialled: string, cert: PeerCertificate) => checkServerIdentity(host.serverName, cert),
-  } as Docker.DockerOptions);
 }

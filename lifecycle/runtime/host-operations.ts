@@ -2,11 +2,10 @@ import type { Logger } from '../../core/logger.ts';
 import type { Store } from '../../store/index.ts';
 
 /**
- * What a runtime over several machines offers beside SandboxRuntime's verbs (docs/architecture.md,
- * "The runtime interface"): the machines' size for the admission guard (`SandboxRuntime.capacity`),
- * and the operations of its hosts (`SandboxRuntime.hosts`) that the operator's `svc hosts …` and a
- * reconcile pass go through. HostSetRuntime (Docker hosts) implements them; a runtime of one machine
- * leaves them out.
+ * What a runtime offers of its machines beside SandboxRuntime's verbs (docs/architecture.md, "The
+ * runtime interface"): their size for the admission guard (`SandboxRuntime.capacity`), and the
+ * operations of its hosts (`SandboxRuntime.hosts`) that the operator's `svc hosts …` goes through.
+ * IncusHosts drives the members of an Incus cluster; OneMachineHosts is the Docker runtime's one machine.
  */
 
 /** The machines that run sandboxes, added up: what the admission guard's overcommit is measured on. */
@@ -17,7 +16,7 @@ export interface Capacity {
   hosts: number;
 }
 
-/** What a host holds and what it has room for: what placement scores and `svc hosts list` shows. */
+/** What a host holds and what it has room for: what `svc hosts list` shows. */
 export interface HostFigures {
   memoryBytes: number;
   cpus: number;
@@ -44,8 +43,8 @@ export interface HostReading {
 }
 
 /**
- * The process that moves sandboxes (the service's Lifecycle, or the operator's `svc hosts evacuate|move`):
- * how it holds a sandbox, lets it go and tells the other processes (lifecycle/mover.ts builds it).
+ * The process that moves sandboxes (the operator's `svc hosts evacuate|move`, or a service process):
+ * how it holds a sandbox and lets it go (lifecycle/mover.ts builds it).
  */
 export interface Mover {
   store: Store;
@@ -56,37 +55,30 @@ export interface Mover {
    * session and app watchers go (a wake on the target opens new ones).
    */
   goingDown(name: string): Promise<void>;
-  /**
-   * The sandbox's placement changed (its move committed): every service process is told, so each
-   * forgets the host it remembered for it at once (lifecycle-news.ts), not at its next miss.
-   */
-  placed(name: string): Promise<void>;
   logger: Logger;
-  /** How long one attempt at a move may take, from its start to its commit, unless the move says (SVC_MOVE_DEADLINE). */
+  /** How long one move may take, unless the move says (SVC_MOVE_DEADLINE). */
   deadlineMs: number;
-  /** Bytes the target keeps free after the copy: a move that would leave less is refused (SVC_MOVE_FREE_RESERVE_MB). */
-  freeReserveBytes: number;
 }
 
+/** A move done, as `svc hosts move|evacuate` print it and audit it. */
 export interface MoveProgress {
   sandbox: string;
   from: string;
   to: string;
-  phase: 'copying' | 'verifying' | 'moved' | 'rolled back';
+  phase: 'moved';
+  /** What the move carried (0 where the storage does not say). */
   bytes: number;
-  /** Bytes the source's files take (du), for a share; 0 when the sandbox has no volumes. */
   total: number;
   /** Since this process began the move. */
   ms: number;
-  error?: string;
 }
 
 export interface MoveOptions {
-  /** The host to move to; by default the one placement would choose (never a drained one, never the source). */
+  /** The host to move to; by default the runtime's choice (never a drained one, never the source). */
   to?: string;
   /** Refuse unless the sandbox is on this host (evacuate). */
   from?: string;
-  /** This move's deadline instead of the mover's (svc hosts move --deadline); kept in its record for a take-over. */
+  /** This move's deadline instead of the mover's (svc hosts move --deadline). */
   deadlineMs?: number;
   onProgress?: (p: MoveProgress) => void;
 }
@@ -103,18 +95,16 @@ export interface Evacuation {
   failed: Array<{ sandbox: string; error: string }>;
 }
 
-/** The hosts of a runtime over several machines, as `svc hosts list|drain|undrain|evacuate|move|remove` and reconcile use them. */
+/** The hosts of a runtime, as `svc hosts list|drain|undrain|evacuate|move|remove` use them. */
 export interface HostOperations {
   /** Every host with its figures, the service's own machine first; a host that does not answer with why. */
   readings(): Promise<HostReading[]>;
   /** Drained: no new sandbox is placed there (its sandboxes stay); undrained: it takes new ones again. NotFound for an unknown host. */
   setDrained(name: string, drained: boolean): Promise<void>;
-  /** Forgets a host (not the service's own machine); its sandboxes are unreachable until it is added again. */
+  /** Takes a drained host that holds no sandbox out (not the service's own machine). */
   remove(name: string): Promise<void>;
-  /** Moves one sandbox to another host; refused (nothing changed) when it cannot, rolled back when the copy fails. */
+  /** Moves one sandbox to another host; refused (nothing changed) when it cannot. */
   move(mover: Mover, name: string, opts?: MoveOptions): Promise<MoveProgress>;
   /** Every sandbox of a drained host, one after another; one that fails is named and the next one moves. */
   evacuate(mover: Mover, host: string, opts?: EvacuateOptions): Promise<Evacuation>;
-  /** A reconcile pass's part: moves a killed process left are finished or rolled back. */
-  recoverMoves(mover: Mover): Promise<void>;
 }

@@ -2,13 +2,11 @@ import path from 'node:path';
 import Docker from 'dockerode';
 import type { Config } from '../../core/config.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { HostStore, HostRecord } from '../../store/index.ts';
 import { DockerRuntime, type DockerRuntimeOptions } from './docker-runtime.ts';
-import { blockPrivateNetworks, blockRunnerPools, installEgressRules, openPort } from './egress-firewall.ts';
-import { engineClient, hostEngineClient } from './engine-client.ts';
-import { HostSetRuntime } from './host-set-runtime.ts';
+import { blockPrivateNetworks, installEgressRules, openPort } from './egress-firewall.ts';
+import { engineClient } from './engine-client.ts';
 
-/** The options every engine's runtime shares (sandbox image, isolation, default limits, labels). */
+/** The Docker runtime's options from the configuration (sandbox image, isolation, default limits, labels). */
 export function runtimeOptions(config: Config, logger: Logger): Pick<DockerRuntimeOptions, 'image' | 'runtime' | 'limits' | 'instance' | 'logger'> {
   return {
     image: config.sandboxImage,
@@ -17,44 +15,6 @@ export function runtimeOptions(config: Config, logger: Logger): Pick<DockerRunti
     instance: config.redisPrefix,
     logger,
   };
-}
-
-/**
- * The runtime the service uses: this machine's engine (`local`) and every runner host registered in
- * the store (docs/scale-out.md). A runner does its host duties itself (scripts/host-duties.sh); one on
- * this machine (`same_machine`, a test host in a network namespace) shares the transfer folder, another
- * machine's does not (its files go through exec stdin).
- */
-export function openHostSet(local: DockerRuntime, hosts: HostStore, config: Config, logger: Logger, transferRoot: string): HostSetRuntime {
-  const connect = (host: HostRecord) => new DockerRuntime(
-    hostEngineClient({
-      address: host.address!, port: host.port ?? 2376, serverName: host.server_name!,
-      ca: host.ca_cert!, cert: host.client_cert!, key: host.client_key!,
-    }),
-    {
-      ...runtimeOptions(config, logger.child({ host: host.name })),
-      hostDuties: false,
-      ...(host.networks ? { networks: host.networks } : {}),
-      ...(host.same_machine ? { transferRoot } : {}),
-    },
-  );
-  return new HostSetRuntime({
-    local, hosts, connect, logger,
-    poolsChanged: () => applyRunnerPools(hosts, config, logger),
-    ...(config.sandboxRuntime === 'userns' ? { localPool: config.sandboxAddressPool } : {}),
-  });
-}
-
-/**
- * Keeps this machine's sandboxes off every registered host's pool (egress-firewall.ts): at the
- * service's start and after `svc hosts add` / `remove`. Only in userns mode, where the rules are ours.
- */
-export async function applyRunnerPools(hosts: HostStore, config: Config, logger: Logger): Promise<void> {
-  if (config.sandboxRuntime !== 'userns') return;
-  const records = await hosts.list();
-  await blockRunnerPools(records.flatMap((h) => (h.pool ? [h.pool] : [])));
-  const unknown = records.filter((h) => h.address && !h.pool).map((h) => h.name);
-  if (unknown.length > 0) logger.warn({ hosts: unknown }, 'hosts without a recorded pool: this machine\'s sandboxes are not kept off theirs (svc hosts add NAME ADDRESS --pool CIDR again)');
 }
 
 /**

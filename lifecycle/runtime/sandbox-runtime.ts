@@ -7,8 +7,8 @@ import type { Capacity, HostOperations } from './host-operations.ts';
 
 /**
  * What runs sandboxes, as the lifecycle, files, exec, logs and the composition root see it.
- * `DockerRuntime` (one engine on this host) is the first implementation; the next ones (several
- * Docker hosts, a Kubernetes driver: docs/architecture.md, "The runtime interface") implement the
+ * `DockerRuntime` (one engine on this host) and `IncusRuntime` (an Incus daemon or cluster) implement
+ * it; a next one (a Kubernetes driver: docs/architecture.md, "The runtime interface") implements the
  * same promises, which test/runtime/runtime-contract.ts checks against each of them.
  *
  * Every call is idempotent ("already started", "already stopped", "already gone" are success). A
@@ -57,11 +57,6 @@ export interface SandboxRuntime extends ToolImages {
   ping(): Promise<void>;
   /** The host a sandbox runs on, by the name its engine gives (admins see it); null when the engine did not say in time. */
   hostOf(name: string): Promise<string | null>;
-  /**
-   * Another process changed where the sandbox lives (a move committed: lifecycle-news.ts): what this
-   * runtime remembers of its host is dropped, so the next call asks the store.
-   */
-  placementChanged(name: string): void;
   /** CPU and memory a running sandbox uses now (inner containers included); undefined when it does not run. */
   resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined>;
   /** Disk its persistent folders take, and the space left where they live (a running sandbox). */
@@ -79,9 +74,9 @@ export interface SandboxRuntime extends ToolImages {
    */
   capacity?(): Promise<Capacity | undefined>;
   /**
-   * A runtime over several machines: its hosts as the operator's `svc hosts …` lists, drains, evacuates
-   * and removes them, moves between them, and the reconcile pass's recovery of moves a killed process
-   * left (host-operations.ts). Absent on a runtime of one machine.
+   * Its machines as the operator's `svc hosts …` lists, drains, evacuates and removes them, and moves
+   * sandboxes between them (host-operations.ts): an Incus cluster's members, or the Docker runtime's
+   * one machine, which has nowhere to move to and says so. Absent on a test double.
    */
   readonly hosts?: HostOperations;
 }
@@ -196,8 +191,8 @@ export interface SandboxExecutor {
 
 /**
  * The engine that runs a sandbox cannot be asked (reads show it `unavailable`). A 503 (SVC_BUSY)
- * with Retry-After: nothing was changed, and the sandbox is not taken for gone (with several
- * hosts, the host may be away).
+ * with Retry-After: nothing was changed, and the sandbox is not taken for gone (its engine or
+ * its machine may be back shortly).
  * The message is the same text whatever failed: `reason` (a socket path, a host's address) is for
  * the server's log only (api/plugins/errors.ts logs the error with it), never for clients.
  */

@@ -31,10 +31,9 @@ describe('configuration', () => {
     }
   });
 
-  it('gives a move a deadline and a free-space reserve, an hour and a gigabyte unless set', () => {
-    assert.deepEqual([loadConfig({}).moveDeadlineMs, loadConfig({}).moveFreeReserveMb], [3_600_000, 1024]);
-    const set = loadConfig({ SVC_MOVE_DEADLINE: '90s', SVC_MOVE_FREE_RESERVE_MB: '0' });
-    assert.deepEqual([set.moveDeadlineMs, set.moveFreeReserveMb], [90_000, 0]);
+  it('gives a move a deadline, an hour unless set', () => {
+    assert.equal(loadConfig({}).moveDeadlineMs, 3_600_000);
+    assert.equal(loadConfig({ SVC_MOVE_DEADLINE: '90s' }).moveDeadlineMs, 90_000);
   });
 
   it('puts HAProxy in front unless SVC_DATA_PLANE names the reference edge', () => {

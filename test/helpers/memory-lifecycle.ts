@@ -11,7 +11,7 @@ import { RedisLeases } from '../../core/redis-lease.ts';
 import { removeInstance } from '../../harness/service.ts';
 import { TEST_SECRET_KEY_FILE } from '../../harness/secret-key.ts';
 import { AppDirectory } from '../../lifecycle/apps/app-directory.ts';
-import { IdleSessions, Lifecycle, LifecycleNews, SshKeyMarks } from '../../lifecycle/index.ts';
+import { IdleSessions, Lifecycle, SshKeyMarks } from '../../lifecycle/index.ts';
 import { createRedis, LifecycleQueue } from '../../queue/index.ts';
 import { openStore, type Store } from '../../store/index.ts';
 import type { UserRecord } from '../../store/records.ts';
@@ -58,8 +58,7 @@ export async function memoryLifecycle(): Promise<MemoryLifecycle> {
     host: async () => ({ memoryMb: 1 << 20, cpus: 1024, hosts: 1, overcommitMemory: 1, overcommitCpus: 1 }),
     stopsAt: async (sandbox) => (await sessions.get(sandbox))?.expiresAt,
   });
-  const news = new LifecycleNews(redis, id, logger);
-  const lifecycle = new Lifecycle({ config, store, runtime, sessions, sshKeyMarks: new SshKeyMarks(redis, id), leases, queue, apps, logger, admission, news });
+  const lifecycle = new Lifecycle({ config, store, runtime, sessions, sshKeyMarks: new SshKeyMarks(redis, id), leases, queue, apps, logger, admission });
   const { user: owner } = await createUser(store, { name: `owner-${id}` });
   return {
     lifecycle, admission, runtime, sessions, queue, store, config, owner,

@@ -96,8 +96,6 @@ export class MemoryRuntime implements SandboxRuntime {
     return reachable(await this.inspect(name));
   }
 
-  placementChanged(): void {}
-
   async stop(name: string): Promise<void> {
     await this.reach(`stop ${name}`);
     this.stopOutside(name);

@@ -59,13 +59,13 @@ describe('the import check (scripts/check-imports.ts, floors in scripts/house.ts
       fs.mkdirSync(path.dirname(path.join(copy, file)), { recursive: true });
       fs.writeFileSync(path.join(copy, file), text);
     };
-    plant('api/planted.ts', "export { LOCAL_HOST } from '../store/hosts.ts';\n");
+    plant('api/planted.ts', "export { splitRepo } from '../store/registry.ts';\n");
     plant('registry/planted.ts', "// a dynamic import counts as well\nexport const later = () => import('../api/app.ts');\n");
     plant('ui/src/planted.ts', "import { statusInWords } from '../../core/sandbox-status.ts';\nexport const said = statusInWords('running');\n");
     plant('attic/planted.ts', "export const x = 1;\n");
     try {
       assert.deepEqual(planted(), [
-        ['around-index', 'api/planted.ts:1', 'store/hosts.ts'],
+        ['around-index', 'api/planted.ts:1', 'store/registry.ts'],
         ['unknown-room', 'attic/planted.ts', 'attic/planted.ts'],
         ['sideways', 'registry/planted.ts:2', 'api/app.ts'],
         ['value-into-apart', 'ui/src/planted.ts:1', 'core/sandbox-status.ts'],
@@ -77,7 +77,7 @@ describe('the import check (scripts/check-imports.ts, floors in scripts/house.ts
   });
 
   it('lets tests reach past an index.ts, and takes types into the UI', () => {
-    fs.writeFileSync(path.join(copy, 'test/planted.test.ts'), "import { LOCAL_HOST } from '../store/hosts.ts';\nexport const host = LOCAL_HOST;\n");
+    fs.writeFileSync(path.join(copy, 'test/planted.test.ts'), "import { splitRepo } from '../store/registry.ts';\nexport const split = splitRepo;\n");
     fs.writeFileSync(path.join(copy, 'ui/src/planted.ts'), "import type { SandboxStatus } from '../../core/sandbox-summary.ts';\nexport const s: SandboxStatus = 'running';\n");
     try {
       assert.deepEqual(planted(), []);

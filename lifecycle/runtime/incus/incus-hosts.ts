@@ -109,7 +109,6 @@ export class IncusHosts implements HostOperations {
       }
       await this.incus.act('POST', `/1.0/instances/${encodeURIComponent(name)}?target=${encodeURIComponent(to)}`, { name, migration: true, live: false }, Math.min(deadlineS, MOVE_TIMEOUT_S));
     });
-    await mover.placed(name).catch((err) => mover.logger.warn({ sandbox: name, err: (err as Error).message }, 'move: the other processes were not told of the new placement'));
     const done: MoveProgress = { sandbox: name, from, to, phase: 'moved', bytes, total: bytes, ms: Date.now() - t0 };
     opts.onProgress?.(done);
     return done;
@@ -138,9 +137,6 @@ export class IncusHosts implements HostOperations {
     }
     return { moved, failed };
   }
-
-  /** Nothing to finish: Incus carries a move out as one operation of its own, so a killed process leaves no half-made copy (the sandbox is asleep where Incus put it). */
-  async recoverMoves(_mover: Mover): Promise<void> {}
 
   /** This service's instances; a lost member's are listed as Error without config, so they are not counted. */
   private async ours(): Promise<Instance[]> {

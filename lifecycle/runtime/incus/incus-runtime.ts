@@ -306,9 +306,6 @@ export class IncusRuntime implements SandboxRuntime {
     }
   }
 
-  /** Nothing kept: every call asks Incus, which knows each sandbox's member. */
-  placementChanged(_name: string): void {}
-
   async resourceUse(name: string): Promise<ResourceUse | undefined> {
     return guarded(async () => resourceUse(await this.withState(name)));
   }

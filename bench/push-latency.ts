@@ -16,9 +16,9 @@ import zlib from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
-import { serviceCaPem } from '../edge/index.ts';
 import { startTestService } from '../harness/service.ts';
-import { OciClient, sha256 } from '../harness/oci.ts';
+import { OciClient } from '../harness/oci.ts';
+import { finishedScan, registryPusher, tagUploadedLayer } from '../harness/registry-push.ts';
 
 const MB = Number(process.argv[process.argv.indexOf('--mb') + 1] || 1024);
 const TEXT = /\.(py|js|mjs|cjs|ts|json|md|txt|cfg|ini|ya?ml|toml|sh)$/;
@@ -75,18 +75,14 @@ async function main() {
   console.log(`# layer made: ${(layer.textBytes / 1e6).toFixed(0)} MB of text, ${(layer.size / 1e6).toFixed(0)} MB gzip, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   const t = await startTestService();
   try {
-    const alice = await t.user('bench');
-    const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `bench-${t.config.redisPrefix}` });
-    if (created.status !== 201) throw new Error(`create sandbox: ${JSON.stringify(created.body)}`);
-    const sb = created.body.name as string;
-    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
-    const client = new OciClient({ port: t.service.edge.httpsPort, host: `registry.${t.config.domain}`, ca, auth: OciClient.basic(alice.token) });
+    const { token, sandbox: sb, ca } = await registryPusher(t);
+    const client = new OciClient({ port: t.service.edge.httpsPort, host: `registry.${t.config.domain}`, ca, auth: OciClient.basic(token) });
 
     const sample = async (until: () => boolean, min: number): Promise<number[]> => {
       const times: number[] = [];
       while (times.length < min || !until()) {
         const s = performance.now();
-        const res = await t.api('GET', `/api/sandboxes/${sb}`, alice.token);
+        const res = await t.api('GET', `/api/sandboxes/${sb}`, token);
         if (res.status !== 200) throw new Error(`GET record: ${res.status}`);
         times.push(performance.now() - s);
         await new Promise((r) => setTimeout(r, 20));
@@ -107,17 +103,9 @@ async function main() {
       });
       if (put.status !== 201) throw new Error(`upload: ${put.status} ${put.body}`);
       const uploaded = performance.now();
-      const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', config: { Env: ['PATH=/bin'] }, rootfs: { type: 'layers', diff_ids: [] } }));
-      await client.pushBlob(`${sb}/image`, config);
-      const manifest = { schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: sha256(config), size: config.length }, layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: layer.digest, size: layer.size }] };
-      const m = await client.pushManifest(`${sb}/image`, 'v1', manifest, manifest.mediaType);
-      if (m.status !== 201) throw new Error(`manifest: ${m.status} ${m.body}`);
-      for (;;) {
-        const res = await t.api('GET', `/api/sandboxes/${sb}/registry`, alice.token);
-        const v = res.body.images?.find((x: { name: string }) => x.name === `${sb}/image`)?.versions.find((x: { digest: string }) => x.digest === m.digest);
-        if (v && !['pending', 'scanning'].includes(v.scan.state)) return { uploadS: (uploaded - pushStart) / 1000, reportS: (performance.now() - uploaded) / 1000, state: v.scan.state as string, reason: (v.scan.reason ?? v.scan.layers?.map((l: { reason?: string }) => l.reason).filter(Boolean).join('; ')) as string | undefined };
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      const digest = await tagUploadedLayer(client, `${sb}/image`, 'v1', layer, ['PATH=/bin']);
+      const scan = await finishedScan(t, token, `${sb}/image`, digest, 200);
+      return { uploadS: (uploaded - pushStart) / 1000, reportS: (performance.now() - uploaded) / 1000, state: scan.state, reason: scan.reason ?? scan.layers?.map((l) => l.reason).filter(Boolean).join('; ') };
     })().finally(() => { done = true; });
     const [during, result] = await Promise.all([sample(() => done, 1), push]);
 

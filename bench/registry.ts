@@ -31,10 +31,10 @@ import tls from 'node:tls';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
 import { issueServerCert, loadOrCreateServiceCa, type SealedKeys } from '../edge/certs/service-ca.ts';
-import { serviceCaPem } from '../edge/index.ts';
 import { scanLayer } from '../scanner/layer-reader.ts';
 import { startTestService } from '../harness/service.ts';
 import { OciClient, sha256 } from '../harness/oci.ts';
+import { finishedScan, registryPusher, tagUploadedLayer } from '../harness/registry-push.ts';
 import { debianLayer } from './support/debian-layer.ts';
 import { ensureNginx, ensureNginxStream, startNginxProxy, type NginxProxy } from './support/reference-tools.ts';
 
@@ -168,11 +168,7 @@ async function main() {
   const t = await startTestService(); // HAProxy, unless SVC_DATA_PLANE=node
   console.log(`# the service: ${t.config.dataPlane === 'haproxy' ? 'HAProxy owns the port, blob bytes go from it to the upstream (SVC_DATA_PLANE=node for the Node edge)' : 'the Node edge (SVC_DATA_PLANE=node)'}`);
   try {
-    const alice = await t.user('bench');
-    const created = await t.api('POST', '/api/sandboxes', alice.token, { name: `bench-${t.config.redisPrefix}` });
-    if (created.status !== 201) throw new Error(`create sandbox: ${JSON.stringify(created.body)}`);
-    const sb = created.body.name as string;
-    const ca = (await serviceCaPem(t.config, t.service.store.serviceKeys))!;
+    const { token, sandbox: sb, ca } = await registryPusher(t);
     const caFile = path.join(tmp, 'ca.pem');
     fs.writeFileSync(caFile, ca);
     const host = `registry.${t.config.domain}`;
@@ -180,9 +176,9 @@ async function main() {
     const loopback: net.LookupFunction = (_h, o, cb) => (o as { all?: boolean }).all ? (cb as any)(null, [{ address: '127.0.0.1', family: 4 }]) : (cb as any)(null, '127.0.0.1', 4);
     const front: Target = {
       url: `https://${host}:${port}`,
-      curl: ['--resolve', `${host}:${port}:127.0.0.1`, '--cacert', caFile, '-u', `bench:${alice.token}`],
+      curl: ['--resolve', `${host}:${port}:127.0.0.1`, '--cacert', caFile, '-u', `bench:${token}`],
       agent: new https.Agent({ keepAlive: true, ca, servername: host, lookup: loopback }),
-      headers: { authorization: OciClient.basic(alice.token) },
+      headers: { authorization: OciClient.basic(token) },
       servername: host,
     };
     // The upstream listens only on a unix socket (the front's alone); root reaches it.
@@ -314,19 +310,10 @@ async function main() {
       const layer = blobs[RUNS]!; // fresh blob: never pushed or scanned before
       const blob = i === 0 ? layer : { file: path.join(tmp, `img-${i}.tar.gz`), ...(await makeLayerFile(path.join(tmp, `img-${i}.tar.gz`), MB, 100 + i)) };
       await uploadBlob(front, `${sb}/image`, blob.file, blob.digest, blob.size);
-      const client = new OciClient({ port: t.service.edge.httpsPort, host: `registry.${t.config.domain}`, ca, auth: OciClient.basic(alice.token) });
-      const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', config: { Env: [`RUN=${i}`] }, rootfs: { type: 'layers', diff_ids: [] } }));
-      await client.pushBlob(`${sb}/image`, config);
-      const manifest = { schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: sha256(config), size: config.length }, layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: blob.digest, size: blob.size }] };
-      const put = await client.pushManifest(`${sb}/image`, `v${i}`, manifest, manifest.mediaType);
+      const client = new OciClient({ port: t.service.edge.httpsPort, host: `registry.${t.config.domain}`, ca, auth: OciClient.basic(token) });
+      const digest = await tagUploadedLayer(client, `${sb}/image`, `v${i}`, blob, [`RUN=${i}`]);
       const t0 = performance.now();
-      if (put.status !== 201) throw new Error(`manifest: ${put.status} ${put.body}`);
-      for (;;) {
-        const res = await t.api('GET', `/api/sandboxes/${sb}/registry`, alice.token);
-        const v = res.body.images?.find((x: { name: string }) => x.name === `${sb}/image`)?.versions.find((x: { digest: string }) => x.digest === put.digest);
-        if (v && !['pending', 'scanning'].includes(v.scan.state)) break;
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await finishedScan(t, token, `${sb}/image`, digest, 20);
       reportTimes.push((performance.now() - t0) / 1000);
       client.close();
     }

@@ -12,7 +12,7 @@ const LEASE = 'quota-admission';
 const DEFAULT_RETRY_S = 60;
 
 export interface HostCapacity {
-  /** Memory and CPUs of the hosts that run sandboxes, added up (this machine's alone without runner hosts). */
+  /** Memory and CPUs of the hosts that run sandboxes, added up (this machine's, or an Incus cluster's members' that answer). */
   memoryMb: number;
   cpus: number;
   /** How many hosts these figures add up. */
@@ -28,7 +28,7 @@ export interface AdmissionDeps {
   prefix: string;
   leases: RedisLeases;
   defaults: QuotaValues;
-  /** The hosts' capacity now (runner hosts come and go). */
+  /** The hosts' capacity now (Incus members come and go). */
   host(): Promise<HostCapacity>;
   /** When a running sandbox falls asleep if idle (ms since epoch), for Retry-After. */
   stopsAt(sandbox: string): Promise<number | undefined>;

@@ -17,7 +17,7 @@ export type { AppRoute, EdgeBackend, ResolvedApp, ResolvedSandbox, SandboxStatus
 export { TOO_MANY_WAKES } from './backend.ts';
 export { routeFor, type Route } from './router/host-router.ts';
 export { serviceCaPem, loadEdgeCertificates, wildcardAccepted, type EdgeCertificates, type CertificateMode } from './certs/edge-certificates.ts';
-export { CA_FILE, caDir, issueCert, loadOrCreateServiceCa } from './certs/service-ca.ts';
+export { CA_FILE, caDir, loadOrCreateServiceCa } from './certs/service-ca.ts';
 export { UNAVAILABLE_HEADER, WAITING_HEADER } from './pages/pages.ts';
 export { requireHaproxy, findHaproxy, HAPROXY_SETUP } from './dataplane/haproxy-process.ts';
 export { REGISTRY_VERDICT_HEADER } from './dataplane/haproxy-config.ts';

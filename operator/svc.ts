@@ -54,7 +54,7 @@ const GROUPS: Record<string, Group> = {
 };
 
 async function run(argv: string[]): Promise<void> {
-  // before its options are parsed: a runner's printed line (--pool, --csr, …) gets the answer, not a usage error
+  // before its options are parsed: the line an old runner.sh printed (--pool, --csr, …) gets the answer, not a usage error
   if (argv[0] === 'hosts' && argv[1] === 'add') throw new Error(HOSTS_ADD_GONE);
   const { positionals, options } = parseCommandLine(argv);
   const [group, action, ...rest] = positionals;

@@ -2292,7 +2292,7 @@ export interface paths {
                             stops_at: string | null;
                             /** @description Of a running sandbox: when traffic or a start last renewed its idle countdown. */
                             last_activity_at: string | null;
-                            /** @description The host the sandbox is on: a runner host by its registered name (svc hosts list), the service's machine by its engine's own name; null if that engine did not answer in time. */
+                            /** @description The host the sandbox is on (svc hosts list): the Incus member, or the service's machine by its engine's own name (a runner host of an earlier release for a sandbox still there); null if that engine did not answer in time. */
                             host: string | null;
                             /** @description Memory the sandbox uses now (as docker stats counts it), in MB; null when not running or not answered in time. */
                             memory_now_mb: number | null;

@@ -150,7 +150,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
           memory_mb: Type.Number(), cpus: Type.Number(), idle_timeout: Type.String(),
           stops_at: Type.Union([Type.String(), Type.Null()]),
           last_activity_at: Type.Union([Type.String(), Type.Null()], { description: 'Of a running sandbox: when traffic or a start last renewed its idle countdown.' }),
-          host: Type.Union([Type.String(), Type.Null()], { description: "The host the sandbox is on: a runner host by its registered name (svc hosts list), the service's machine by its engine's own name; null if that engine did not answer in time." }),
+          host: Type.Union([Type.String(), Type.Null()], { description: "The host the sandbox is on (svc hosts list): the Incus member, or the service's machine by its engine's own name (a runner host of an earlier release for a sandbox still there); null if that engine did not answer in time." }),
           memory_now_mb: Type.Union([Type.Number(), Type.Null()], { description: 'Memory the sandbox uses now (as docker stats counts it), in MB; null when not running or not answered in time.' }),
         })),
         ...errorResponses(401, 403),

@@ -250,20 +250,16 @@ export async function issueServerCert(
   opts: { keys?: CryptoKeyPair; days?: number } = {},
 ): Promise<{ certPem: string; keyPem: string; cert: x509.X509Certificate }> {
   const keys = opts.keys ?? (await generateKeys());
-  const { cert, certPem } = await issueCert(ca, names, keys.publicKey, { usage: 'server', days: opts.days });
+  const { cert, certPem } = await issueCert(ca, names, keys.publicKey, { days: opts.days });
   return { cert, certPem, keyPem: await privateKeyPem(keys.privateKey) };
 }
 
-/**
- * A certificate signed by the service CA for a public key whose private half may live elsewhere
- * (a runner host's CSR): a server's (`serverAuth`) or a client's (`clientAuth`), for DNS names
- * inside the CA's domain (its name constraints allow no other).
- */
-export async function issueCert(
+/** A server certificate (`serverAuth`) signed by the service CA, for DNS names inside its domain (its name constraints allow no other). */
+async function issueCert(
   ca: ServiceCa,
   names: string[],
   publicKey: CryptoKey,
-  opts: { usage: 'server' | 'client'; days?: number },
+  opts: { days?: number },
 ): Promise<{ certPem: string; cert: x509.X509Certificate }> {
   const now = Date.now();
   const cert = await x509.X509CertificateGenerator.create({
@@ -278,7 +274,7 @@ export async function issueCert(
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([opts.usage === 'server' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth]),
+      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
       new x509.SubjectAlternativeNameExtension(names.map((value) => ({ type: 'dns' as const, value }))),
       await x509.AuthorityKeyIdentifierExtension.create(ca.cert),
     ],

@@ -35,21 +35,23 @@ export async function runnerLeftoverStore(backend: Backend): Promise<RunnerLefto
   const placed = await backend.collection<string>('host-of');
   const moving = await backend.collection<unknown>('moves');
 
-  async function read(): Promise<RunnerLeftovers> {
-    const [hosts, placements, moves] = await Promise.all([records.scan(), placed.scan(), moving.scan()]);
-    return {
-      hosts: hosts.map((r) => r.rest[0]!).filter((name) => name !== THIS_MACHINE).sort(),
-      stranded: new Map(placements.filter((r) => r.value !== THIS_MACHINE).map((r) => [r.rest[0]!, r.value])),
-      rows: hosts.length + placements.length + moves.length,
-    };
-  }
+  const scan = () => Promise.all([records.scan(), placed.scan(), moving.scan()]);
+  const strandedOf = (placements: Awaited<ReturnType<typeof placed.scan>>) =>
+    new Map(placements.filter((r) => r.value !== THIS_MACHINE).map((r) => [r.rest[0]!, r.value]));
 
   return {
-    read,
+    async read() {
+      const [hosts, placements, moves] = await scan();
+      return {
+        hosts: hosts.map((r) => r.rest[0]!).filter((name) => name !== THIS_MACHINE).sort(),
+        stranded: strandedOf(placements),
+        rows: hosts.length + placements.length + moves.length,
+      };
+    },
     async clear() {
-      const left = await read();
-      if (left.stranded.size > 0) throw new Error(`${left.stranded.size} sandbox(es) are on runner hosts: their rows stay`);
-      const [hosts, placements, moves] = await Promise.all([records.scan(), placed.scan(), moving.scan()]);
+      const [hosts, placements, moves] = await scan();
+      const stranded = strandedOf(placements);
+      if (stranded.size > 0) throw new Error(`${stranded.size} sandbox(es) are on runner hosts: their rows stay`);
       for (const r of hosts) await records.delete(r.rest);
       for (const r of placements) await placed.delete(r.rest);
       for (const r of moves) await moving.delete(r.rest);

@@ -37,16 +37,8 @@ export interface DockerRuntimeOptions {
   limits: { memoryMb: number; cpus: number; pids: number };
   instance: string;
   logger: Logger;
-  /**
-   * Where sandboxes' transfer folders are made (files/transfer-pipes.ts); absent for an engine on
-   * another machine, which cannot mount a folder of the service's (files then go through exec stdin).
-   */
-  transferRoot?: string;
-  /**
-   * False for an engine on another machine: the host duties that need this machine's /proc and
-   * cgroups (the cgroup hand-over) are not the service's there (docs/scale-out.md). Default true.
-   */
-  hostDuties?: boolean;
+  /** Where sandboxes' transfer folders are made (files/transfer-pipes.ts). */
+  transferRoot: string;
   /** Where sandboxes made on the main engine come from at their next creation (userns mode). */
   move?: Omit<EngineMoveOptions, 'to' | 'labels' | 'logger'>;
 }
@@ -129,9 +121,7 @@ export class DockerRuntime implements SandboxRuntime {
       startedAt: info.State.StartedAt,
       finishedAt: info.State.FinishedAt,
       exitCode: info.State.ExitCode,
-      // an engine of another machine shares no folder with this one: a path it reports is never
-      // used here (pipes made in it, removed with the container)
-      ...(this.opts.transferRoot === undefined ? {} : transferOf(info.Mounts.find((m) => m.Destination === TRANSFER_MOUNT)?.Source)),
+      ...transferOf(info.Mounts.find((m) => m.Destination === TRANSFER_MOUNT)?.Source),
     };
   }
 
@@ -157,8 +147,8 @@ export class DockerRuntime implements SandboxRuntime {
         if (statusCode(err) !== 409) throw err;
       }
       // 0711: the pipes in it have unguessable names (user-namespaced runtimes reach them as others)
-      const transfer = this.opts.transferRoot === undefined ? undefined : transferFolder(this.opts.transferRoot, spec.name);
-      if (transfer) await fs.promises.mkdir(transfer, { recursive: true, mode: 0o711 });
+      const transfer = transferFolder(this.opts.transferRoot, spec.name);
+      await fs.promises.mkdir(transfer, { recursive: true, mode: 0o711 });
       const limits = {
         ...this.opts.limits,
         memoryMb: spec.limits?.memoryMb ?? this.opts.limits.memoryMb,
@@ -193,7 +183,7 @@ export class DockerRuntime implements SandboxRuntime {
   start(name: string): Promise<RuntimeState> {
     return guarded(async () => {
       // set at every start: the bridge may predate this setting, or the engine made it again at its restart
-      if (this.opts.hostDuties !== false) await shortenArpRetries(sandboxBridge(resourceNames(name).network));
+      await shortenArpRetries(sandboxBridge(resourceNames(name).network));
       const container = this.docker.getContainer(resourceNames(name).container);
       this.kept.ownStart(name);
       try {
@@ -232,9 +222,9 @@ export class DockerRuntime implements SandboxRuntime {
     });
   }
 
-  /** Whether this runtime hands sandboxes their cgroups (userns, on this machine). */
+  /** Whether this runtime hands sandboxes their cgroups (userns). */
   private get settles(): boolean {
-    return this.opts.runtime === 'userns' && this.opts.hostDuties !== false;
+    return this.opts.runtime === 'userns';
   }
 
   private async settleWith(info: Docker.ContainerInspectInfo): Promise<void> {

@@ -23,7 +23,7 @@ const ARCHIVED_PATHS = ['/root', '/home', '/srv', '/opt', '/var/lib/docker/volum
 export class DockerVolumes {
   constructor(
     private readonly docker: Docker,
-    private readonly opts: { image: string; instance: string; logger: Logger; transferRoot?: string },
+    private readonly opts: { image: string; instance: string; logger: Logger; transferRoot: string },
   ) {}
 
   /** The sandbox's volumes, made if missing (kept when they exist). */
@@ -88,7 +88,7 @@ export class DockerVolumes {
   removeVolumes(name: string): Promise<void> {
     return guarded(async () => {
       await this.removeHelpers(name);
-      if (this.opts.transferRoot !== undefined) await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
+      await fs.promises.rm(transferFolder(this.opts.transferRoot, name), { recursive: true, force: true });
       for (const volume of Object.values(resourceNames(name).volumes)) {
         try {
           await this.docker.getVolume(volume).remove();

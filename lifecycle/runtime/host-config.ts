@@ -23,7 +23,7 @@ export interface SandboxContainerSpec {
   network: string;
   /** host volume names (or absolute host paths) backing the sandbox's persistent folders */
   volumes: { root: string; home: string; srv: string; opt: string; docker: string };
-  /** host folder mounted read-only at TRANSFER_MOUNT; none on an engine of another machine */
+  /** host folder mounted read-only at TRANSFER_MOUNT; none for a bare container (a bench's) */
   transferFolder?: string;
   env: string[];
   labels: Record<string, string>;

@@ -6,7 +6,7 @@ import type { EvacuateOptions, Evacuation, HostFigures, HostOperations, HostRead
 const READING_MS = 5000;
 
 /** Where a service that has outgrown one machine goes: said by every refusal below. */
-export const GROW = 'to run sandboxes on several machines, put them on an Incus cluster (SVC_RUNTIME=incus): docs/scale-out.md, "From one machine to a cluster"';
+const GROW = 'to run sandboxes on several machines, put them on an Incus cluster (SVC_RUNTIME=incus): docs/scale-out.md, "From one machine to a cluster"';
 
 /** What the one engine reads of itself (DockerRuntime): its machine's name and figures. */
 export interface OneEngine {

@@ -12,7 +12,7 @@ import { runtimeOptions } from './open-docker-runtime.ts';
 /**
  * The hosts as the service reaches them, for a process that is not the service (the operator's
  * `svc hosts …`): an Incus cluster's members, or the one machine of the sandbox engine (asked for its
- * figures only: the service keeps its host duties). Built here so that nothing outside lifecycle/
+ * name and figures only). Built here so that nothing outside lifecycle/
  * builds a runtime.
  */
 export function operatorHosts(store: Pick<Store, 'addresses'>, config: Config, logger: Logger): HostOperations {
@@ -20,5 +20,5 @@ export function operatorHosts(store: Pick<Store, 'addresses'>, config: Config, l
   if (config.runtime === 'incus') return incusRuntime(config, logger, store.addresses).hosts;
   // the sandbox engine as the service picks it; the main one in unisolated mode
   const docker = config.sandboxRuntime === 'unisolated' ? new Docker() : engineClient(config.sandboxDockerHost);
-  return new DockerRuntime(docker, { ...runtimeOptions(config, logger), hostDuties: false, transferRoot: path.join(config.dataDir, 'transfer') }).hosts;
+  return new DockerRuntime(docker, { ...runtimeOptions(config, logger), transferRoot: path.join(config.dataDir, 'transfer') }).hosts;
 }

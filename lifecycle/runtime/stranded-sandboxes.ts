@@ -40,14 +40,14 @@ export async function keepingStranded(runtime: SandboxRuntime, leftovers: Runner
   return strandedRuntime(runtime, left.stranded);
 }
 
-/** The calls that name one sandbox first (exec's too): refused for a stranded one. */
+/** The calls that name one sandbox first, the runtime's and its exec's: refused for a stranded one. */
 const NAMED = ['start', 'stop', 'settle', 'takeDown', 'archiveVolumes', 'removeVolumes', 'resourceUse', 'diskUse', 'copyVolumes', 'innerEngine'] as const satisfies ReadonlyArray<keyof SandboxRuntime>;
 const EXEC = ['start', 'startTerminal', 'getArchive', 'run'] as const satisfies ReadonlyArray<keyof SandboxExecutor>;
 
 type Call = (name: string, ...rest: unknown[]) => unknown;
 
 /** `runtime`, but for the sandboxes of `stranded` (sandbox → runner host): unreachable, and absent from its lists. */
-export function strandedRuntime(runtime: SandboxRuntime, stranded: ReadonlyMap<string, string>): SandboxRuntime {
+function strandedRuntime(runtime: SandboxRuntime, stranded: ReadonlyMap<string, string>): SandboxRuntime {
   const reason = (name: string) => `sandbox "${name}" is on runner host "${stranded.get(name)}", which this release no longer runs (${DOC})`;
   /** `answersAtOnce`: a call that returns no promise (innerEngine) throws instead of rejecting. */
   const refusing = (call: Call, answersAtOnce = false): Call => (name, ...rest) => {

@@ -76,23 +76,6 @@ describe('DockerRuntime: the transfer folder goes with the container', () => {
     assert.ok((await other.withVolumes()).includes(name), 'volumes kept');
     await other.removeVolumes(name);
   });
-
-  it('an engine of another machine (no transfer root) shares no folder: the folder its container names is neither reported nor removed', async () => {
-    const name = `svc-${instance}-remote`;
-    const maker = runtimeOn(path.join(root, 'c', 'transfer'));
-    const { transferRoot: _none, ...remoteOptions } = optionsFor(instance, '');
-    const remote = new DockerRuntime(sandboxDocker(), { ...remoteOptions, hostDuties: false });
-    await maker.create({ name, env: { SVC_SANDBOX: name } });
-    const folder = path.join(root, 'c', 'transfer', name);
-    assert.ok(fs.existsSync(folder));
-    const state = await remote.inspect(name);
-    assert.equal(state.status, 'exited');
-    assert.equal('transferFolder' in state ? state.transferFolder : undefined, undefined);
-    await remote.takeDown(name);
-    assert.equal((await remote.inspect(name)).status, 'deep_sleep', 'the container is gone');
-    assert.ok(fs.existsSync(folder), 'a folder of this machine is not the other machine\'s to remove');
-    await remote.removeVolumes(name);
-  });
 });
 
 /** Archivers are known by their label, never by a name a user can choose. */

@@ -108,7 +108,16 @@ if in_userns && [ "${SVC_CGROUP_HANDOVER:-}" != none ]; then
 fi
 trace delegated
 
-if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cgroup_v1; fi
+# crun, the inner engine's default runtime (daemon.json), leaves a new v1 cpuset cgroup without CPUs and
+# memory nodes (runc fills them in), and no process can join it then. With clone_children on our own
+# cpuset cgroup every one made below it (the engine's "docker", a user's --cgroup-parent) copies its
+# parent's. The service hands this file over with the others (lifecycle/runtime/cgroup-delegation.ts).
+clone_cpusets() {
+    knob=/sys/fs/cgroup/cpuset/cgroup.clone_children
+    [ ! -f "$knob" ] || echo 1 2> /dev/null > "$knob" \
+        || log "warning: cannot set $knob: containers may not start with crun; --runtime runc still works"
+}
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cgroup_v1; clone_cpusets; fi
 trace cgroups
 
 # --- iptables backend ----------------------------------------------------------------------------------
@@ -141,19 +150,25 @@ watch_interfaces() {
 trace neigh
 
 # --- engine TLS ----------------------------------------------------------------------------------------
+# Written at the first start of this container only: its environment cannot change after creation, and
+# the files stay in its own layer, so a wake does not spend a few process starts rewriting them. A
+# re-created container (deep sleep, new image) writes them again.
 tls_dir=/etc/docker/tls
+tls_marker=$tls_dir/.svc-written
 if [ -n "${SVC_TLS_CA:-}${SVC_TLS_CERT:-}${SVC_TLS_KEY:-}" ]; then
     [ -n "${SVC_TLS_CA:-}" ] && [ -n "${SVC_TLS_CERT:-}" ] && [ -n "${SVC_TLS_KEY:-}" ] \
         || die "SVC_TLS_CA, SVC_TLS_CERT and SVC_TLS_KEY must be set together"
-    mkdir -p "$tls_dir"
-    (
+    if [ ! -e "$tls_marker" ]; then
+        mkdir -p "$tls_dir"
         umask 077
         printf '%s\n' "$SVC_TLS_CA" > "$tls_dir/ca.pem"
         printf '%s\n' "$SVC_TLS_CERT" > "$tls_dir/cert.pem"
         printf '%s\n' "$SVC_TLS_KEY" > "$tls_dir/key.pem"
-    )
-    chmod 0444 "$tls_dir/ca.pem" "$tls_dir/cert.pem"
-    chmod 0400 "$tls_dir/key.pem"
+        umask 022
+        chmod 0444 "$tls_dir/ca.pem" "$tls_dir/cert.pem"
+        chmod 0400 "$tls_dir/key.pem"
+        : > "$tls_marker"
+    fi
     set -- --tlsverify --tlscacert="$tls_dir/ca.pem" --tlscert="$tls_dir/cert.pem" \
         --tlskey="$tls_dir/key.pem" -H tcp://0.0.0.0:2376 -H unix:///var/run/docker.sock "$@"
 fi
@@ -197,8 +212,9 @@ done
 trace sshkeys
 
 # sshd daemonizes: tini (PID 1) becomes its parent and reaps its sessions. A broken sshd must not keep
-# the engine down, so a failure here is only logged.
-/usr/sbin/sshd || log "warning: sshd did not start"
+# the engine down, so a failure here is only logged. Started beside dockerd, not before it: the wait for
+# sshd's start stays off a wake's path (from a subshell that ends at once, so tini reaps it too).
+( { /usr/sbin/sshd || log "warning: sshd did not start"; } < /dev/null & )
 trace sshd
 
 # --- dockerd -------------------------------------------------------------------------------------------

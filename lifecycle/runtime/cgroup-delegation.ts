@@ -3,8 +3,12 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 
-/** The files of a cgroup folder its owner needs to move processes and make children: not the limits. */
-const DELEGATED_FILES = ['cgroup.procs', 'tasks', 'cgroup.subtree_control', 'cgroup.threads'];
+/**
+ * The files of a cgroup folder its owner needs to move processes and make children: not the limits.
+ * cgroup.clone_children (v1): new cpuset cgroups below copy their parent's CPUs and memory nodes, which
+ * the sandbox's runtime, crun, does not fill in itself (sandbox-image/entrypoint.sh sets it).
+ */
+const DELEGATED_FILES = ['cgroup.procs', 'tasks', 'cgroup.subtree_control', 'cgroup.threads', 'cgroup.clone_children'];
 
 export interface CgroupMount {
   dir: string;
@@ -80,7 +84,7 @@ export async function delegateCgroups(pid: number, opts: { chown?: (path: string
   if (uid === undefined || gid === undefined) return false;
   for (const target of handOverOrder(await cgroupDirs(pid))) {
     await chown(target, uid, gid).catch((err: NodeJS.ErrnoException) => {
-      // a hierarchy without one of these files (cgroup.threads is v2's, tasks v1's)
+      // a hierarchy without one of these files (cgroup.threads is v2's, tasks and clone_children v1's)
       if (err.code !== 'ENOENT' || !DELEGATED_FILES.includes(path.basename(target))) throw err;
     });
   }

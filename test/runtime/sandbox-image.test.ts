@@ -292,6 +292,10 @@ test('sandbox image: inner engine over TLS, ssh, and what survives a stop/start'
   // the inner engine's bridge asks for a container's address every 100 ms, not every second: a wake's
   // first connection to an app, sent before the app's container was there, is answered as soon as it runs
   assert.equal(await inSandbox('cat /proc/sys/net/ipv4/neigh/docker0/retrans_time_ms'), '100');
+  // inner containers start on crun (the image's daemon.json), also below a cgroup of the user's own: on
+  // cgroup v1 crun leaves a new cpuset cgroup empty, and the entrypoint's clone_children fills it in
+  assert.equal(await inner('inspect', '-f', '{{.HostConfig.Runtime}}', 'keep'), 'crun');
+  assert.equal(await inner('run', '--rm', '--cgroup-parent', '/users-own/app', FIXTURE, 'echo', 'started'), 'started');
   // same host key after the restart: it lives on the /var/lib/docker volume
   assert.equal(await hostKey(wake.ip), keyBefore);
   assert.equal((await run('ssh', [...sshArgs(wake.ip), 'cat /root/file.txt'])).stdout.trim(), 'root-data');

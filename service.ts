@@ -90,7 +90,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const admission = new Admission({
     store, redis, leases, prefix: config.redisPrefix,
     defaults: quotaDefaults(config),
-    // every host that answers: the guard is on all of them together (placement spreads the load)
+    // an Incus cluster's members that answer, added up (Incus's scheduler spreads the load); else this machine
     host: async () => ({
       ...(await runtime.capacity?.() ?? { memoryMb: Math.floor(os.totalmem() / 1024 / 1024), cpus: os.availableParallelism(), hosts: 1 }),
       overcommitMemory: config.overcommitMemory, overcommitCpus: config.overcommitCpus,

@@ -185,7 +185,7 @@ async function measure(label: string): Promise<Record<string, number[]>> {
     out.wake!.push(took);
     await service.service.lifecycle.sleep(name, 'bench');
   }
-  // what a wake's admission check lists under its lease (accounts/admission.ts): the running sandboxes, with their placements
+  // what a wake's admission check listed under its lease before issue 33 (accounts/admission.ts): the running sandboxes
   for (let i = 0; i < WAKES; i++) {
     checkInterrupted();
     const [took, listed] = await timed(() => service.service.runtime.list({ running: true }));

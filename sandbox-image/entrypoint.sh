@@ -39,86 +39,14 @@ trace pidfiles
 # --- containerd ----------------------------------------------------------------------------------------
 # Left to itself, dockerd starts containerd and dials it at once; the first dial misses the socket and
 # gRPC's reconnect backoff then costs about a second of every start and wake. So it is started here,
-# first of all: it needs nothing of the steps below until dockerd asks it for a container, and it comes
-# up while they run. It becomes dockerd's child (this shell execs into dockerd) and ends with the
+# first of all: it needs nothing of the steps below (not even its cgroups) until dockerd asks it for a
+# container, and it comes up while they run. It becomes dockerd's child (this shell execs into dockerd) and ends with the
 # container; dockerd still stops every inner container before it exits.
 containerd_sock=/run/containerd/containerd.sock
 rm -f "$containerd_sock"
 containerd > /dev/null 2>&1 &
 containerd_pid=$!
 trace "containerd started"
-
-# --- cgroups -------------------------------------------------------------------------------------------
-# Docker gives an unprivileged container a read-only cgroup view, and dockerd needs to create cgroups for
-# its containers. With a private cgroup namespace a fresh mount shows our own cgroup as the root, so we
-# mount writable hierarchies over the read-only ones. Mounts die with the container: do it every start.
-setup_cgroup_v1() {
-    # Writable already (sysbox, --privileged): leave it.
-    [ -w /sys/fs/cgroup/memory/cgroup.procs ] && return 0
-    mount -t tmpfs -o nosuid,nodev,noexec,mode=755 cgroup /sys/fs/cgroup
-    # One line per hierarchy the kernel has ("3:cpuset:/", "2:cpu,cpuacct:/", "1:name=systemd:/",
-    # "0::/"). Controllers must be mounted in the same combinations the host uses, or mount fails (EBUSY).
-    hierarchies=$(cut -d: -f2 /proc/self/cgroup)
-    dirs=
-    for ctrls in $hierarchies; do dirs="$dirs /sys/fs/cgroup/${ctrls#name=}"; done
-    if grep -q '^0::' /proc/self/cgroup; then dirs="$dirs /sys/fs/cgroup/unified"; fi
-    mkdir -p $dirs
-    for ctrls in $hierarchies; do
-        case $ctrls in
-            name=*) mount -t cgroup -o "nosuid,nodev,noexec,none,$ctrls" cgroup "/sys/fs/cgroup/${ctrls#name=}" ;;
-            *) mount -t cgroup -o "nosuid,nodev,noexec,$ctrls" cgroup "/sys/fs/cgroup/$ctrls" ;;
-        esac
-        # co-mounted controllers ("cpu,cpuacct") get a link per name, as systemd lays them out
-        case $ctrls in
-            *,*) for c in $(echo "$ctrls" | tr , ' '); do ln -sfn "$ctrls" "/sys/fs/cgroup/$c"; done ;;
-        esac
-    done
-    # hybrid hosts also have the cgroup2 tree; mount it where the host does
-    if [ -d /sys/fs/cgroup/unified ]; then
-        mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 /sys/fs/cgroup/unified || rmdir /sys/fs/cgroup/unified
-    fi
-}
-
-setup_cgroup_v2() {
-    # Not exercised on our cgroup v1 hosts; this is what the docker:dind image does on v2.
-    [ -w /sys/fs/cgroup/cgroup.subtree_control ] \
-        || mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
-    # A cgroup with processes cannot hand controllers to children: move ourselves to a leaf first.
-    mkdir -p /sys/fs/cgroup/init
-    xargs -rn1 < /sys/fs/cgroup/cgroup.procs > /sys/fs/cgroup/init/cgroup.procs 2>/dev/null || :
-    sed -e 's/ / +/g' -e 's/^/+/' < /sys/fs/cgroup/cgroup.controllers \
-        > /sys/fs/cgroup/cgroup.subtree_control
-}
-
-# In a user namespace (the sandbox engine's --userns-remap) our cgroup folders belong to the host's root
-# until the service hands them to our root (lifecycle/runtime/cgroup-delegation.ts): right after a start
-# of its own, or on the engine's start event (a restart policy, an engine restart). Wait for that before
-# the rest (containerd only starts meanwhile): the fresh cgroup mounts below and dockerd need it, and
-# dockerd restarts inner containers only once, at its own start. The folder's owner tells: 0 once handed over, the overflow uid before.
-in_userns() { ! grep -qE '^ +0 +0 +4294967295$' /proc/self/uid_map; }
-if in_userns && [ "${SVC_CGROUP_HANDOVER:-}" != none ]; then
-    own_cgroup=/sys/fs/cgroup
-    [ -f /sys/fs/cgroup/cgroup.controllers ] || own_cgroup=/sys/fs/cgroup/pids
-    i=0
-    until [ "$(stat -c %u "$own_cgroup")" = 0 ]; do
-        i=$((i + 1))
-        [ $((i % 3000)) -ne 0 ] || log "waiting for the service to hand over this sandbox's cgroups ($((i / 100)) s)"
-        sleep 0.01
-    done
-fi
-trace delegated
-
-# crun, the inner engine's default runtime (daemon.json), leaves a new v1 cpuset cgroup without CPUs and
-# memory nodes (runc fills them in), and no process can join it then. With clone_children on our own
-# cpuset cgroup every one made below it (the engine's "docker", a user's --cgroup-parent) copies its
-# parent's. The service hands this file over with the others (lifecycle/runtime/cgroup-delegation.ts).
-clone_cpusets() {
-    knob=/sys/fs/cgroup/cpuset/cgroup.clone_children
-    [ ! -f "$knob" ] || echo 1 2> /dev/null > "$knob" \
-        || log "warning: cannot set $knob: containers may not start with crun; --runtime runc still works"
-}
-if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cgroup_v1; clone_cpusets; fi
-trace cgroups
 
 # --- iptables backend ----------------------------------------------------------------------------------
 # The image selects iptables-legacy: dockerd's ~100 calls at start take 340 ms instead of 600 ms with nft.
@@ -172,7 +100,10 @@ if [ -n "${SVC_TLS_CA:-}${SVC_TLS_CERT:-}${SVC_TLS_KEY:-}" ]; then
     set -- --tlsverify --tlscacert="$tls_dir/ca.pem" --tlscert="$tls_dir/cert.pem" \
         --tlskey="$tls_dir/key.pem" -H tcp://0.0.0.0:2376 -H unix:///var/run/docker.sock "$@"
 fi
-for ns in $(echo "${SVC_DNS:-}" | tr , ' '); do set -- "$@" --dns "$ns"; done
+ifs=$IFS
+IFS=', '
+for ns in ${SVC_DNS:-}; do set -- "$@" --dns "$ns"; done
+IFS=$ifs
 # keep the server key out of the environment of everything started below
 unset SVC_TLS_CA SVC_TLS_CERT SVC_TLS_KEY SVC_DNS
 trace tls
@@ -216,6 +147,79 @@ trace sshkeys
 # sshd's start stays off a wake's path (from a subshell that ends at once, so tini reaps it too).
 ( { /usr/sbin/sshd || log "warning: sshd did not start"; } < /dev/null & )
 trace sshd
+
+# --- cgroups -------------------------------------------------------------------------------------------
+# Docker gives an unprivileged container a read-only cgroup view, and dockerd needs to create cgroups for
+# its containers. With a private cgroup namespace a fresh mount shows our own cgroup as the root, so we
+# mount writable hierarchies over the read-only ones. Mounts die with the container: do it every start.
+setup_cgroup_v1() {
+    # Writable already (sysbox, --privileged): leave it.
+    [ -w /sys/fs/cgroup/memory/cgroup.procs ] && return 0
+    mount -t tmpfs -o nosuid,nodev,noexec,mode=755 cgroup /sys/fs/cgroup
+    # One line per hierarchy the kernel has ("3:cpuset:/", "2:cpu,cpuacct:/", "1:name=systemd:/",
+    # "0::/"). Controllers must be mounted in the same combinations the host uses, or mount fails (EBUSY).
+    hierarchies=$(cut -d: -f2 /proc/self/cgroup)
+    dirs=
+    for ctrls in $hierarchies; do dirs="$dirs /sys/fs/cgroup/${ctrls#name=}"; done
+    if grep -q '^0::' /proc/self/cgroup; then dirs="$dirs /sys/fs/cgroup/unified"; fi
+    mkdir -p $dirs
+    for ctrls in $hierarchies; do
+        case $ctrls in
+            name=*) mount -t cgroup -o "nosuid,nodev,noexec,none,$ctrls" cgroup "/sys/fs/cgroup/${ctrls#name=}" ;;
+            *) mount -t cgroup -o "nosuid,nodev,noexec,$ctrls" cgroup "/sys/fs/cgroup/$ctrls" ;;
+        esac
+        # co-mounted controllers ("cpu,cpuacct") get a link per name, as systemd lays them out
+        case $ctrls in
+            *,*) for c in $(echo "$ctrls" | tr , ' '); do ln -sfn "$ctrls" "/sys/fs/cgroup/$c"; done ;;
+        esac
+    done
+    # hybrid hosts also have the cgroup2 tree; mount it where the host does
+    if [ -d /sys/fs/cgroup/unified ]; then
+        mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 /sys/fs/cgroup/unified || rmdir /sys/fs/cgroup/unified
+    fi
+}
+
+setup_cgroup_v2() {
+    # Not exercised on our cgroup v1 hosts; this is what the docker:dind image does on v2.
+    [ -w /sys/fs/cgroup/cgroup.subtree_control ] \
+        || mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
+    # A cgroup with processes cannot hand controllers to children: move ourselves to a leaf first.
+    mkdir -p /sys/fs/cgroup/init
+    xargs -rn1 < /sys/fs/cgroup/cgroup.procs > /sys/fs/cgroup/init/cgroup.procs 2>/dev/null || :
+    sed -e 's/ / +/g' -e 's/^/+/' < /sys/fs/cgroup/cgroup.controllers \
+        > /sys/fs/cgroup/cgroup.subtree_control
+}
+
+# In a user namespace (the sandbox engine's --userns-remap) our cgroup folders belong to the host's root
+# until the service hands them to our root (lifecycle/runtime/cgroup-delegation.ts): right after a start
+# of its own, or on the engine's start event (a restart policy, an engine restart). Wait for that last,
+# after every step that does not need it (containerd, the iptables check, TLS, sshd: they run while the
+# service hands over): the fresh cgroup mounts below and dockerd need it, and dockerd restarts inner
+# containers only once, at its own start. The folder's owner tells: 0 once handed over, the overflow uid before.
+in_userns() { ! grep -qE '^ +0 +0 +4294967295$' /proc/self/uid_map; }
+if in_userns && [ "${SVC_CGROUP_HANDOVER:-}" != none ]; then
+    own_cgroup=/sys/fs/cgroup
+    [ -f /sys/fs/cgroup/cgroup.controllers ] || own_cgroup=/sys/fs/cgroup/pids
+    i=0
+    until [ "$(stat -c %u "$own_cgroup")" = 0 ]; do
+        i=$((i + 1))
+        [ $((i % 3000)) -ne 0 ] || log "waiting for the service to hand over this sandbox's cgroups ($((i / 100)) s)"
+        sleep 0.01
+    done
+fi
+trace delegated
+
+# crun, the inner engine's default runtime (daemon.json), leaves a new v1 cpuset cgroup without CPUs and
+# memory nodes (runc fills them in), and no process can join it then. With clone_children on our own
+# cpuset cgroup every one made below it (the engine's "docker", a user's --cgroup-parent) copies its
+# parent's. The service hands this file over with the others (lifecycle/runtime/cgroup-delegation.ts).
+clone_cpusets() {
+    knob=/sys/fs/cgroup/cpuset/cgroup.clone_children
+    [ ! -f "$knob" ] || echo 1 2> /dev/null > "$knob" \
+        || log "warning: cannot set $knob: containers may not start with crun; --runtime runc still works"
+}
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then setup_cgroup_v2; else setup_cgroup_v1; clone_cpusets; fi
+trace cgroups
 
 # --- dockerd -------------------------------------------------------------------------------------------
 i=0

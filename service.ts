@@ -189,6 +189,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       await step('lifecycle news', () => news.close());
       await step('lifecycle queue', () => queue.close());
       await step('peers', () => peers.leave());
+      await step('sandbox runtime', () => runtime.close?.());
       redis.disconnect();
       workerRedis.disconnect();
       await step('store', () => store.close());

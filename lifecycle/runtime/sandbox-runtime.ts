@@ -79,6 +79,8 @@ export interface SandboxRuntime extends ToolImages {
    * one machine, which has nowhere to move to and says so. Absent on a test double.
    */
   readonly hosts?: HostOperations;
+  /** Lets go of its connections to the engine (the service's close, after everything that uses it). Absent: nothing to let go. */
+  close?(): Promise<void>;
 }
 
 export interface ListOptions {

@@ -24,15 +24,14 @@ export function incusClient(url?: string): IncusClient {
 }
 
 /**
- * The runtime's options for a test instance of its own, its addresses from a store of its own
+ * The runtime's options for a test instance of its own, its addresses from `pool` in a store of its own
  * (SQLite in a temporary folder; `close` removes it): the pool's addresses it holds are given back
  * by the runtime's removeVolumes.
  */
-export async function runtimeOptions(instance: string): Promise<{ options: IncusRuntimeOptions; close(): Promise<void> }> {
+export async function runtimeOptions(instance: string, pool = process.env.SVC_INCUS_ADDRESS_POOL ?? '100.73.0.0/16'): Promise<{ options: IncusRuntimeOptions; close(): Promise<void> }> {
   const config = loadConfig();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${instance}-`));
   const store: Store = await openStore(`sqlite://${path.join(dir, 'store.sqlite')}`, { secretKeyFile: path.join(dir, 'secret.key') });
-  const pool = process.env.SVC_INCUS_ADDRESS_POOL ?? '100.73.0.0/16';
   return {
     options: {
       instance,

@@ -3,7 +3,7 @@ import type {
   EvacuateOptions, Evacuation, HostFigures, HostOperations, HostReading, MoveOptions, MoveProgress, Mover,
 } from '../host-operations.ts';
 import type { SandboxRuntime } from '../sandbox-runtime.ts';
-import { IncusError, type IncusClient } from './incus-client.ts';
+import { IncusError, type IncusClient, type Operation } from './incus-client.ts';
 import { KEY_DEEP, KEY_INSTANCE, LIST, runs, type Instance } from './incus-instance.ts';
 import type { Member, MemberHealth } from './incus-members.ts';
 
@@ -35,19 +35,25 @@ const memoryOf = (i: Instance) => Number.parseInt(i.config['limits.memory'] ?? '
 const cpusOf = (i: Instance) => Number.parseInt(i.config['limits.cpu.allowance'] ?? '0', 10) / 100;
 const drainedOf = (m: Member) => m.config['scheduler.instance'] === 'manual' || m.status === 'Evacuated';
 const MOVE_TIMEOUT_S = 3600;
+/** How long a move given up tries to cancel Incus's migration (its list of operations waits on a lost member until Incus marks it offline). */
+const CANCEL_MS = 30_000;
 
 export class IncusHosts implements HostOperations {
   constructor(
     private readonly incus: IncusClient,
     private readonly health: MemberHealth,
-    /** The sandboxes' runtime: a move puts a sandbox to sleep through it (its stop and deep sleep). */
-    private readonly runtime: Pick<SandboxRuntime, 'stop' | 'takeDown'>,
+    /**
+     * The sandboxes' runtime: a move puts a sandbox to sleep through it (its stop and deep sleep), and
+     * tells it where the sandbox went; its list of instances, which a lost member does not hold up, is
+     * what `svc hosts list` counts.
+     */
+    private readonly runtime: Pick<SandboxRuntime, 'stop' | 'takeDown'> & { instances(): Promise<Instance[]>; movedTo(name: string, member: string): void },
     private readonly opts: IncusHostsOptions,
   ) {}
 
   async readings(): Promise<HostReading[]> {
     const members = await this.health.check();
-    const ours = await this.ours().catch(() => undefined);
+    const ours = await this.runtime.instances().catch(() => undefined);
     return Promise.all(members.map(async (m): Promise<HostReading> => {
       const url = new URL(m.url);
       const base = { name: m.name, address: url.hostname, port: Number(url.port || 8443), drained: drainedOf(m) };
@@ -80,9 +86,13 @@ export class IncusHosts implements HostOperations {
     const record = await mover.store.sandboxes.get(name);
     if (!record) throw new errors.SandboxNotFound(name);
     if (record.archived_at) throw new errors.SandboxArchived(name);
-    const all = await this.ours();
+    const listed = await this.incus.get<Instance[]>(LIST, { timeoutMs: 25_000 });
+    const all = listed.filter((i) => i.config?.[KEY_INSTANCE] === this.opts.instance);
     const instance = all.find((i) => i.name === name);
-    if (!instance) throw new errors.Conflict(`sandbox "${name}" has no instance on the cluster (never woken, or its member does not answer)`);
+    // a lost member's instance lists without its config (Error): say which member
+    const away = listed.find((i) => i.name === name && !i.config);
+    if (!instance && away) throw new errors.Conflict(`host "${away.location}" does not answer: sandbox "${name}" cannot be moved off it now`);
+    if (!instance) throw new errors.Conflict(`sandbox "${name}" has no instance on the cluster (never woken)`);
     const from = instance.location;
     if (opts.from !== undefined && opts.from !== from) throw new errors.Conflict(`sandbox "${name}" is on host "${from}", not "${opts.from}"`);
     const members = await this.health.check();
@@ -107,7 +117,9 @@ export class IncusHosts implements HostOperations {
         await this.runtime.stop(name);
         await this.runtime.takeDown(name);
       }
-      await this.incus.act('POST', `/1.0/instances/${encodeURIComponent(name)}?target=${encodeURIComponent(to)}`, { name, migration: true, live: false }, Math.min(deadlineS, MOVE_TIMEOUT_S));
+      const { operation } = await this.incus.call('POST', `/1.0/instances/${encodeURIComponent(name)}?target=${encodeURIComponent(to)}`, { name, migration: true, live: false });
+      if (operation) await this.untilMoved(operation, name, from, to, Math.min(deadlineS, MOVE_TIMEOUT_S));
+      this.runtime.movedTo(name, to);
     });
     const done: MoveProgress = { sandbox: name, from, to, phase: 'moved', bytes, total: bytes, ms: Date.now() - t0 };
     opts.onProgress?.(done);
@@ -136,6 +148,46 @@ export class IncusHosts implements HostOperations {
       await this.incus.act('POST', `/1.0/cluster/members/${encodeURIComponent(host)}/state`, { action: 'evacuate' }, MOVE_TIMEOUT_S);
     }
     return { moved, failed };
+  }
+
+  /**
+   * Waits for Incus's move of `name`, asking every second whether its two members still answer
+   * (MemberHealth). Incus itself waits on a lost member for its TCP timeout (2 min measured), and the
+   * instance cannot start meanwhile ("Instance is busy running a \"migrate\" operation"): a lost
+   * member ends the move at once, Incus's migration cancelled, so the instance is free again on `from`.
+   */
+  private async untilMoved(op: Operation, name: string, from: string, to: string, timeoutS: number): Promise<void> {
+    const deadline = Date.now() + timeoutS * 1000;
+    for (;;) {
+      const now = await this.incus.get<Operation>(`/1.0/operations/${encodeURIComponent(op.id)}`, { timeoutMs: 10_000 });
+      if (now.status_code === 200) return;
+      if (now.status_code >= 400) throw new IncusError(now.status_code, `the move of sandbox "${name}" from "${from}" to "${to}" failed: ${now.err || now.status}`);
+      const lost = (await this.health.check().catch(() => [])).find((m) => (m.name === to || m.name === from) && m.lost);
+      if (lost || Date.now() > deadline) {
+        await this.cancelMigration(name);
+        const why = lost ? `host "${lost.name}" stopped answering during the move of sandbox "${name}" (${lost.lost})` : `the move of sandbox "${name}" took longer than its deadline (${timeoutS} s)`;
+        throw new errors.Conflict(lost?.name === from
+          ? `${why}: the move is given up; "${name}" stays on "${from}", unavailable until it answers again`
+          : `${why}: the move is given up and "${name}" stays on "${from}" with its files, asleep (it wakes there at its next request); move it again once "${to}" answers, or to another host (svc hosts move ${name} --to HOST)`);
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+
+  /**
+   * Cancels the cancellable operations of Incus's migration of `name` (the source's side): the instance
+   * may start again. Incus's list of operations asks every member that has some, and waits on a lost
+   * one until Incus marks it offline (7–11 s after the loss here): asked again until then.
+   */
+  private async cancelMigration(name: string): Promise<void> {
+    type Running = Operation & { may_cancel?: boolean; resources?: { instances?: string[] } };
+    const until = Date.now() + CANCEL_MS;
+    let ops: { running?: Running[] } | undefined;
+    while (!ops && Date.now() < until) ops = await this.incus.get<{ running?: Running[] }>('/1.0/operations?recursion=1', { timeoutMs: 5000 }).catch(() => undefined);
+    for (const o of ops?.running ?? []) {
+      if (!o.may_cancel || !o.resources?.instances?.includes(`/1.0/instances/${name}`)) continue;
+      await this.incus.call('DELETE', `/1.0/operations/${encodeURIComponent(o.id)}`, undefined, { timeoutMs: 5000 }).catch(() => undefined);
+    }
   }
 
   /** This service's instances; a lost member's are listed as Error without config, so they are not counted. */

@@ -30,6 +30,15 @@ export const KEY_INSTANCE = 'user.svc.instance';
 /** Deep sleep: a stopped instance whose root volume is all the sandbox keeps. */
 export const KEY_DEEP = 'user.svc.deep';
 export const KEY_FINISHED = 'user.svc.finished_at';
+/** When a fork froze the instance for its snapshot: a freeze younger than FORK_FREEZE_MS is a fork's at work. */
+export const KEY_FROZEN = 'user.svc.frozen_at';
+/** Longer than a fork's freeze lasts (a snapshot: an instant on btrfs, seconds on `dir`): older, its process died. */
+export const FORK_FREEZE_MS = 120_000;
+
+/** A freeze that a fork's process left behind (it died between freeze and unfreeze), not one at work now. */
+export function leftFrozen(i: Instance): boolean {
+  return i.status === 'Frozen' && !(Date.now() - Date.parse(i.config[KEY_FROZEN] ?? '') < FORK_FREEZE_MS);
+}
 
 /** The configuration of a sandbox's instance: this service's mark, its limits, its environment. */
 export function instanceConfig(
@@ -51,8 +60,8 @@ export function runs(i: Instance): boolean {
 
 /**
  * `to` made as an Incus copy of `source` on its member, with `config` and `devices` over the source's.
- * A running source is frozen for a snapshot (an instant on btrfs; the `dir` driver copies it) and
- * unfrozen at once, the copy made from the snapshot, the snapshot removed; a stopped one is copied as it is.
+ * A running source is frozen for a snapshot (an instant on btrfs; the `dir` driver copies it), marked
+ * with when (KEY_FROZEN), and unfrozen at once, the copy made from the snapshot, the snapshot removed; a stopped one is copied as it is.
  */
 export async function copyInstance(
   incus: IncusClient, source: Instance, to: string, config: Record<string, string>, devices: Record<string, Record<string, string>>,
@@ -62,6 +71,8 @@ export async function copyInstance(
   let snapshot: string | undefined;
   if (runs(source)) {
     snapshot = `svc-fork-${randomBytes(4).toString('hex')}`;
+    // marked first: a settle (any process's reconcile pass) leaves a freeze this young alone (leftFrozen)
+    await incus.act('PATCH', `/1.0/instances/${encodeURIComponent(from)}`, { config: { [KEY_FROZEN]: new Date().toISOString() } });
     if (source.status === 'Running') await state('freeze');
     try {
       await incus.act('POST', `/1.0/instances/${encodeURIComponent(from)}/snapshots`, { name: snapshot, stateful: false });

@@ -10,8 +10,8 @@ import { IncusError, type IncusClient } from './incus-client.ts';
  * which read each sandbox's state from the list, saw a lost member's sandbox `unreachable` 20 s after
  * the kill, and every other sandbox's inspect waited as long. Here each member's API port is also
  * dialled directly every second: one that does not accept a connection within PING_MS twice in a row
- * is lost at once, whatever Incus says yet; one Incus marks Offline (or Evacuated: it runs nothing) is
- * lost too. The members list itself is read from Incus's database and answers in 0.1 s throughout
+ * is lost at once, whatever Incus says yet; one Incus marks Offline is lost too. An Evacuated member
+ * is not lost: it answers, and its sandboxes were moved off (read where they are now). The members list itself is read from Incus's database and answers in 0.1 s throughout
  * (measured). A plain TCP connect, not an HTTPS request: undici lets a request's deadline pass while
  * it connects, and a connect to a member whose link is gone waits its own 10 s (measured).
  */
@@ -52,6 +52,14 @@ export class MemberHealth {
     return new Map(this.members.flatMap((m) => (m.lost ? [[m.name, m.lost] as const] : [])));
   }
 
+  /**
+   * Members that did not take the last round's dial, or are lost, while Incus still lists them Online:
+   * Incus's list of instances waits on them (20 s), so a list is read instance by instance meanwhile.
+   */
+  unmarked(): string[] {
+    return this.members.filter((m) => (m.lost || (this.misses.get(m.name) ?? 0) > 0) && m.status === 'Online').map((m) => m.name);
+  }
+
   /** One round now: the members as Incus lists them, each one's API port dialled. */
   check(): Promise<Member[]> {
     this.round ??= this.ask().finally(() => { this.round = undefined; });
@@ -85,7 +93,7 @@ export class MemberHealth {
     }
     this.members = await Promise.all(infos.map(async (i): Promise<Member> => {
       const member: Member = { name: i.server_name, url: i.url, status: i.status, config: i.config ?? {} };
-      if (i.status === 'Offline' || i.status === 'Evacuated') return { ...member, lost: `Incus member ${i.server_name} is ${i.status.toLowerCase()}${i.message ? ` (${i.message})` : ''}` };
+      if (i.status === 'Offline') return { ...member, lost: `Incus member ${i.server_name} is ${i.status.toLowerCase()}${i.message ? ` (${i.message})` : ''}` };
       const answered = await dials(new URL(i.url));
       const missed = answered ? 0 : (this.misses.get(i.server_name) ?? 0) + 1;
       this.misses.set(i.server_name, missed);

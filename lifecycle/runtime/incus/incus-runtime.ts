@@ -5,11 +5,11 @@ import { imageInputs, saveImage } from '../docker-images.ts';
 import { innerEngine } from '../inner-engine.ts';
 import { KeptStates } from '../kept-states.ts';
 import {
-  reachable, RuntimeUnreachable, type ContainerSpec, type DiskUse, type Inspection, type ListOptions, type ResourceUse, type RuntimeState, type SandboxRuntime,
+  reachable, type ContainerSpec, type DiskUse, type Inspection, type ListOptions, type ResourceUse, type RuntimeState, type SandboxRuntime,
 } from '../sandbox-runtime.ts';
 import { IncusError, IncusUnreachable, type IncusClient } from './incus-client.ts';
 import { archiveInstance } from './incus-archive.ts';
-import { copyInstance, instanceConfig, KEY_DEEP, KEY_FINISHED, KEY_INSTANCE, LIST, runs, type Instance } from './incus-instance.ts';
+import { copyInstance, instanceConfig, KEY_DEEP, KEY_FINISHED, KEY_INSTANCE, leftFrozen, runs, type Instance } from './incus-instance.ts';
 import { diskUse, machines, resourceUse } from './incus-readings.ts';
 import { incusRun } from './incus-exec.ts';
 import { guarded, IncusExecutor } from './incus-executor.ts';
@@ -17,6 +17,7 @@ import { sandboxEnvironment } from './incus-sandbox-files.ts';
 import { watchInstanceEvents } from './incus-events.ts';
 import { IncusHosts } from './incus-hosts.ts';
 import { MemberHealth } from './incus-members.ts';
+import { InstanceReads } from './incus-reads.ts';
 import { routedNic, type SandboxAddresses } from './incus-network.ts';
 
 /**
@@ -55,12 +56,13 @@ export class IncusRuntime implements SandboxRuntime {
   readonly hosts: IncusHosts;
   /** What reads take each sandbox's state to be, while Incus's lifecycle events are watched (watchStarts). */
   private readonly kept = new KeptStates();
-  /** The member each sandbox was last seen on (lists, inspects, events): a lost member's answer at once. */
-  private readonly where = new Map<string, string>();
+  /** Incus's instances as the runtime reads them, never held up by a lost member (incus-reads.ts). */
+  private readonly reads: InstanceReads;
 
   constructor(private readonly incus: IncusClient, private readonly opts: IncusRuntimeOptions) {
     this.exec = new IncusExecutor(incus);
     this.health = new MemberHealth(incus);
+    this.reads = new InstanceReads(incus, this.health, opts.instance);
     this.hosts = new IncusHosts(incus, this.health, this, { instance: opts.instance, poolSize: opts.poolSize });
   }
 
@@ -70,12 +72,11 @@ export class IncusRuntime implements SandboxRuntime {
    * Else `GET /1.0/instances/{name}` (forwarded to its live member).
    */
   async inspect(name: string): Promise<Inspection> {
-    const on = this.where.get(name);
-    const lost = on === undefined ? undefined : this.health.lost().get(on);
+    const lost = this.reads.lostOn(name);
     if (lost) return { status: 'unreachable', reason: lost };
     let found: Instance | undefined;
     try {
-      found = await this.withState(name);
+      found = await this.reads.withState(name);
     } catch (err) {
       if (err instanceof IncusUnreachable) return { status: 'unreachable', reason: err.reason };
       // a member that could not forward to the sandbox's (its dial timed out): not an answer about it
@@ -115,7 +116,7 @@ export class IncusRuntime implements SandboxRuntime {
    */
   create(spec: ContainerSpec): Promise<void> {
     return this.changing(spec.name, async () => {
-      const existing = await this.ours(spec.name);
+      const existing = await this.reads.ours(spec.name);
       if (existing && existing.config[KEY_DEEP] !== 'true') return;
       const env = sandboxEnvironment(spec.env);
       if (existing) {
@@ -129,7 +130,7 @@ export class IncusRuntime implements SandboxRuntime {
       }
       // in deep sleep until its files are written: a create cut short is made again, never started half made
       await env.write(this.incus, spec.name);
-      await this.setConfig((await this.ours(spec.name))!, { [KEY_DEEP]: null });
+      await this.setConfig((await this.reads.ours(spec.name))!, { [KEY_DEEP]: null });
     });
   }
 
@@ -187,11 +188,15 @@ export class IncusRuntime implements SandboxRuntime {
     }
   }
 
-  /** A freeze that a fork's copy left (its process died between freeze and unfreeze) is ended; LXC gives cgroups and network itself. */
+  /**
+   * A freeze that a fork's copy left (its process died between freeze and unfreeze) is ended; LXC gives
+   * cgroups and network itself. A fork at work is left alone: a reconcile pass's settle that unfroze
+   * the source mid-snapshot made the fork's own unfreeze fail ("The container is already running").
+   */
   settle(name: string): Promise<void> {
     return guarded(async () => {
-      const i = await this.ours(name);
-      if (i?.status === 'Frozen') {
+      const i = await this.reads.ours(name);
+      if (i && leftFrozen(i)) {
         this.opts.logger.warn({ sandbox: name }, 'a fork left the sandbox frozen: unfrozen');
         await this.state(name, 'unfreeze');
       }
@@ -205,7 +210,7 @@ export class IncusRuntime implements SandboxRuntime {
    */
   watchStarts(): () => void {
     const stopEvents = watchInstanceEvents(this.incus, (e) => {
-      if (e.location) this.where.set(e.instance, e.location);
+      if (e.location) this.reads.where.set(e.instance, e.location);
       if (e.action === 'instance-started' && this.kept.startedByUs(e.instance)) return;
       this.kept.changed(e.instance);
       if (e.action === 'instance-started') {
@@ -214,7 +219,7 @@ export class IncusRuntime implements SandboxRuntime {
     }, (up) => this.kept.eventsNow(up));
     // a member lost or back: what reads kept of its sandboxes goes
     const stopHealth = this.health.watch((member) => {
-      for (const [name, on] of this.where) if (on === member) this.kept.changed(name);
+      for (const [name, on] of this.reads.where) if (on === member) this.kept.changed(name);
     });
     return () => {
       stopEvents();
@@ -224,7 +229,7 @@ export class IncusRuntime implements SandboxRuntime {
 
   takeDown(name: string): Promise<void> {
     return this.changing(name, async () => {
-      const i = await this.ours(name);
+      const i = await this.reads.ours(name);
       if (!i || i.config[KEY_DEEP] === 'true') return;
       if (runs(i)) await this.state(name, 'stop', { timeout: 30 });
       await this.setConfig(i, { [KEY_DEEP]: 'true' });
@@ -241,9 +246,8 @@ export class IncusRuntime implements SandboxRuntime {
   /** The instance goes, and then its address (also when a failed create or copy made no instance). */
   removeVolumes(name: string): Promise<void> {
     return this.changing(name, async () => {
-      const i = (await this.incus.get<Instance[]>(LIST)).find((x) => x.name === name);
-      // a lost member's instance lists without its config: it may be ours, and it holds its address
-      if (i && !i.config) throw new RuntimeUnreachable(`Incus member ${i.location} does not answer`);
+      // a lost member's instance is unreachable (reads.one): it may be ours, and it holds its address
+      const i = await this.reads.one(name);
       if (i?.config[KEY_INSTANCE] !== this.opts.instance) {
         if (!i) await this.opts.addresses.release(name);
         return;
@@ -263,19 +267,29 @@ export class IncusRuntime implements SandboxRuntime {
   copyVolumes(from: string, to: string): Promise<void> {
     return this.changing(to, async () => {
       const source = await this.mustHaveVolumes(from);
-      if (await this.ours(to)) throw new Error(`sandbox ${to} exists already`);
+      if (await this.reads.ours(to)) throw new Error(`sandbox ${to} exists already`);
       await copyInstance(this.incus, source, to, { [KEY_DEEP]: 'true' }, { eth0: await this.nic(to) });
     });
   }
 
+  /** Where a sandbox is since IncusHosts moved it (a read of it while its old member is lost must not take it for lost). */
+  movedTo(name: string, member: string): void {
+    this.reads.where.set(name, member);
+  }
+
+  /** This service's instances: a lost member's left out, and never waited for (incus-reads.ts). */
+  instances(): Promise<Instance[]> {
+    return this.reads.list();
+  }
+
   async list(opts: ListOptions = {}): Promise<Array<{ name: string; running: boolean }>> {
-    return guarded(async () => (await this.all())
+    return guarded(async () => (await this.instances())
       .filter((i) => i.config[KEY_DEEP] !== 'true' && (!opts.running || runs(i)))
       .map((i) => ({ name: i.name, running: runs(i) })));
   }
 
   async withVolumes(): Promise<string[]> {
-    return guarded(async () => (await this.all()).map((i) => i.name));
+    return guarded(async () => (await this.instances()).map((i) => i.name));
   }
 
   /** The sandbox's own dockerd at its routed address, over the mutual TLS users get (as on Docker). */
@@ -288,6 +302,11 @@ export class IncusRuntime implements SandboxRuntime {
     return guarded(() => machines(this.incus));
   }
 
+  /** The client's connections closed (the service's close): no handle left open. Stop watchStarts first. */
+  async close(): Promise<void> {
+    await this.incus.close();
+  }
+
   async ping(): Promise<void> {
     await guarded(() => this.incus.get('/1.0'));
   }
@@ -297,17 +316,16 @@ export class IncusRuntime implements SandboxRuntime {
    * a lost member's sandbox by where it was last seen (asking would wait on the member), else asked.
    */
   async hostOf(name: string): Promise<string | null> {
-    const known = this.where.get(name);
-    if (known !== undefined && this.health.lost().has(known)) return known;
+    if (this.reads.lostOn(name)) return this.reads.where.get(name)!;
     try {
-      return (await this.withState(name))?.location ?? null;
+      return (await this.reads.withState(name))?.location ?? null;
     } catch {
       return null;
     }
   }
 
   async resourceUse(name: string): Promise<ResourceUse | undefined> {
-    return guarded(async () => resourceUse(await this.withState(name)));
+    return guarded(async () => resourceUse(await this.reads.withState(name)));
   }
 
   diskUse(name: string): Promise<DiskUse> {
@@ -330,40 +348,14 @@ export class IncusRuntime implements SandboxRuntime {
     return this.opts.toolImages;
   }
 
-  /** One instance with its state (undefined when there is none). */
-  private async withState(name: string): Promise<Instance | undefined> {
-    try {
-      const i = await this.incus.get<Instance>(`/1.0/instances/${encodeURIComponent(name)}?recursion=1`);
-      if (i.location) this.where.set(name, i.location);
-      return i;
-    } catch (err) {
-      if (err instanceof IncusError && err.status === 404) return undefined;
-      throw err;
-    }
-  }
-
-  /**
-   * This service's instances. A lost member's are left out (Incus lists them as Error without their
-   * config), as the runner hosts' runtime leaves out the sandboxes of a host that does not answer.
-   */
-  private async all(): Promise<Instance[]> {
-    const ours = (await this.incus.get<Instance[]>(LIST)).filter((i) => i.config?.[KEY_INSTANCE] === this.opts.instance);
-    for (const i of ours) this.where.set(i.name, i.location);
-    return ours;
-  }
-
-  private async ours(name: string): Promise<Instance | undefined> {
-    return (await this.all()).find((i) => i.name === name);
-  }
-
   private async mustHaveVolumes(name: string): Promise<Instance> {
-    const i = await this.ours(name);
+    const i = await this.reads.ours(name);
     if (!i) throw new Error(`no volumes for sandbox ${name}`);
     return i;
   }
 
   private async mustExist(name: string): Promise<Instance> {
-    const i = await this.ours(name);
+    const i = await this.reads.ours(name);
     if (!i || i.config[KEY_DEEP] === 'true') throw new Error(`no container for sandbox ${name}`);
     return i;
   }

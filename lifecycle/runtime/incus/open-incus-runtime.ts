@@ -63,14 +63,19 @@ export async function openIncusRuntime(config: Config, logger: Logger): Promise<
   const client = new IncusClient(incusEndpoint(incus));
   const setup = incus.urls.length === 0 ? 'SVC_RUNTIME=incus npm run setup' : 'scripts/test-cluster.sh up 3 for the test cluster';
   try {
-    await client.get('/1.0');
+    try {
+      await client.get('/1.0');
+    } catch (err) {
+      throw new Error(`Incus at ${client.where} does not answer (${(err as Error).message}); run "${setup}"`);
+    }
+    for (const [what, path] of [['profile svc-sandbox', '/1.0/profiles/svc-sandbox'], ['image alias svc-sandbox', '/1.0/images/aliases/svc-sandbox']]) {
+      await client.get(path!).catch((err: Error) => {
+        throw new Error(`Incus at ${client.where} has no ${what} (${err.message}); run "${setup}"`);
+      });
+    }
   } catch (err) {
-    throw new Error(`Incus at ${client.where} does not answer (${(err as Error).message}); run "${setup}"`);
-  }
-  for (const [what, path] of [['profile svc-sandbox', '/1.0/profiles/svc-sandbox'], ['image alias svc-sandbox', '/1.0/images/aliases/svc-sandbox']]) {
-    await client.get(path!).catch((err: Error) => {
-      throw new Error(`Incus at ${client.where} has no ${what} (${err.message}); run "${setup}"`);
-    });
+    await client.close(); // a start that stops here leaves no connection open
+    throw err;
   }
   const docker = config.dockerHost ? engineClient(config.dockerHost) : new Docker();
   const toolImages = await docker.ping().then(() => docker, (err: Error) => {

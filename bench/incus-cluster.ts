@@ -5,16 +5,21 @@
  *
  * - move of a sandbox holding SIZE_MB of random bytes (in /root) beside its inner engine's data:
  *   IncusHosts.move (the sandbox put to sleep, one `incus move --target` of its stopped instance)
- *   between members of the test cluster (scripts/test-cluster.sh, `dir` pool unless
- *   SVC_TEST_CLUSTER_POOL=btrfs), RUNS times;
+ *   between two members of the test cluster (scripts/test-cluster.sh, `dir` pool unless
+ *   SVC_TEST_CLUSTER_POOL=btrfs), RUNS times, each beside its baseline: what the runner layer's tar move
+ *   carried (the sandbox's /root and inner engine's /var/lib/docker) through a plain `tar | socat …
+ *   socat | tar` between the same two members, from the instance's root on the one to a folder on the
+ *   other: a tar move without any layer of ours;
  * - memory of one idle sandbox (its cgroup's rss and page cache, read inside it, 20 s after its start)
  *   on the cluster and on this machine's Docker engine;
  * - a member killed (scripts/test-cluster.sh kill): when MemberHealth takes it for lost, when the
  *   runtime's inspect answers `unreachable`, when Incus marks it Offline, and when a list of instances
- *   asked right after the kill answers (what the last session's runtime waited for).
+ *   asked right after the kill answers: Incus's own (what the runtime waited for before) and the
+ *   runtime's (InstanceReads).
  *
- *   NODE_ENV=test npx tsx bench/incus-cluster.ts          (RUNS=3, SIZE_MB=100; root; the cluster is taken down at the end)
+ *   npm run bench:incus-cluster          (RUNS=3, SIZE_MB=100; root; the cluster is taken down at the end)
  */
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { startTestService } from '../harness/service.ts';
@@ -35,6 +40,38 @@ const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
 const load = () => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 const FILL = `head -c ${SIZE_MB * 1_000_000} /dev/urandom > /root/payload && sync`;
+const DATA = '/var/lib/svc-test-cluster';
+
+/** A shell script run in member `m`'s network and mount namespaces (its holder process, scripts/test-cluster.sh). */
+function inMember(m: string, script: string): Promise<void> {
+  const holder = fs.readFileSync(`/run/svc-test-cluster/${m}.holder`, 'utf8').trim();
+  return new Promise((resolve, reject) => {
+    const child = spawn('nsenter', ['-t', holder, '-n', '-m', 'sh', '-ec', script], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d) => { err += d; });
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${m}: ${script.slice(0, 80)}…: exit ${code}: ${err.slice(-300)}`))));
+  });
+}
+
+/**
+ * The baseline: the sandbox's /root and /var/lib/docker (what a runner host's tar move carried) from its
+ * instance's root on `from` to a fresh folder on `to`, through tar, a TCP connection between the two
+ * members and tar again; answers the milliseconds until the receiving tar has written it all.
+ */
+async function tarPipe(name: string, from: string, to: string): Promise<number> {
+  const port = 19000 + Math.floor(Math.random() * 1000);
+  const into = `${DATA}/${to}/bench-tar`;
+  await inMember(to, `rm -rf ${into}; mkdir -p ${into}`);
+  const t0 = performance.now();
+  await Promise.all([
+    inMember(to, `socat -u TCP-LISTEN:${port},reuseaddr STDOUT | tar -xf - -C ${into}`),
+    // the sender tries again until the listener is up
+    inMember(from, `tar -cf - -C ${DATA}/${from}/storage-pools/data/containers/${name}/rootfs root var/lib/docker | socat -u STDIN TCP:100.64.1.${to.slice(1)}:${port},retry=50,interval=0.05`),
+  ]);
+  const took = performance.now() - t0;
+  await inMember(to, `rm -rf ${into}`);
+  return took;
+}
 /** The sandbox's own cgroup (its root inside: LXC and Docker both give it a cgroup namespace). */
 async function idleMemory(exec: SandboxExecutor, name: string): Promise<{ rss: number; cache: number }> {
   const r = await exec.run(name, ['sh', '-c', 'cat /sys/fs/cgroup/memory/memory.stat']);
@@ -43,7 +80,7 @@ async function idleMemory(exec: SandboxExecutor, name: string): Promise<{ rss: n
 }
 
 // --- Incus: the test cluster ----------------------------------------------------------------------------
-const incus: { moves: number[]; bytes: number; memory?: { rss: number; cache: number }; loss?: Record<string, number> } = { moves: [], bytes: 0 };
+const incus: { moves: number[]; tars: number[]; bytes: number; memory?: { rss: number; cache: number }; loss?: Record<string, number> } = { moves: [], tars: [], bytes: 0 };
 const docker: { memory?: { rss: number; cache: number } } = {};
 
 // the Docker side's service (started before the cluster's lines are in the environment: this one runs
@@ -77,9 +114,15 @@ try {
   incus.memory = await idleMemory(runtime.exec, name);
   docker.memory = await idleMemory(t.service.runtime.exec, rname);
 
+  // between two members, alternating: the baseline's tar pipe, then the move, each from where the sandbox is
+  const first = (await runtime.hostOf(name))!;
+  const second = first === 'm2' ? 'm3' : 'm2';
+  await runtime.stop(name);
   for (let i = 0; i < RUNS; i++) {
+    const [from, to] = i % 2 === 0 ? [first, second] : [second, first];
+    incus.tars.push(await tarPipe(name, from, to));
     const m0 = performance.now();
-    const done = await hosts.move(ms.mover, name);
+    const done = await hosts.move(ms.mover, name, { to });
     incus.moves.push(performance.now() - m0);
     incus.bytes = done.bytes;
   }
@@ -90,7 +133,7 @@ try {
   await t.close();
 }
 
-console.log(`moves (ms): incus ${incus.moves.map((x) => x.toFixed(0)).join(', ')}; memory docker ${JSON.stringify(docker.memory)} incus ${JSON.stringify(incus.memory)}`);
+console.log(`moves (ms): incus ${incus.moves.map((x) => x.toFixed(0)).join(', ')}, tar pipe ${incus.tars.map((x) => x.toFixed(0)).join(', ')}; memory docker ${JSON.stringify(docker.memory)} incus ${JSON.stringify(incus.memory)}`);
 
 // --- a member lost ----------------------------------------------------------------------------------------
 try {
@@ -107,13 +150,15 @@ try {
   const since = () => performance.now() - t0;
   const marks: Record<string, number> = {};
   const listed = client.get(LIST, { timeoutMs: 60_000 }).then(() => { marks.list = since(); }, () => { marks.list = since(); });
+  // the runtime's own list (reconcile passes, the metrics): InstanceReads, not held up by the lost member
+  const runtimeListed = runtime.list().then(() => { marks.runtimeList = since(); }, () => { marks.runtimeList = since(); });
   while (marks.health === undefined || marks.unreachable === undefined || marks.offline === undefined) {
     if (marks.health === undefined && health.lost().has(member)) marks.health = since();
     if (marks.unreachable === undefined && (await runtime.read(other)).status === 'unreachable') marks.unreachable = since();
     if (marks.offline === undefined && (await client.get<Array<{ server_name: string; status: string }>>('/1.0/cluster/members?recursion=1')).some((m) => m.server_name === member && m.status === 'Offline')) marks.offline = since();
     await sleep(100);
   }
-  await listed;
+  await Promise.all([listed, runtimeListed]);
   incus.loss = marks;
 } finally {
   unwatch();
@@ -125,10 +170,11 @@ try {
 }
 
 console.log(`bench/incus-cluster: ${RUNS} runs each, a sandbox with ${SIZE_MB} MB of random bytes; load average at the end ${load()} (2 cores)`);
-console.log('| figure | one machine (Docker) | Incus cluster | Incus / Docker |');
+console.log('| figure | baseline | Incus cluster | Incus / baseline |');
 console.log('|---|---|---|---|');
 const mi = median(incus.moves);
-console.log(`| move, median (runs) | (nowhere to move to) | ${s(mi)} (${incus.moves.map(s).join(', ')}), root volume ${incus.bytes ? `${(incus.bytes / 1e6).toFixed(0)} MB` : 'size not reported by the pool'} | |`);
-console.log(`| idle sandbox, rss + page cache | ${mib(docker.memory!.rss)} + ${mib(docker.memory!.cache)} | ${mib(incus.memory!.rss)} + ${mib(incus.memory!.cache)} | ${(incus.memory!.rss / docker.memory!.rss).toFixed(2)} (rss) |`);
+const ti = median(incus.tars);
+console.log(`| move between two members, median (runs) | tar pipe of /root and /var/lib/docker: ${s(ti)} (${incus.tars.map(s).join(', ')}) | ${s(mi)} (${incus.moves.map(s).join(', ')}), root volume ${incus.bytes ? `${(incus.bytes / 1e6).toFixed(0)} MB` : 'size not reported by the pool'} | ${(mi / ti).toFixed(2)} |`);
+console.log(`| idle sandbox, rss + page cache | one machine's Docker runtime: ${mib(docker.memory!.rss)} + ${mib(docker.memory!.cache)} | ${mib(incus.memory!.rss)} + ${mib(incus.memory!.cache)} | ${(incus.memory!.rss / docker.memory!.rss).toFixed(2)} (rss) |`);
 const l = incus.loss!;
-console.log(`member killed → MemberHealth lost ${s(l.health!)}, inspect unreachable ${s(l.unreachable!)}, Incus Offline ${s(l.offline!)}, a list asked at the kill answered ${s(l.list!)}; unreachable / list ${(l.unreachable! / l.list!).toFixed(2)}`);
+console.log(`member killed → MemberHealth lost ${s(l.health!)}, inspect unreachable ${s(l.unreachable!)}, Incus Offline ${s(l.offline!)}, Incus's list asked at the kill answered ${s(l.list!)}, the runtime's list asked then ${s(l.runtimeList!)}; unreachable / Incus's list ${(l.unreachable! / l.list!).toFixed(2)}`);

@@ -42,7 +42,9 @@ export async function incusStart(
   // The readers listen from their socket's creation on.
   const control = connect(client, operation, fds.control);
   const sockets: WebSocket[] = [control];
-  const closeAll = () => { for (const ws of sockets) ws.close(); };
+  // a socket closed while it connects errs once more ("closed before the connection was established"):
+  // heard here, as every error of a socket whose command is over
+  const closeAll = () => { for (const ws of sockets) { ws.on('error', () => undefined); ws.close(); } };
   let stdout: Readable;
   let stderr: Promise<Buffer>;
   let stdinSocket: WebSocket;
@@ -171,9 +173,14 @@ function opened(ws: WebSocket): Promise<void> {
   });
 }
 
-/** A stream's data as a Readable that pauses the socket while its reader is behind. */
+/**
+ * A stream's data as a Readable that pauses the socket while its reader is behind. Its error (the
+ * socket refused: a 500 while a member goes away) reaches whoever reads it; with nobody reading yet it
+ * must not become the whole process's uncaught exception, as it did in the cluster test.
+ */
 function readable(ws: WebSocket): Readable {
   const out = new Readable({ read() { ws.resume(); }, destroy(err, cb) { ws.close(); cb(err); } });
+  out.on('error', () => undefined);
   ws.on('message', (data: Buffer, isBinary: boolean) => {
     if (!isBinary) return void out.push(null);
     if (!out.push(data)) ws.pause();
@@ -183,9 +190,9 @@ function readable(ws: WebSocket): Readable {
   return out;
 }
 
-/** A stream's bytes until its end, kept up to `max` (the rest only goes to `each`). */
+/** A stream's bytes until its end, kept up to `max` (the rest only goes to `each`); its failure is the caller's, also when heard late. */
 function collect(ws: WebSocket, max: number, each?: (chunk: Buffer) => void): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
+  const bytes = new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     ws.on('message', (data: Buffer, isBinary: boolean) => {
@@ -197,4 +204,6 @@ function collect(ws: WebSocket, max: number, each?: (chunk: Buffer) => void): Pr
     ws.once('close', () => resolve(Buffer.concat(chunks)));
     ws.once('error', reject);
   });
+  bytes.catch(() => undefined);
+  return bytes;
 }

@@ -3,7 +3,7 @@ import type {
   EvacuateOptions, Evacuation, HostFigures, HostOperations, HostReading, MoveOptions, MoveProgress, Mover,
 } from '../host-operations.ts';
 import type { SandboxRuntime } from '../sandbox-runtime.ts';
-import { IncusError, type IncusClient, type Operation } from './incus-client.ts';
+import { IncusError, IncusUnreachable, type IncusClient, type Operation } from './incus-client.ts';
 import { KEY_DEEP, KEY_INSTANCE, LIST, runs, type Instance } from './incus-instance.ts';
 import type { Member, MemberHealth } from './incus-members.ts';
 
@@ -159,9 +159,12 @@ export class IncusHosts implements HostOperations {
   private async untilMoved(op: Operation, name: string, from: string, to: string, timeoutS: number): Promise<void> {
     const deadline = Date.now() + timeoutS * 1000;
     for (;;) {
-      const now = await this.incus.get<Operation>(`/1.0/operations/${encodeURIComponent(op.id)}`, { timeoutMs: 10_000 });
-      if (now.status_code === 200) return;
-      if (now.status_code >= 400) throw new IncusError(now.status_code, `the move of sandbox "${name}" from "${from}" to "${to}" failed: ${now.err || now.status}`);
+      // (not `/wait?timeout=1`: forwarded to another member, its timeout is a 500 "context deadline
+      // exceeded"; its member lost: no answer, the members' health below tells)
+      const now = await this.incus.get<Operation>(`/1.0/operations/${encodeURIComponent(op.id)}`, { timeoutMs: 10_000 })
+        .catch((err: unknown) => { if (err instanceof IncusUnreachable) return undefined; throw err; });
+      if (now?.status_code === 200) return;
+      if (now && now.status_code >= 400) throw new IncusError(now.status_code, `the move of sandbox "${name}" from "${from}" to "${to}" failed: ${now.err || now.status}`);
       const lost = (await this.health.check().catch(() => [])).find((m) => (m.name === to || m.name === from) && m.lost);
       if (lost || Date.now() > deadline) {
         await this.cancelMigration(name);

@@ -35,7 +35,7 @@ describe('a wake on an app request', () => {
     const lifecycle = service.lifecycle as unknown as { wakes: Map<string, unknown>; reconcile(): Promise<void> };
     const record = await service.store.sandboxes.get(sb.name);
     // the engine client of the service's machine: every inspect of the sandbox's container goes through it
-    const docker = (service.runtime as unknown as { opts: { local: { docker: Docker } } }).opts.local.docker;
+    const docker = (service.runtime as unknown as { docker: Docker }).docker;
     const counts = { records: 0, owners: 0, inspects: 0, reconciled: false };
     const getContainer = docker.getContainer.bind(docker);
     docker.getContainer = (id: string) => {

@@ -90,3 +90,24 @@ export function svcCliBackground(config: CliConfig, ...args: string[]): Backgrou
     signal: (sig) => { process.kill(-child.pid!, sig); },
   };
 }
+
+/**
+ * The user's `svc` as a user has it: the file the service serves at /cli/svc.mjs, downloaded into
+ * `dir` once, run with this Node against the service's API with `token` (and `sandbox` as its default).
+ */
+export async function servedCli(url: string, dir: string): Promise<(env: { token: string; sandbox: string }, ...args: string[]) => Promise<CliResult>> {
+  const file = path.join(dir, 'svc.mjs');
+  fs.writeFileSync(file, Buffer.from(await (await fetch(`${url}/cli/svc.mjs`)).arrayBuffer()));
+  return (env, ...args) => new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [file, ...args], {
+      env: { PATH: process.env.PATH, HOME: dir, SVC_URL: `${url}/api/`, SVC_TOKEN: env.token, SVC_SANDBOX: env.sandbox },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}

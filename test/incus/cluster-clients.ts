@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,7 +13,7 @@ import { launchChromium } from '../../harness/browser.ts';
 import type { EngineCli } from '../../harness/engine-cli.ts';
 import type { TestService } from '../../harness/service.ts';
 import { sshThroughEdge } from '../helpers/ssh-through-edge.ts';
-import type { BackgroundCli, CliResult } from '../helpers/svc-cli.ts';
+import { servedCli, type BackgroundCli, type CliResult } from '../helpers/svc-cli.ts';
 
 const run = promisify(execFile);
 
@@ -78,8 +78,7 @@ export async function userClients(t: TestService, dir: string, who: string): Pro
   const ca = path.join(dir, 'ca.pem');
   fs.writeFileSync(ca, (await t.api('GET', '/ca.pem', undefined)).body);
   const ssh = await sshThroughEdge(t, token, dir);
-  const cliFile = path.join(dir, 'svc.mjs');
-  fs.writeFileSync(cliFile, Buffer.from(await (await fetch(`${t.url}/cli/svc.mjs`)).arrayBuffer()));
+  const userCli = await servedCli(t.url, dir);
   const transport = new StreamableHTTPClientTransport(new URL(`${t.url}/api/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
   const mcp = new Client({ name: 'cluster-test', version: '1.0.0' });
   await mcp.connect(transport);
@@ -126,17 +125,7 @@ export async function userClients(t: TestService, dir: string, who: string): Pro
         });
       });
     },
-    svc: (sandbox, ...args) => new Promise((resolve) => {
-      const child = spawn(process.execPath, [cliFile, ...args], {
-        env: { PATH: process.env.PATH, HOME: dir, SVC_URL: `${t.url}/api/`, SVC_TOKEN: token, SVC_SANDBOX: sandbox },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => { stdout += d; });
-      child.stderr.on('data', (d) => { stderr += d; });
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-    }),
+    svc: (sandbox, ...args) => userCli({ token, sandbox }, ...args),
     async tool(name, args) {
       const res = await mcp.callTool({ name, arguments: args });
       const text = (res.content as Array<{ text: string }>)[0]!.text;

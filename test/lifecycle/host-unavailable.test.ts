@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +18,7 @@ import { EngineProxy } from '../../harness/engine-proxy.ts';
 import { SANDBOX_DOCKER_HOST } from '../../harness/sandbox-engine.ts';
 import { WakeLimits } from '../../lifecycle/wake-limits.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
+import { servedCli } from '../helpers/svc-cli.ts';
 import { navigate } from '../helpers/navigate.ts';
 
 const run = promisify(execFile);
@@ -38,7 +39,7 @@ describe('a sandbox whose engine does not answer is unavailable, then back as it
   let name: string; // running, with an app and a file
   let asleep: string;
   let ca: string;
-  let cliFile: string;
+  let userCli: Awaited<ReturnType<typeof servedCli>>;
   let mcp: Client;
 
   const port = () => t.config.httpsPort;
@@ -56,17 +57,7 @@ describe('a sandbox whose engine does not answer is unavailable, then back as it
     socket.once('error', () => resolve('reset'));
     socket.once('close', () => resolve('reset'));
   });
-  const svc = (...args: string[]) => new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [cliFile, ...args], {
-      env: { PATH: process.env.PATH, HOME: tmp, SVC_URL: `${t.url}/api/`, SVC_TOKEN: owner.token, SVC_SANDBOX: name },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  const svc = (...args: string[]) => userCli({ token: owner.token, sandbox: name }, ...args);
   const tool = async (name: string, args: Record<string, unknown>) => {
     const res = await mcp.callTool({ name, arguments: args });
     const text = (res.content as Array<{ text: string }>)[0]!.text;
@@ -110,8 +101,7 @@ describe('a sandbox whose engine does not answer is unavailable, then back as it
     await mcp.connect(transport);
     const wrote = await tool('write_sandbox_file', { sandbox: name, path: '/root/kept.txt', text: 'still here\n' });
     assert.equal(wrote.error, '');
-    cliFile = path.join(tmp, 'svc.mjs');
-    fs.writeFileSync(cliFile, Buffer.from(await (await fetch(`${t.url}/cli/svc.mjs`)).arrayBuffer()));
+    userCli = await servedCli(t.url, tmp);
 
     browser = await launchChromium(t.config.domain);
     const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });

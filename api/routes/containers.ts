@@ -42,6 +42,9 @@ const Usage = Type.Object({
   }),
 });
 
+/** Seconds a stop or restart gives a container between SIGTERM and SIGKILL (docker's default). */
+const STOP_GRACE_S = 10;
+
 const ContainerParams = Type.Object({ name: SandboxParams.properties.name, id: Type.String({ pattern: '^[0-9a-f]{12,64}$' }) });
 
 /**
@@ -107,12 +110,14 @@ export const containerRoutes: FastifyPluginAsyncTypebox<{ store: Store; lifecycl
     },
   }, async (request) => {
     const record = await authorizeSandbox(store, request.principal, request.params.name, 'use');
-    const engine = await lifecycle.runningEngine(record.name);
+    // the engine answers a stop only after the grace (a PID 1 that ignores SIGTERM uses all of it),
+    // so the client waits longer than that before it calls the connection dead
+    const engine = await lifecycle.runningEngine(record.name, { timeoutMs: (STOP_GRACE_S + 20) * 1000 });
     const container = engine.getContainer(request.params.id);
     try {
       const { action } = request.params;
-      if (action === 'restart') await container.restart({ t: 10 });
-      else if (action === 'stop') await container.stop({ t: 10 });
+      if (action === 'restart') await container.restart({ t: STOP_GRACE_S });
+      else if (action === 'stop') await container.stop({ t: STOP_GRACE_S });
       else await container.start();
       lifecycle.clock.recordActivity(record.name);
       return { id: request.params.id.slice(0, 12), state: (await container.inspect()).State.Status };

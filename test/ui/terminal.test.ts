@@ -116,13 +116,22 @@ describe('terminal and containers in the sandbox panel', () => {
       assert.equal(app.url(), `${expected}/`);
       await app.close();
 
+      // httpd is the container's PID 1 and ignores SIGTERM: each restart and stop waits out the engine's
+      // 10-s grace before its kill, and the panel says nothing went wrong (no alert) when it ends
+      const actionEnded = async (button: string) => {
+        await eventually(async () => page.getByRole('button', { name: button, exact: true }).isEnabled(), `the panel's ${button} done`, 60_000, 250);
+        assert.deepEqual(await page.getByRole('alert').allInnerTexts(), [], 'the panel shows no error');
+      };
       const before = await started();
       await page.getByRole('button', { name: 'Restart demo-web-1' }).click();
       await eventually(async () => (await started()) !== before, 'a new start of demo-web-1', 30_000, 250);
+      await actionEnded('Stop demo-web-1');
       await page.getByRole('button', { name: 'Stop demo-web-1' }).click();
       await eventually(async () => (await inside('{{.Names}} {{.State}}')).includes('demo-web-1 exited'), 'demo-web-1 stopped', 30_000, 250);
-      await page.getByRole('button', { name: 'Start demo-web-1' }).click();
+      await actionEnded('Start demo-web-1');
+      await page.getByRole('button', { name: 'Start demo-web-1', exact: true }).click();
       await eventually(async () => (await inside('{{.Names}} {{.State}}')).includes('demo-web-1 running'), 'demo-web-1 running again', 30_000, 250);
+      await actionEnded('Stop demo-web-1');
     } finally {
       cli.dispose();
     }

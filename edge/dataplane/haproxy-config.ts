@@ -86,6 +86,13 @@ export const REGISTRY_VERDICT_HEADER = 'x-svc-verdict';
 
 /** Stick table names; the activity poller reads them (`show table`). */
 export const APP_TABLE = 'be_app';
+/**
+ * An app's connect: each try bounded, one retry (HAProxy's default is 3 retries of the defaults' connect
+ * timeout, 40 s on a machine that drops SYNs; test/edge/haproxy-app-connect.test.ts). 3 s is
+ * hundreds of times what a SYN's answer takes on a live machine, loaded or not.
+ */
+const APP_CONNECT_MS = 3_000;
+const APP_RETRIES = 1;
 /** Engine connections HAProxy carries, per sandbox (activity, and their place in the sandbox's cap). */
 export const ENGINE_TABLE = 'be_engine';
 /** TCP twins HAProxy carries, per sandbox (their bytes are activity). */
@@ -357,6 +364,12 @@ backend ${APP_TABLE}
     errorfile 503 ${f.waitingPage}
     errorfile 502 ${f.badGatewayPage}
     errorfile 504 ${f.badGatewayPage}
+    # An app's machine answers a SYN in milliseconds (its kernel, whatever the app does), so a connect
+    # this slow means the machine is gone while its route is still mapped (a cluster member lost before
+    # its sandbox is marked unavailable): one retry, each try bounded, and the client gets the waiting
+    # page (503) within seconds, not after the defaults' 4 tries of the edge's connect timeout (40 s).
+    retries ${APP_RETRIES}
+    timeout connect ${ms(APP_CONNECT_MS)}
     server app 0.0.0.0:0
 
 backend be_node_apps

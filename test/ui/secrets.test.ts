@@ -7,7 +7,7 @@ import { createToken, createUser } from '../../accounts/index.ts';
 import { UI_DIST } from '../../api/plugins/ui.ts';
 import { launchChromium } from '../../harness/browser.ts';
 import { answerOf, startTestService, type TestService } from '../../harness/service.ts';
-import { navigate } from '../helpers/navigate.ts';
+import { clickUntil, navigate } from '../helpers/navigate.ts';
 
 const ARTIFACTS = path.resolve('test-artifacts/ui');
 const VALUE = 'saffron window pebble 5521';
@@ -50,8 +50,7 @@ describe('secrets panel in Chromium', () => {
       await page.getByLabel('Name (an environment variable name').fill('API_KEY');
       await page.getByLabel('Value').fill(VALUE);
       await page.getByLabel('Only these sandboxes').fill(sandbox);
-      await page.getByRole('button', { name: 'Set secret' }).click();
-      await page.getByRole('status').filter({ hasText: 'API_KEY is set' }).waitFor();
+      await clickUntil(page, page.getByRole('button', { name: 'Set secret' }), page.getByRole('status').filter({ hasText: 'API_KEY is set' }));
       const row = page.locator('[data-secret="API_KEY"]');
       await row.waitFor();
       assert.match(await row.innerText(), new RegExp(`API_KEY\\s+${sandbox}`));
@@ -60,8 +59,7 @@ describe('secrets panel in Chromium', () => {
       const ran = await t.api('POST', `/api/sandboxes/${sandbox}/exec`, token, { command: ['printenv', 'API_KEY'] });
       assert.equal(ran.body.stdout, `${VALUE}\n`, answerOf(ran));
 
-      await page.getByRole('button', { name: 'Remove secret API_KEY' }).click();
-      await page.getByText('No secrets yet.').waitFor();
+      await clickUntil(page, page.getByRole('button', { name: 'Remove secret API_KEY' }), page.getByText('No secrets yet.'));
       assert.deepEqual((await t.api('GET', '/api/me/secrets', token)).body, []);
     } catch (err) {
       await page?.screenshot({ path: path.join(ARTIFACTS, 'failed-secrets.png'), fullPage: true }).catch(() => undefined);

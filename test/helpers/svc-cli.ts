@@ -39,12 +39,16 @@ export function svcCliEnv(config: CliConfig): NodeJS.ProcessEnv {
  * prefix: the label of its containers and volumes), as its operator would.
  */
 export function svcCli(config: CliConfig, ...args: string[]): Promise<CliResult> {
+  return collected(spawn(SVC.command, [...SVC.args, ...args], { cwd: ROOT, env: svcCliEnv(config), stdio: ['ignore', 'pipe', 'pipe'] }));
+}
+
+/** A command's exit code and its whole stdout and stderr, once it has ended. */
+function collected(child: ChildProcess): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(SVC.command, [...SVC.args, ...args], { cwd: ROOT, env: svcCliEnv(config), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
+    child.stdout!.on('data', (d) => { stdout += d; });
+    child.stderr!.on('data', (d) => { stderr += d; });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
@@ -98,16 +102,8 @@ export function svcCliBackground(config: CliConfig, ...args: string[]): Backgrou
 export async function servedCli(url: string, dir: string): Promise<(env: { token: string; sandbox: string }, ...args: string[]) => Promise<CliResult>> {
   const file = path.join(dir, 'svc.mjs');
   fs.writeFileSync(file, Buffer.from(await (await fetch(`${url}/cli/svc.mjs`)).arrayBuffer()));
-  return (env, ...args) => new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [file, ...args], {
-      env: { PATH: process.env.PATH, HOME: dir, SVC_URL: `${url}/api/`, SVC_TOKEN: env.token, SVC_SANDBOX: env.sandbox },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return (env, ...args) => collected(spawn(process.execPath, [file, ...args], {
+    env: { PATH: process.env.PATH, HOME: dir, SVC_URL: `${url}/api/`, SVC_TOKEN: env.token, SVC_SANDBOX: env.sandbox },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  }));
 }

@@ -15,6 +15,9 @@
 #   scripts/test-cluster.sh kill M      takes member M down hard: its incusd killed (SIGKILL), its link cut
 #                                       (its containers keep running, unreachable, as on a host whose
 #                                       network went away); `up` brings it back.
+#   scripts/test-cluster.sh crash M     member M's incusd killed (SIGKILL), its link kept: its machine and
+#                                       containers answer, the other members' requests to its API are
+#                                       refused at once (a daemon crashed or restarting); `up` brings it back.
 #   scripts/test-cluster.sh ports P,…   the service's public ports that sandboxes may reach on this
 #                                       machine (443 until said; registry pushes from inside)
 #   scripts/test-cluster.sh status      members as the cluster sees them (`incus cluster list`)
@@ -339,6 +342,15 @@ kill_member() {
     say "$m: incusd killed, link cut ($(date -u +%H:%M:%S.%N | cut -c1-12))"
 }
 
+crash_member() {
+    local m=$1 pid
+    member_index "$m" > /dev/null
+    holder_alive "$m" || die "$m is not up"
+    pid=$(daemon_pid "$m")
+    [ -z "$pid" ] || kill -9 $pid
+    say "$m: incusd killed, link kept ($(date -u +%H:%M:%S.%N | cut -c1-12))"
+}
+
 env_lines() {
     local m addrs=
     [ -s "$DATA/client.crt" ] || die "no cluster: scripts/test-cluster.sh up 3"
@@ -360,8 +372,9 @@ case ${1:-} in
     down) down ;;
     env) env_lines ;;
     kill) [ -n "${2:-}" ] || die "kill MEMBER"; kill_member "$2" ;;
+    crash) [ -n "${2:-}" ] || die "crash MEMBER"; crash_member "$2" ;;
     ports) [ -n "${2:-}" ] || die "ports P[,P…]"; service_ports "$2" ;;
     status) on m1 cluster list ;;
     incus) [ -n "${2:-}" ] || die "incus MEMBER ARGS…"; m=$2; shift 2; member_index "$m" > /dev/null; on "$m" "$@" ;;
-    *) sed -n '2,30p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,35p' "$0" >&2; exit 2 ;;
 esac

@@ -5,6 +5,7 @@ import { eventually } from '../../harness/service.ts';
 import { rig } from '../../harness/test-cluster.ts';
 import { navigate } from '../helpers/navigate.ts';
 import { sha256, type MemberSandbox, type OnCluster } from './cluster-clients.ts';
+import type { IncusRuntime } from '../../lifecycle/runtime/incus/incus-runtime.ts';
 import { incusClient } from './endpoint.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -14,7 +15,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * test/hosts/host-away.test.ts and test/lifecycle/host-unavailable.test.ts on the cluster.
  */
 export function memberLost(c: OnCluster): void {
-  it('a member killed: its sandbox unavailable through the API, the user CLI, MCP, the web UI and its app address; the other members\' sandboxes answer; back with its files when it returns', async () => {
+  it('a member killed: its sandbox unavailable through the API, the user CLI, MCP, the web UI and its app address; the other members\' sandboxes answer; back with its files when it returns', async (tc) => {
     const { t, user } = c;
     const [a, b, d] = c.sandboxes as [MemberSandbox, MemberSandbox, MemberSandbox];
     const status = async (s: MemberSandbox) => (await user.api('GET', `/api/sandboxes/${s.name}`)).body;
@@ -22,6 +23,17 @@ export function memberLost(c: OnCluster): void {
     await navigate(page, () => page.goto(`${user.site}/#/sandboxes`));
     await page.locator('ul.sandboxes > li').filter({ hasText: b.name }).locator('.badge.running').waitFor({ timeout: 30_000 });
 
+    // the panel's usage figures asked all through the loss and the return, as the open panel asks them:
+    // an answer or a 503 (unavailable), never a 500 (Incus's failed forward to the member leaked as one)
+    const usage: number[] = [];
+    let polling = true;
+    const poller = (async () => {
+      while (polling) {
+        usage.push((await user.api('GET', `/api/sandboxes/${b.name}/usage`)).status);
+        await sleep(300);
+      }
+    })();
+    tc.after(async () => { polling = false; await poller.catch(() => undefined); });
     await rig('kill', b.member);
     const t0 = Date.now();
     const slowest = { record: 0, app: 0, list: 0, exec: 0 };
@@ -68,6 +80,14 @@ export function memberLost(c: OnCluster): void {
       const started = await user.api('POST', `/api/sandboxes/${b.name}/start`);
       assert.equal(started.status, 503);
       assert.equal(started.body.error.code, 'SVC_BUSY');
+      // every route that asks its member answers 503 (SVC_BUSY: unavailable): usage, a command, a file, its containers
+      for (const [method, route, body] of [
+        ['GET', `/api/sandboxes/${b.name}/usage`], ['POST', `/api/sandboxes/${b.name}/exec`, { command: 'hostname' }],
+        ['GET', `/api/sandboxes/${b.name}/files/content?path=%2Froot%2Fkept.bin`], ['GET', `/api/sandboxes/${b.name}/containers`],
+      ] as Array<[string, string, unknown?]>) {
+        const res = await user.api(method, route, body);
+        assert.deepEqual([res.status, res.body?.error?.code], [503, 'SVC_BUSY'], `${method} ${route}: ${JSON.stringify(res.body).slice(0, 300)}`);
+      }
 
       // its app's address: the host-unavailable page once the edge's kept running state runs out (a request
       // the edge still sent to the lost member's address waits for HAProxy's connect timeout), no wake
@@ -107,24 +127,80 @@ export function memberLost(c: OnCluster): void {
     await page.getByRole('heading', { level: 1, name: new RegExp(b.name) }).locator('.badge.running').waitFor({ timeout: 30_000 });
     assert.equal(sha256(await eventually(() => user.download(b.name, '/root/kept.bin'), `${b.name}'s file`, 30_000, 1000)), sha256(b.file));
     await eventually(async () => (await user.app(`${b.name}-web`)).body.includes(`app-on-${b.member}`), `${b.name}'s app back`, 30_000, 500);
+    await eventually(async () => usage.at(-1) === 200, `${b.name}'s usage figures back`, 30_000, 300);
+    polling = false;
+    await poller;
+    console.log(`# ${b.name}'s usage asked ${usage.length} times through the loss and back: ${[...new Set(usage)].sort().join(', ')}`);
+    assert.deepEqual(usage.filter((s) => s >= 500 && s !== 503), [], 'usage answers (its figures, or 503 unavailable) while the member is lost or coming back, never a 500');
+    assert.ok(usage.includes(503), 'usage said unavailable while the member was lost');
+  });
+}
+
+/**
+ * A member's incusd gone while its machine answers (a crash, a restart): the cluster's requests to it
+ * are refused at once, and Incus answered the runtime's reads with a 500 of its own failed forward
+ * (`Get "https://100.64.1.2:8443/…": dial tcp …: connection refused`, and while the daemon comes back
+ * and serves its own certificate before the cluster's, `tls: … x509: certificate is valid for
+ * 127.0.0.1, ::1, not 100.64.1.2`: the usage route's 500 in CI). Every route that asks the member
+ * answers 503 (unavailable) or its answer, never a 500, from the crash until it is back.
+ */
+export function memberCrashed(c: OnCluster): void {
+  it('a member\'s incusd gone, its machine answering (a crash, then its return): its sandbox\'s usage, commands, files and containers answer 503 or their answer, never a 500', async () => {
+    const { user } = c;
+    const b = c.sandboxes[1]!;
+    const routes: Array<[string, string, unknown?]> = [
+      ['GET', `/api/sandboxes/${b.name}/usage`], ['POST', `/api/sandboxes/${b.name}/exec`, { command: 'hostname' }],
+      ['GET', `/api/sandboxes/${b.name}/files/content?path=%2Froot%2Fkept.bin`], ['GET', `/api/sandboxes/${b.name}/containers`],
+    ];
+    const seen: string[] = [];
+    const round = async () => {
+      for (const [method, route, body] of routes) {
+        const res = await user.api(method, route, body);
+        seen.push(`${res.status} ${method} ${route.split('/').slice(4).join('/')}${res.status >= 500 && res.status !== 503 ? ` ${JSON.stringify(res.body).slice(0, 200)}` : ''}`);
+      }
+      return (await user.api('GET', `/api/sandboxes/${b.name}`)).body.status as string;
+    };
+    await rig('crash', b.member);
+    try {
+      // at once (before the service knows the member lost), then until the API says it is unavailable
+      await eventually(async () => (await round()) === 'unavailable', `${b.name} unavailable`, 60_000, 200);
+      await round();
+    } finally {
+      await rig('up', '3');
+    }
+    // its return: the daemon starting again, until every route answers
+    await eventually(async () => (await round()) === 'running' && seen.slice(-routes.length).every((s) => s.startsWith('200 ')), `${b.name}'s routes answering once ${b.member} is back`, 60_000, 200);
+    console.log(`# ${b.member}'s incusd crashed and back: ${seen.length} answers, ${[...new Set(seen.map((s) => s.split(' ')[0]))].sort().join(', ')}`);
+    assert.deepEqual(seen.filter((s) => Number(s.split(' ')[0]) >= 500 && !s.startsWith('503 ')), [], 'no 500 through the crash and the return');
+    assert.ok(seen.some((s) => s.startsWith('503 GET usage')), 'usage said unavailable');
+    assert.equal(sha256(await user.download(b.name, '/root/kept.bin')), sha256(b.file));
   });
 }
 
 /** Moves as the operator runs them: the successor of test/hosts/move.test.ts and move-interrupted.test.ts. */
 export function moves(c: OnCluster): void {
-  it('svc hosts move (its own process, the service\'s lease): the sandbox asleep on the new member, woken there by a request with its files and app', async () => {
+  it('svc hosts move (its own process, the service\'s lease): the sandbox asleep on the new member, woken there by a request with its files and app, also when its old member is lost right after', async () => {
     const { t, user } = c;
     const d = c.sandboxes[2]!;
     const moved = await c.operator('hosts', 'move', d.name, '--to', 'm1');
     assert.equal(moved.code, 0, moved.stderr);
     assert.match(moved.stdout, new RegExp(`${d.name}: moved m3 → m1`));
     assert.match(moved.stdout, new RegExp(`${d.name} is on m1; it wakes there at its next request`));
-    assert.equal(await t.service.runtime.hostOf(d.name), 'm1');
-    assert.equal((await user.api('GET', `/api/sandboxes/${d.name}`)).body.status, 'deep_sleep');
-    // a request to its app wakes it where it went (its address went with it)
-    await eventually(async () => (await user.app(`${d.name}-web`)).body.includes(`app-on-${d.member}`), `${d.name}'s app woken on m1`, 120_000, 1000);
-    assert.equal((await user.api('GET', `/api/sandboxes/${d.name}`)).body.status, 'running');
-    assert.equal(sha256(await user.download(d.name, '/root/kept.bin')), sha256(d.file));
+    // its old member lost at once, before this service read the sandbox again: the service, which last
+    // saw it on m3 (the move was another process's), finds it on m1 and never takes it for lost
+    await rig('kill', 'm3');
+    try {
+      const health = (t.service.runtime as unknown as IncusRuntime).health;
+      await eventually(async () => health.lost().has('m3'), 'm3 known lost', 30_000, 200);
+      await eventually(async () => (await user.api('GET', `/api/sandboxes/${d.name}`)).body.status === 'deep_sleep', `${d.name} in deep sleep (not unavailable) while m3 is lost`, 10_000, 200);
+      assert.equal(await t.service.runtime.hostOf(d.name), 'm1');
+      // a request to its app wakes it where it went (its address went with it)
+      await eventually(async () => (await user.app(`${d.name}-web`)).body.includes(`app-on-${d.member}`), `${d.name}'s app woken on m1`, 120_000, 1000);
+      assert.equal((await user.api('GET', `/api/sandboxes/${d.name}`)).body.status, 'running');
+      assert.equal(sha256(await user.download(d.name, '/root/kept.bin')), sha256(d.file));
+    } finally {
+      await rig('up', '3');
+    }
     d.member = 'm1';
   });
 

@@ -10,7 +10,8 @@ import { answerOf, eventually, startTestService } from '../../harness/service.ts
 import { rig } from '../../harness/test-cluster.ts';
 import { svcCli, svcCliBackground } from '../helpers/svc-cli.ts';
 import { SERVICE_POOL, sha256, userClients, type MemberSandbox, type OnCluster } from './cluster-clients.ts';
-import { memberLost, moves } from './cluster-loss.ts';
+import { archivedOnCluster } from './cluster-archive.ts';
+import { memberCrashed, memberLost, moves } from './cluster-loss.ts';
 import { clientTour } from './service-tour.ts';
 
 const FIXTURE = path.resolve('fixtures/busybox');
@@ -106,7 +107,9 @@ export function serviceOnCluster(): void {
 
     clientTour('one more sandbox through every client (the tour)', () => c.t);
 
+    archivedOnCluster(c);
     memberLost(c);
+    memberCrashed(c);
     moves(c);
   });
 }

@@ -75,7 +75,7 @@ export class IncusClient {
   }
 
   /** One request; the response's metadata (sync) or its operation (async). */
-  async call<T = unknown>(method: string, path: string, body?: unknown, opts: { timeoutMs?: number } = {}): Promise<{ metadata: T; operation?: Operation }> {
+  async call<T = unknown>(method: string, path: string, body?: unknown, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<{ metadata: T; operation?: Operation }> {
     const url = new URL(path, this.origin);
     if (!url.searchParams.has('project') && path.startsWith('/1.0/instances')) url.searchParams.set('project', this.project);
     let res;
@@ -89,7 +89,9 @@ export class IncusClient {
         bodyTimeout: opts.timeoutMs ?? REQUEST_TIMEOUT_MS,
         // a deadline given is the whole request's: the two above start once connected, and a connect to
         // a member whose link is gone waits undici's own 10 s (MemberHealth's pings would take that long)
-        ...(opts.timeoutMs !== undefined ? { signal: AbortSignal.timeout(opts.timeoutMs) } : {}),
+        ...(opts.timeoutMs !== undefined || opts.signal
+          ? { signal: AbortSignal.any([...(opts.timeoutMs !== undefined ? [AbortSignal.timeout(opts.timeoutMs)] : []), ...(opts.signal ? [opts.signal] : [])]) }
+          : {}),
       });
     } catch (err) {
       throw new IncusUnreachable(`${this.where}: ${(err as Error).message}`);
@@ -166,7 +168,7 @@ export class IncusClient {
     }
   }
 
-  async get<T>(path: string, opts?: { timeoutMs?: number }): Promise<T> {
+  async get<T>(path: string, opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<T> {
     return (await this.call<T>('GET', path, undefined, opts)).metadata;
   }
 

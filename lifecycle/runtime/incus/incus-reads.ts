@@ -1,5 +1,6 @@
 import { RuntimeUnreachable } from '../sandbox-runtime.ts';
 import { IncusError, type IncusClient } from './incus-client.ts';
+import { unreachableReason } from './incus-unreachable.ts';
 import { KEY_INSTANCE, LIST, type Instance } from './incus-instance.ts';
 import type { MemberHealth } from './incus-members.ts';
 
@@ -55,16 +56,7 @@ export class InstanceReads {
    * that Incus gives without its config (its member does not answer), is unreachable: it may be ours.
    */
   async one(name: string): Promise<Instance | undefined> {
-    const lost = this.lostOn(name);
-    if (lost) throw new RuntimeUnreachable(lost);
-    let i: Instance | undefined;
-    try {
-      i = await this.get(name, '');
-    } catch (err) {
-      // a member that could not forward to the instance's (its dial timed out): not an answer about it
-      if (err instanceof IncusError && err.status >= 500) throw new RuntimeUnreachable(err.message);
-      throw err;
-    }
+    const i = await this.get(name, '');
     if (i && !i.config) throw new RuntimeUnreachable(`Incus member ${i.location} does not answer`);
     return i;
   }
@@ -75,20 +67,50 @@ export class InstanceReads {
     return i?.config[KEY_INSTANCE] === this.instance ? i : undefined;
   }
 
-  /** One instance with its state (undefined when there is none); forwarded to its member, asked whatever is known. */
-  withState(name: string): Promise<Instance | undefined> {
-    return this.get(name, '?recursion=1');
+  /** One instance with its state (undefined when there is none); forwarded to its member. */
+  withState(name: string, signal?: AbortSignal): Promise<Instance | undefined> {
+    return this.get(name, '?recursion=1', signal);
   }
 
-  private async get(name: string, query: string): Promise<Instance | undefined> {
+  /**
+   * `GET /1.0/instances/{name}`, forwarded by Incus to the instance's member: RuntimeUnreachable at
+   * once for one last seen on a member known lost (the forward would wait 20 s on it), and when the
+   * read fails for want of its member (incus-unreachable.ts: a 5xx of a read says nothing about it).
+   */
+  private async get(name: string, query: string, signal?: AbortSignal): Promise<Instance | undefined> {
+    const lost = this.lostOn(name);
+    if (lost) throw new RuntimeUnreachable(lost);
     try {
-      const i = await this.incus.get<Instance>(`/1.0/instances/${encodeURIComponent(name)}${query}`);
+      const i = await this.incus.get<Instance>(`/1.0/instances/${encodeURIComponent(name)}${query}`, { signal });
       if (i.location) this.where.set(name, i.location);
       return i;
     } catch (err) {
       if (err instanceof IncusError && err.status === 404) return undefined;
-      throw err;
+      const reason = unreachableReason(err, { read: true });
+      throw reason ? new RuntimeUnreachable(reason) : err;
     }
+  }
+
+  /**
+   * The instances last seen on `member`, now lost, asked again where Incus's database puts them (each
+   * within ONE_MS; one still there does not answer and stays lost): one that another process moved
+   * since this one last read it (`svc hosts move`, whose runtime's movedTo is its own) answers from its
+   * new member and is no longer taken for lost. Returns those found elsewhere.
+   */
+  async seenElsewhere(member: string): Promise<string[]> {
+    const names = [...this.where].filter(([, on]) => on === member).map(([name]) => name);
+    const found = await Promise.all(names.map(async (name) => {
+      try {
+        const i = await this.incus.get<Instance>(`/1.0/instances/${encodeURIComponent(name)}`, { timeoutMs: ONE_MS });
+        if (!i.config || !i.location || i.location === member) return undefined;
+        this.where.set(name, i.location);
+        return name;
+      } catch (err) {
+        if (err instanceof IncusError && err.status === 404 && this.where.get(name) === member) this.where.delete(name); // gone: nothing of it is lost
+        return undefined;
+      }
+    }));
+    return found.filter((name): name is string => name !== undefined);
   }
 
   /**

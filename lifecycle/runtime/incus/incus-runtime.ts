@@ -7,12 +7,13 @@ import { KeptStates } from '../kept-states.ts';
 import {
   reachable, type ContainerSpec, type DiskUse, type Inspection, type ListOptions, type ResourceUse, type RuntimeState, type SandboxRuntime,
 } from '../sandbox-runtime.ts';
-import { IncusError, IncusUnreachable, type IncusClient } from './incus-client.ts';
+import { IncusError, type IncusClient } from './incus-client.ts';
 import { archiveInstance } from './incus-archive.ts';
 import { copyInstance, instanceConfig, KEY_DEEP, KEY_FINISHED, KEY_INSTANCE, leftFrozen, runs, type Instance } from './incus-instance.ts';
 import { diskUse, machines, resourceUse } from './incus-readings.ts';
 import { incusRun } from './incus-exec.ts';
-import { guarded, IncusExecutor } from './incus-executor.ts';
+import { IncusExecutor } from './incus-executor.ts';
+import { guarded as guardedCall, unreachableReason } from './incus-unreachable.ts';
 import { sandboxEnvironment } from './incus-sandbox-files.ts';
 import { watchInstanceEvents } from './incus-events.ts';
 import { IncusHosts } from './incus-hosts.ts';
@@ -60,9 +61,9 @@ export class IncusRuntime implements SandboxRuntime {
   private readonly reads: InstanceReads;
 
   constructor(private readonly incus: IncusClient, private readonly opts: IncusRuntimeOptions) {
-    this.exec = new IncusExecutor(incus);
     this.health = new MemberHealth(incus);
     this.reads = new InstanceReads(incus, this.health, opts.instance);
+    this.exec = new IncusExecutor(incus, (sandbox) => this.reads.lostOn(sandbox));
     this.hosts = new IncusHosts(incus, this.health, this, { instance: opts.instance, poolSize: opts.poolSize });
   }
 
@@ -78,9 +79,8 @@ export class IncusRuntime implements SandboxRuntime {
     try {
       found = await this.reads.withState(name);
     } catch (err) {
-      if (err instanceof IncusUnreachable) return { status: 'unreachable', reason: err.reason };
-      // a member that could not forward to the sandbox's (its dial timed out): not an answer about it
-      if (err instanceof IncusError && err.status >= 500) return { status: 'unreachable', reason: err.message };
+      const reason = unreachableReason(err, { read: true });
+      if (reason) return { status: 'unreachable', reason };
       throw err;
     }
     // a lost member's instance lists as Error with no config (whose it is cannot be told): unreachable
@@ -104,10 +104,15 @@ export class IncusRuntime implements SandboxRuntime {
   /** Runs a call that changes a sandbox, then forgets what reads kept of it. */
   private async changing<T>(name: string, call: () => Promise<T>): Promise<T> {
     try {
-      return await guarded(call);
+      return await this.guarded(name, call);
     } finally {
       this.kept.changed(name);
     }
+  }
+
+  /** A call about sandbox `name`: a failure that means its member cannot be reached is RuntimeUnreachable (incus-unreachable.ts). */
+  private guarded<T>(name: string, call: () => Promise<T>): Promise<T> {
+    return guardedCall(call, () => this.reads.lostOn(name));
   }
 
   /**
@@ -141,7 +146,7 @@ export class IncusRuntime implements SandboxRuntime {
 
   /** Starts it, and answers its state once its own engine answers (with its address). */
   start(name: string): Promise<RuntimeState> {
-    return guarded(async () => {
+    return this.guarded(name, async () => {
       const i = await this.mustExist(name);
       this.kept.ownStart(name, i.status !== 'Running');
       try {
@@ -156,10 +161,11 @@ export class IncusRuntime implements SandboxRuntime {
     });
   }
 
+  /** Already stopped, in deep sleep or gone: nothing to do (a finished archive's second finish, a DELETE of a sandbox in deep sleep). */
   stop(name: string): Promise<void> {
     return this.changing(name, async () => {
-      const i = await this.mustExist(name);
-      if (runs(i)) {
+      const i = await this.reads.ours(name);
+      if (i && i.config[KEY_DEEP] !== 'true' && runs(i)) {
         // dockerd stops its containers on the profile's halt signal (SIGTERM); LXC kills after the timeout
         await this.state(name, 'stop', { timeout: 30 });
         await this.setConfig(i, { [KEY_FINISHED]: new Date().toISOString() });
@@ -194,7 +200,7 @@ export class IncusRuntime implements SandboxRuntime {
    * the source mid-snapshot made the fork's own unfreeze fail ("The container is already running").
    */
   settle(name: string): Promise<void> {
-    return guarded(async () => {
+    return this.guarded(name, async () => {
       const i = await this.reads.ours(name);
       if (i && leftFrozen(i)) {
         this.opts.logger.warn({ sandbox: name }, 'a fork left the sandbox frozen: unfrozen');
@@ -217,9 +223,13 @@ export class IncusRuntime implements SandboxRuntime {
         void this.settle(e.instance).catch((err) => this.opts.logger.warn({ sandbox: e.instance, err: (err as Error).message }, 'settling a sandbox Incus started failed'));
       }
     }, (up) => this.kept.eventsNow(up));
-    // a member lost or back: what reads kept of its sandboxes goes
-    const stopHealth = this.health.watch((member) => {
+    // a member lost or back: what reads kept of its sandboxes goes; those another process moved off it
+    // since they were last read here are found where they went (their reads would take them for lost)
+    const stopHealth = this.health.watch((member, lost) => {
       for (const [name, on] of this.reads.where) if (on === member) this.kept.changed(name);
+      if (lost) {
+        void this.reads.seenElsewhere(member).then((moved) => { for (const name of moved) this.kept.changed(name); }, () => undefined);
+      }
     });
     return () => {
       stopEvents();
@@ -237,7 +247,7 @@ export class IncusRuntime implements SandboxRuntime {
   }
 
   async archiveVolumes(name: string, dir: string): Promise<void> {
-    await guarded(async () => {
+    await this.guarded(name, async () => {
       await this.mustHaveVolumes(name);
       await archiveInstance(this.incus, name, dir);
     });
@@ -283,13 +293,13 @@ export class IncusRuntime implements SandboxRuntime {
   }
 
   async list(opts: ListOptions = {}): Promise<Array<{ name: string; running: boolean }>> {
-    return guarded(async () => (await this.instances())
+    return guardedCall(async () => (await this.instances())
       .filter((i) => i.config[KEY_DEEP] !== 'true' && (!opts.running || runs(i)))
       .map((i) => ({ name: i.name, running: runs(i) })));
   }
 
   async withVolumes(): Promise<string[]> {
-    return guarded(async () => (await this.instances()).map((i) => i.name));
+    return guardedCall(async () => (await this.instances()).map((i) => i.name));
   }
 
   /** The sandbox's own dockerd at its routed address, over the mutual TLS users get (as on Docker). */
@@ -299,7 +309,7 @@ export class IncusRuntime implements SandboxRuntime {
 
   /** The daemon's machine, or the cluster's online members, added up: what the admission guard measures on. */
   capacity(): Promise<{ memoryMb: number; cpus: number; hosts: number } | undefined> {
-    return guarded(() => machines(this.incus));
+    return guardedCall(() => machines(this.incus));
   }
 
   /** The client's connections closed (the service's close): no handle left open. Stop watchStarts first. */
@@ -308,7 +318,7 @@ export class IncusRuntime implements SandboxRuntime {
   }
 
   async ping(): Promise<void> {
-    await guarded(() => this.incus.get('/1.0'));
+    await guardedCall(() => this.incus.get('/1.0'));
   }
 
   /**
@@ -324,8 +334,9 @@ export class IncusRuntime implements SandboxRuntime {
     }
   }
 
-  async resourceUse(name: string): Promise<ResourceUse | undefined> {
-    return guarded(async () => resourceUse(await this.reads.withState(name)));
+  /** A sandbox on a member known lost is RuntimeUnreachable at once; `signal` bounds the read (a forward to a member just lost waits its dial). */
+  async resourceUse(name: string, signal?: AbortSignal): Promise<ResourceUse | undefined> {
+    return this.guarded(name, async () => resourceUse(await this.reads.withState(name, signal)));
   }
 
   diskUse(name: string): Promise<DiskUse> {

@@ -221,7 +221,7 @@ export function moves(c: OnCluster): void {
     assert.deepEqual(members.map((m) => [m.name, m.drained]), [['m1', false], ['m2', false], ['m3', false]]);
   });
 
-  it('a move whose target member is lost mid-copy ends within seconds saying what to do; the sandbox stays on its member and wakes there with its files', async () => {
+  it('a move whose target member is lost mid-copy ends within seconds saying what to do; the sandbox stays on its member and wakes there with its files; a move there again is refused saying why', async () => {
     const { t, user } = c;
     const a = c.sandboxes[0]!;
     const target = 'm2';
@@ -242,6 +242,18 @@ export function moves(c: OnCluster): void {
       // woken where it stayed, with its files, while the target is still away
       await eventually(async () => (await user.app(`${a.name}-web`)).body.includes('app-on-m1'), `${a.name}'s app woken on m1`, 120_000, 1000);
       assert.equal(sha256(await user.download(a.name, '/root/kept.bin')), sha256(a.file));
+
+      // back: what the interrupted migration copied to it is still there (Incus's API cannot remove it),
+      // and a move of the same sandbox there is refused saying what to do; the sandbox stays and wakes on m1
+      await rig('up', '3');
+      const pools = (await incus.get<string[]>('/1.0/storage-pools')).map((u) => u.split('/').pop()!);
+      const volumes = (await Promise.all(pools.map((p) => incus.get<string[]>(`/1.0/storage-pools/${p}/volumes?target=${target}`)))).flat();
+      assert.ok(volumes.some((v) => new RegExp(`/volumes/container/${a.name}(\\?|$)`).test(v)), `the interrupted move's volume on ${target}: ${volumes.join(', ')}`);
+      const again = await c.operator('hosts', 'move', a.name, '--to', target);
+      assert.equal(again.code, 1, again.stdout);
+      assert.match(again.stderr, new RegExp(`host "${target}" still holds what an earlier interrupted move of sandbox "${a.name}" left there.*stays on "m1".*move it to another host`, 's'));
+      assert.equal(await t.service.runtime.hostOf(a.name), 'm1');
+      await eventually(async () => (await user.app(`${a.name}-web`)).body.includes('app-on-m1'), `${a.name}'s app woken on m1 again`, 120_000, 1000);
     } finally {
       if (move.child.exitCode === null) move.signal('SIGKILL');
       await rig('up', '3');

@@ -117,8 +117,12 @@ export class IncusHosts implements HostOperations {
         await this.runtime.stop(name);
         await this.runtime.takeDown(name);
       }
-      const { operation } = await this.incus.call('POST', `/1.0/instances/${encodeURIComponent(name)}?target=${encodeURIComponent(to)}`, { name, migration: true, live: false });
-      if (operation) await this.untilMoved(operation, name, from, to, Math.min(deadlineS, MOVE_TIMEOUT_S));
+      try {
+        const { operation } = await this.incus.call('POST', `/1.0/instances/${encodeURIComponent(name)}?target=${encodeURIComponent(to)}`, { name, migration: true, live: false });
+        if (operation) await this.untilMoved(operation, name, from, to, Math.min(deadlineS, MOVE_TIMEOUT_S));
+      } catch (err) {
+        throw leftover(err, name, from, to);
+      }
       this.runtime.movedTo(name, to);
     });
     const done: MoveProgress = { sandbox: name, from, to, phase: 'moved', bytes, total: bytes, ms: Date.now() - t0 };
@@ -171,7 +175,7 @@ export class IncusHosts implements HostOperations {
         const why = lost ? `host "${lost.name}" stopped answering during the move of sandbox "${name}" (${lost.lost})` : `the move of sandbox "${name}" took longer than its deadline (${timeoutS} s)`;
         throw new errors.Conflict(lost?.name === from
           ? `${why}: the move is given up; "${name}" stays on "${from}", unavailable until it answers again`
-          : `${why}: the move is given up and "${name}" stays on "${from}" with its files, asleep (it wakes there at its next request); move it again once "${to}" answers, or to another host (svc hosts move ${name} --to HOST)`);
+          : `${why}: the move is given up and "${name}" stays on "${from}" with its files, asleep (it wakes there at its next request); move it to another host (svc hosts move ${name} --to HOST): "${to}" may keep what this move had copied, and then refuses "${name}" until an operator removes it there`);
       }
       await new Promise((r) => setTimeout(r, 1000));
     }
@@ -248,4 +252,14 @@ function choose(members: Member[], ours: Instance[], from: string): string | und
   const count = (m: string) => ours.filter((i) => i.location === m).length;
   return members.filter((m) => !m.lost && !drainedOf(m) && m.name !== from)
     .sort((a, b) => count(a.name) - count(b.name) || (a.name < b.name ? -1 : 1))[0]?.name;
+}
+
+/**
+ * A move refused because the target still holds the volume an interrupted move of the same sandbox
+ * left there (Incus: `Cannot create volume, already exists on migration target storage`; Incus's API
+ * cannot remove it: docs/incus.md, "Left to do"): said as what to do. Anything else as it was.
+ */
+function leftover(err: unknown, name: string, from: string, to: string): unknown {
+  if (!(err instanceof IncusError) || !/already exists on migration target/i.test(err.message)) return err;
+  return new errors.Conflict(`host "${to}" still holds what an earlier interrupted move of sandbox "${name}" left there, so Incus refuses this move (${err.message}): "${name}" stays on "${from}" with its files, asleep (it wakes there at its next request); move it to another host (svc hosts move ${name} --to HOST)`);
 }

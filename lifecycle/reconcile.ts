@@ -3,9 +3,16 @@ import type { Logger } from '../core/logger.ts';
 import type { LifecycleQueue } from '../queue/index.ts';
 import type { Store, SandboxRecord } from '../store/index.ts';
 import type { AppDirectory } from './apps/app-directory.ts';
-import type { RuntimeState, SandboxRuntime } from './runtime/sandbox-runtime.ts';
+import { RuntimeUnreachable, type RuntimeState, type SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import type { IdleSessions } from './sessions.ts';
 import { deepSleepAt } from './view.ts';
+
+/**
+ * How a sandbox's failure in a pass is logged: its engine not answering (RuntimeUnreachable: a lost
+ * cluster member, shown `unavailable` meanwhile) is expected and retried at the next pass, a warning;
+ * anything else is an error.
+ */
+const levelOf = (err: unknown) => (err instanceof RuntimeUnreachable ? 'warn' : 'error');
 
 /** A timer this late was lost or is stuck with a dead worker: reconcile runs it itself. */
 const TIMER_OVERDUE_MS = 5_000;
@@ -55,11 +62,11 @@ export async function reconcile(parts: ReconcileParts, machine: ReconcileTransit
     if (!record || record.archived_at) continue;
     if (running && disabled.has(record.owner_id)) {
       parts.log.info({ sandbox: name }, 'reconcile: the owner is disabled; putting the sandbox to sleep');
-      await machine.sleepIfRunning(name, 'owner disabled').catch((err) => parts.log.error({ sandbox: name, err }, 'reconcile: a disabled owner\'s sandbox did not go to sleep; next pass tries again'));
+      await machine.sleepIfRunning(name, 'owner disabled').catch((err) => parts.log[levelOf(err)]({ sandbox: name, err }, 'reconcile: a disabled owner\'s sandbox did not go to sleep; next pass tries again'));
       continue;
     }
     if (running) runs.push(record);
-    await reconcileOne(parts, machine, record, running).catch((err) => parts.log.error({ sandbox: name, err }, 'reconcile: this sandbox failed; the others go on'));
+    await reconcileOne(parts, machine, record, running).catch((err) => parts.log[levelOf(err)]({ sandbox: name, err }, 'reconcile: this sandbox failed; the others go on'));
   }
   await parts.admission.recount(runs, listedAt);
   for (const name of archived) {
@@ -67,7 +74,7 @@ export async function reconcile(parts: ReconcileParts, machine: ReconcileTransit
     await machine.exclusive(name, async () => {
       const record = await parts.store.sandboxes.get(name);
       if (record?.archived_at) await machine.finishArchive(record);
-    }).catch((err) => parts.log.error({ sandbox: name, err }, 'reconcile: finishing the archive failed; next pass tries again'));
+    }).catch((err) => parts.log[levelOf(err)]({ sandbox: name, err }, 'reconcile: finishing the archive failed; next pass tries again'));
   }
 }
 

@@ -11,7 +11,7 @@ import { UI_DIST } from '../../api/plugins/ui.ts';
 import { launchChromium } from '../../harness/browser.ts';
 import { EngineCli } from '../../harness/engine-cli.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
-import { navigate } from '../helpers/navigate.ts';
+import { clickUntil, navigate } from '../helpers/navigate.ts';
 
 const run = promisify(execFile);
 const ARTIFACTS = path.resolve('test-artifacts/ui');
@@ -170,8 +170,7 @@ describe('web UI in Chromium', () => {
   uiTest("sets the idle timeout to never and reads 'never' back after a reload", async () => {
     await panel(sandbox);
     await page.getByLabel('Idle timeout').fill('never');
-    await page.locator('form', { has: page.getByLabel('Idle timeout') }).getByRole('button', { name: 'Save' }).click();
-    await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+    await clickUntil(page, page.locator('form', { has: page.getByLabel('Idle timeout') }).getByRole('button', { name: 'Save' }), page.getByRole('status').filter({ hasText: 'Saved.' }));
     await reload();
     await page.getByLabel('Idle timeout').waitFor();
     assert.equal(await page.getByLabel('Idle timeout').inputValue(), 'never');
@@ -215,8 +214,7 @@ describe('web UI in Chromium', () => {
     const [download] = await Promise.all([page.waitForEvent('download'), files.getByRole('link', { name: 'Download hello.txt' }).click()]);
     assert.equal(fs.readFileSync((await download.path())!, 'utf8'), text);
     await files.getByLabel('New folder name').fill('made-here');
-    await files.getByRole('button', { name: 'New folder' }).click();
-    await files.getByRole('button', { name: 'made-here/', exact: true }).waitFor();
+    await clickUntil(page, files.getByRole('button', { name: 'New folder' }), files.getByRole('button', { name: 'made-here/', exact: true }));
     await files.getByRole('button', { name: 'Delete hello.txt' }).click();
     await eventually(async () => (await files.getByRole('button', { name: 'hello.txt', exact: true }).count()) === 0, 'hello.txt to leave the list', WAIT);
     const listing = (await t.api('GET', `/api/sandboxes/${sandbox}/files?path=/srv`, token)).body.map((e: { name: string }) => e.name);
@@ -295,11 +293,9 @@ describe('web UI in Chromium', () => {
     await page.getByRole('button', { name: 'Add key' }).click();
     await page.getByRole('alert').waitFor();
     await page.getByLabel(/Public key/).fill(publicKey);
-    await page.getByRole('button', { name: 'Add key' }).click();
-    await page.getByText('ui-test@laptop').waitFor();
+    await clickUntil(page, page.getByRole('button', { name: 'Add key' }), page.getByText('ui-test@laptop'));
     await shot('ssh-keys');
-    await page.getByRole('button', { name: /^Remove key / }).click();
-    await page.getByText('No keys yet.').waitFor();
+    await clickUntil(page, page.getByRole('button', { name: /^Remove key / }), page.getByText('No keys yet.'));
   });
 
   uiTest('changes the password, then signs out and in with the new one', async () => {
@@ -311,8 +307,7 @@ describe('web UI in Chromium', () => {
     await page.getByRole('button', { name: 'Change password' }).click();
     await page.getByRole('alert').filter({ hasText: 'differ' }).waitFor();
     await page.getByLabel('New password again').fill(next);
-    await page.getByRole('button', { name: 'Change password' }).click();
-    await page.getByRole('status').filter({ hasText: 'Password changed.' }).waitFor();
+    await clickUntil(page, page.getByRole('button', { name: 'Change password' }), page.getByRole('status').filter({ hasText: 'Password changed.' }));
     await shot('account');
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();

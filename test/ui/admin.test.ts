@@ -8,7 +8,7 @@ import { UI_DIST } from '../../api/plugins/ui.ts';
 import { launchChromium } from '../../harness/browser.ts';
 import { sandboxDocker } from '../../harness/sandbox-engine.ts';
 import { answerOf, eventually, startTestService, type TestService } from '../../harness/service.ts';
-import { navigate } from '../helpers/navigate.ts';
+import { clickUntil, navigate } from '../helpers/navigate.ts';
 
 const ARTIFACTS = path.resolve('test-artifacts/ui');
 const DESKTOP = { width: 1280, height: 900 };
@@ -111,8 +111,7 @@ describe('admin view in Chromium', () => {
     await admin.page.getByRole('heading', { level: 1, name: sandbox }).waitFor();
     const idle = admin.page.locator('form', { has: admin.page.getByLabel('Idle timeout') });
     await idle.getByLabel('Idle timeout').fill('2h');
-    await idle.getByRole('button', { name: 'Save' }).click();
-    await idle.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+    await clickUntil(admin.page, idle.getByRole('button', { name: 'Save' }), idle.getByRole('status').filter({ hasText: 'Saved.' }));
     assert.equal((await t.service.store.sandboxes.get(sandbox))?.idle_timeout, '2h');
     const [patch] = (await t.service.store.audit.query({ action: 'sandbox.patch', sandbox })).rows;
     assert.deepEqual([patch?.actor_name, patch?.detail], [`boss-${t.config.redisPrefix}`, '{"idle_timeout":"2h"}'], "the admin's change, in the audit log");

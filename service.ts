@@ -104,7 +104,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   // users' secrets go into a sandbox through its exec: after each start the lifecycle makes, at each change, before sessions
   const secrets: SecretDelivery = new SecretDelivery({ store, exec: runtime.exec, lifecycle: { status: (name) => lifecycle.status(name) }, logger });
   const lifecycle: Lifecycle = new Lifecycle({ config, store, runtime: deliveringSecrets(runtime, secrets, logger), sessions, sshKeyMarks, leases, queue, apps, logger, admission, metrics });
-  await news.listen({ ownerDisabled: (owner) => void lifecycle.sleepOwner(owner) });
+  await news.listen({
+    ownerDisabled: (owner) => void lifecycle.sleepOwner(owner),
+    // `svc hosts move` and `evacuate` run in the operator's process: the runtime learns where the sandbox went
+    sandboxMoved: (sandbox, host) => runtime.movedTo?.(sandbox, host),
+  });
   const worker: Worker = startLifecycleWorker(lifecycle, workerRedis, config.redisPrefix, logger);
   const stopWatchingStarts = runtime.watchStarts();
   await queue.startReconciling();

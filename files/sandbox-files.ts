@@ -254,11 +254,20 @@ export class SandboxFiles {
     }
   }
 
-  /** Why a command could not run: mostly because the sandbox stopped under it. */
+  /**
+   * Why a command could not run: mostly because the sandbox stopped under it. An engine's refusal or
+   * failure of the exec itself while the sandbox runs (the engine's status on the error: Docker's
+   * `statusCode`, Incus's `status`; Incus's `Instance is frozen` while a fork snapshots it, or its exec
+   * operation failing before the command ran, `Failed to retrieve PID of executing child process`) is
+   * the operation's failure, to try again: never a 500. An error of the catalogue (RuntimeUnreachable:
+   * the engine cannot be asked, 503) stays what it is.
+   */
   private async execFailure(sandbox: string, err: unknown): Promise<unknown> {
+    if (isCatalogued(err)) return err; // RuntimeUnreachable (503) and the like say it already
     const code = (err as { statusCode?: number }).statusCode;
     if (code === 404 || code === 409) return notRunning(sandbox, code === 404 ? 'deep_sleep' : 'exited');
-    if (err instanceof ShellGone) {
+    const engineStatus = code ?? (err as { status?: unknown }).status;
+    if (err instanceof ShellGone || (err instanceof Error && typeof engineStatus === 'number')) {
       const state = await this.lifecycle.status(sandbox);
       if (state.status !== 'running') return notRunning(sandbox, state.status);
       return new errors.FileOperationFailed(`${err.message}; try again`);
@@ -379,4 +388,10 @@ function fileFromTar(archive: Readable, size: number, path: string): Promise<Rea
     archive.on('error', (err: Error) => extract.destroy(err));
     archive.pipe(extract as unknown as NodeJS.WritableStream);
   });
+}
+
+/** An error of the service's catalogue (core/errors.ts): its code and status are the client's answer already. */
+function isCatalogued(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return err instanceof Error && typeof code === 'string' && code.startsWith('SVC_');
 }

@@ -9,10 +9,17 @@ import type { Logger } from '../core/logger.ts';
  */
 export type LifecycleNewsItem =
   /** The account was disabled: its running sandboxes go to sleep. */
-  { op: 'owner-disabled'; owner: string };
+  | { op: 'owner-disabled'; owner: string }
+  /**
+   * The sandbox was moved to another host by another process (`svc hosts move`, `evacuate`): the
+   * runtime learns where it is now (what it last saw of it would otherwise name the old host, taken
+   * for the sandbox's when that host is lost).
+   */
+  | { op: 'sandbox-moved'; sandbox: string; host: string };
 
 export interface LifecycleNewsHandlers {
   ownerDisabled(ownerId: string): void;
+  sandboxMoved(sandbox: string, host: string): void;
 }
 
 const channel = (prefix: string) => `${prefix}:lifecycle:news`;
@@ -39,6 +46,7 @@ function parse(message: string): LifecycleNewsItem | undefined {
   try {
     const news = JSON.parse(message) as Partial<LifecycleNewsItem> & Record<string, unknown>;
     if (news.op === 'owner-disabled' && typeof news.owner === 'string') return { op: 'owner-disabled', owner: news.owner };
+    if (news.op === 'sandbox-moved' && typeof news.sandbox === 'string' && typeof news.host === 'string') return { op: 'sandbox-moved', sandbox: news.sandbox, host: news.host };
   } catch {
     // not JSON
   }
@@ -59,7 +67,8 @@ export class LifecycleNews {
       const news = parse(message);
       if (!news) return;
       this.log.debug({ news }, 'lifecycle news');
-      handlers.ownerDisabled(news.owner);
+      if (news.op === 'owner-disabled') handlers.ownerDisabled(news.owner);
+      else handlers.sandboxMoved(news.sandbox, news.host);
     });
     await subscriber.subscribe(channel(this.prefix));
   }

@@ -54,7 +54,10 @@ async function evacuate({ command, rest, options, config, store, audit }: OnStor
   try {
     const { moved, failed } = await moves.hosts.evacuate(moves.mover, name!, {
       onProgress: (p) => out(progressLine(p)),
-      onMoved: (p) => audit('admin.sandbox_move', p.sandbox, `${p.from} → ${p.to}, ${p.bytes} bytes`).then(() => undefined),
+      onMoved: async (p) => {
+        await moves.told(p);
+        await audit('admin.sandbox_move', p.sandbox, `${p.from} → ${p.to}, ${p.bytes} bytes`);
+      },
       ...(deadlineMs !== undefined ? { deadlineMs } : {}),
     });
     await audit('admin.host_evacuate', name!, `${moved.length} moved, ${failed.length} not`);
@@ -81,6 +84,7 @@ async function move({ command, rest, options, config, store, audit }: OnStore): 
       ...(options.to !== undefined ? { to: options.to } : {}),
       ...(deadlineMs !== undefined ? { deadlineMs } : {}),
     });
+    await moves.told(done);
     await audit('admin.sandbox_move', done.sandbox, `${done.from} → ${done.to}, ${done.bytes} bytes`);
     out(`${done.sandbox} is on ${done.to}; it wakes there at its next request`);
   } finally {

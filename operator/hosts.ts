@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import type { Config } from '../core/config.ts';
 import { KeyedLock } from '../core/keyed-lock.ts';
 import { RedisLeases } from '../core/redis-lease.ts';
-import { IdleSessions, mover, operatorHosts, publishUnwatch, type HostOperations, type Mover, type MoveProgress } from '../lifecycle/index.ts';
+import { IdleSessions, mover, operatorHosts, publishUnwatch, tellNewsOnce, type HostOperations, type Mover, type MoveProgress } from '../lifecycle/index.ts';
 import { createRedis } from '../queue/index.ts';
 import type { Store } from '../store/index.ts';
 
@@ -35,7 +35,7 @@ export interface HostRow {
  * the hosts, and the service's Redis for each sandbox's transition lease (a wake under way finishes
  * before its sandbox is taken down), its idle session and app watchers.
  */
-export function openMoves(store: Store, config: Config): { hosts: HostOperations; mover: Mover; close(): Promise<void> } {
+export function openMoves(store: Store, config: Config): { hosts: HostOperations; mover: Mover; told(p: MoveProgress): Promise<void>; close(): Promise<void> } {
   const logger = cliLogger();
   const redis = createRedis(config.redisUrl);
   const lock = new KeyedLock(new RedisLeases(redis, `${config.redisPrefix}:lease`));
@@ -51,6 +51,14 @@ export function openMoves(store: Store, config: Config): { hosts: HostOperations
       },
       logger,
     }, config),
+    /**
+     * A move done, told to the running service processes (the lifecycle news): their runtime knows the
+     * sandbox's new host before its old one may be lost. Best-effort: one that missed it reads it again.
+     */
+    told: async (p) => {
+      await tellNewsOnce(config.redisUrl, config.redisPrefix, { op: 'sandbox-moved', sandbox: p.sandbox, host: p.to })
+        .catch((err: unknown) => logger.warn({ sandbox: p.sandbox, err: (err as Error).message }, 'the service was not told of the move'));
+    },
     close: async () => { await redis.quit().catch(() => redis.disconnect()); },
   };
 }

@@ -79,6 +79,11 @@ export interface SandboxRuntime extends ToolImages {
    * one machine, which has nowhere to move to and says so. Absent on a test double.
    */
   readonly hosts?: HostOperations;
+  /**
+   * Sandbox `name` is on host `host` now: another process moved it (`svc hosts move`, told through the
+   * lifecycle news). Absent where nothing of where a sandbox runs is kept (one machine).
+   */
+  movedTo?(name: string, host: string): void;
   /** Lets go of its connections to the engine (the service's close, after everything that uses it). Absent: nothing to let go. */
   close?(): Promise<void>;
 }

@@ -186,6 +186,11 @@ export function moves(c: OnCluster): void {
     assert.equal(moved.code, 0, moved.stderr);
     assert.match(moved.stdout, new RegExp(`${d.name}: moved m3 → m1`));
     assert.match(moved.stdout, new RegExp(`${d.name} is on m1; it wakes there at its next request`));
+    // the running service was told (the lifecycle news) before the command returned: its runtime has the
+    // sandbox on m1, where it looks for it once m3 is lost (nothing of this service read it since; Incus's
+    // own event of the move names m3, the member it left)
+    const where = (t.service.runtime as unknown as { reads: { where: Map<string, string> } }).reads.where;
+    assert.equal(where.get(d.name), 'm1', 'the service knows the sandbox\'s new member when svc hosts move returns');
     // its old member lost at once, before this service read the sandbox again: the service, which last
     // saw it on m3 (the move was another process's), finds it on m1 and never takes it for lost
     await rig('kill', 'm3');

@@ -11,6 +11,7 @@ import { rig } from '../../harness/test-cluster.ts';
 import { svcCli, svcCliBackground } from '../helpers/svc-cli.ts';
 import { SERVICE_POOL, sha256, userClients, type MemberSandbox, type OnCluster } from './cluster-clients.ts';
 import { archivedOnCluster } from './cluster-archive.ts';
+import { filesOnCluster } from './cluster-files.ts';
 import { memberCrashed, memberLost, moves } from './cluster-loss.ts';
 import { clientTour } from './service-tour.ts';
 
@@ -107,6 +108,7 @@ export function serviceOnCluster(): void {
 
     clientTour('one more sandbox through every client (the tour)', () => c.t);
 
+    filesOnCluster(c);
     archivedOnCluster(c);
     memberLost(c);
     memberCrashed(c);

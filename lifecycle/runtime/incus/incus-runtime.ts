@@ -216,7 +216,8 @@ export class IncusRuntime implements SandboxRuntime {
    */
   watchStarts(): () => void {
     const stopEvents = watchInstanceEvents(this.incus, (e) => {
-      if (e.location) this.reads.where.set(e.instance, e.location);
+      // (a cluster move's `instance-migrated` comes from the member it left: m3 for a move m3 → m1 here)
+      if (e.location && e.action !== 'instance-migrated') this.reads.where.set(e.instance, e.location);
       if (e.action === 'instance-started' && this.kept.startedByUs(e.instance)) return;
       this.kept.changed(e.instance);
       if (e.action === 'instance-started') {
@@ -282,9 +283,14 @@ export class IncusRuntime implements SandboxRuntime {
     });
   }
 
-  /** Where a sandbox is since IncusHosts moved it (a read of it while its old member is lost must not take it for lost). */
+  /**
+   * Where a sandbox is since a move (IncusHosts', this process's or, told by the lifecycle news, the
+   * operator's `svc hosts move`): a read of it while its old member is lost must not take it for lost,
+   * and what reads kept of it goes.
+   */
   movedTo(name: string, member: string): void {
     this.reads.where.set(name, member);
+    this.kept.changed(name);
   }
 
   /** This service's instances: a lost member's left out, and never waited for (incus-reads.ts). */

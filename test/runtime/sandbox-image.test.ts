@@ -298,6 +298,9 @@ test('sandbox image: inner engine over TLS, ssh, and what survives a stop/start'
   const keepId = await inner('inspect', '-f', '{{.Id}}', 'keep');
   assert.match(await inSandbox(`cat /run/containerd/io.containerd.runtime.v2.task/moby/${keepId}/config.json`),
     /"prestart":\[\{"path":"\/usr\/local\/libexec\/svc\/setkey","args":\["libnetwork-setkey"/);
+  // dockerd's two `runc features` at its start were answered from the container's own layer (runc)
+  assert.match(await inSandbox('cat /var/cache/svc/runc-features.json'), /"mountOptions"/);
+  assert.match(await inSandbox('runc --version'), /^runc version/);
   if (config.sandboxRuntime === 'userns') {
     // and the sandbox engine's (scripts/sandbox-engine.sh) for the sandbox container itself
     const bundle = `/run/svc-sandbox-docker/containerd/daemon/io.containerd.runtime.v2.task/moby/${(await sb.container.inspect()).Id}`;

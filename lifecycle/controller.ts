@@ -149,7 +149,7 @@ export class Lifecycle {
     if (!record.certs) throw new errors.EngineAccessDisabled(name, name);
     const state = await this.status(name);
     if (state.status !== 'running' || !state.address) throw notRunning(name, state.status);
-    return this.deps.runtime.innerEngine(name, state.address, record.certs, opts);
+    return answering(this.deps.runtime.innerEngine(name, state.address, record.certs, opts), name);
   }
 
   /** The sandbox's owner; SVC_SANDBOX_NOT_FOUND when the account is gone. */
@@ -356,4 +356,27 @@ export class Lifecycle {
       return { name, archive: record.archive_path! };
     });
   }
+}
+
+/** How a connection to a sandbox's own engine fails when that dockerd is not listening or gone (starting, restarting, or its root's firewall). */
+const RETRY_AFTER_S = 5;
+const NO_ANSWER = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+
+/**
+ * The sandbox's engine for the API's routes, its connection failures told as the catalogue's 503
+ * (try again) rather than a 500: what the sandbox runs decides whether its dockerd answers, so a
+ * refusal is the sandbox's state, not the service's fault. Every dockerode call goes through the
+ * modem's `dial`, hence one wrap.
+ */
+function answering(engine: Docker, name: string): Docker {
+  type Dial = (options: unknown, callback: (err: unknown, data?: unknown) => void) => unknown;
+  const modem = engine.modem as { dial: Dial };
+  const dial = modem.dial.bind(modem);
+  modem.dial = (options, callback) => dial(options, (err, data) => callback(
+    NO_ANSWER.has((err as NodeJS.ErrnoException | null)?.code ?? '')
+      ? new errors.Busy(RETRY_AFTER_S, `the engine of sandbox "${name}" did not answer (it may be starting or restarting); try again shortly`)
+      : err,
+    data,
+  ));
+  return engine;
 }

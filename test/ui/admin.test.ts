@@ -162,16 +162,14 @@ describe('admin view in Chromium', () => {
   });
 
   uiTest('disabling a user ends their session and puts their sandbox to sleep; enabling lets their token in again', async () => {
-    await row(`tr[data-user="${alice.name}"]`).getByRole('button', { name: 'Disable' }).click();
-    await eventually(async () => (await row(`tr[data-user="${alice.name}"] td`).nth(1).textContent()) === 'disabled', 'the disabled state', 30_000);
+    await clickUntil(admin.page, row(`tr[data-user="${alice.name}"]`).getByRole('button', { name: 'Disable' }), row(`tr[data-user="${alice.name}"] td`).nth(1).filter({ hasText: /^disabled$/ }));
     assert.equal((await t.service.lifecycle.status(sandbox)).status, 'exited', 'her sandbox sleeps');
     assert.equal((await t.api('GET', '/api/me', alice.token)).status, 401);
     await goto(alice.page, `${site}/#/account`);
     await goto(alice.page, null); // reloaded
     await alice.page.getByLabel('User name').waitFor(); // the sign-in page: her session is gone
 
-    await row(`tr[data-user="${alice.name}"]`).getByRole('button', { name: 'Enable' }).click();
-    await eventually(async () => (await row(`tr[data-user="${alice.name}"] td`).nth(1).textContent()) === 'active', 'the active state', 10_000);
+    await clickUntil(admin.page, row(`tr[data-user="${alice.name}"]`).getByRole('button', { name: 'Enable' }), row(`tr[data-user="${alice.name}"] td`).nth(1).filter({ hasText: /^active$/ }));
     assert.equal((await t.api('GET', '/api/me', alice.token)).status, 200);
   });
 });

@@ -358,8 +358,9 @@ export class Lifecycle {
   }
 }
 
-/** How a connection to a sandbox's own engine fails when that dockerd is not listening or gone (starting, restarting, or its root's firewall). */
+/** The wait a refused engine's 503 asks for (Retry-After), as for an engine host that does not answer. */
 const RETRY_AFTER_S = 5;
+/** How a connection to a sandbox's own engine fails when that dockerd is not listening or gone (starting, restarting, or its root's firewall). */
 const NO_ANSWER = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
 
 /**
